@@ -1,0 +1,120 @@
+"""The mitmproxy glue: options, which flows to touch, the stream callable, headers, fail-open."""
+
+from __future__ import annotations
+
+import logging
+
+from mitmproxy import ctx, exceptions, http
+
+from . import engine
+from .context import FlowContext, Stats
+from .settings import OPTIONS, SettingError, Settings, env_default
+from .stream import decoder_for
+
+log = logging.getLogger(__name__)
+
+MARK_REWRITTEN = ":brain:"
+MARK_FELL_BACK = ":warning:"
+
+
+class ThinkWire:
+    def __init__(self) -> None:
+        self.settings: Settings | None = None
+        self._contexts: dict[str, tuple[str, FlowContext, object | None]] = {}
+
+    # -- options ----------------------------------------------------------------------------
+    def load(self, loader) -> None:
+        for o in OPTIONS:
+            loader.add_option(o.name, str, env_default(o), f"{o.help}. Env: {o.env}.")
+
+    def configure(self, updated: set[str]) -> None:
+        if self.settings is not None and not any(n.startswith("think_") for n in updated):
+            return
+        values = {o.name: getattr(ctx.options, o.name) for o in OPTIONS}
+        try:
+            self.settings = Settings.from_values(values)
+        except SettingError as e:
+            raise exceptions.OptionsError(f"thinkwire: {e}") from None
+
+    # -- flows ------------------------------------------------------------------------------
+    def _surface(self, flow: http.HTTPFlow):
+        if self.settings is None or flow.response is None:
+            return None
+        if not 200 <= flow.response.status_code < 300:
+            return None
+        return engine.surface_for_path(flow.request.path, self.settings)
+
+    def _context(self, flow: http.HTTPFlow) -> FlowContext:
+        request = engine.parse_request(flow.request.get_content(strict=False))
+        return engine.new_context(self.settings, request)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        surface = self._surface(flow)
+        if surface is None or not engine.is_event_stream(flow.response.headers.get("content-type")):
+            return
+        encoding = flow.response.headers.get("content-encoding")
+        try:
+            decoder = decoder_for(encoding)
+        except KeyError:
+            self._finish(flow, surface.NAME, None, f"content-encoding {encoding!r} is not supported")
+            return
+        fctx = self._context(flow)
+        flow.response.stream = engine.stream_driver(surface, fctx, decoder)
+        headers = flow.response.headers
+        headers.pop("content-length", None)
+        if decoder is not None:
+            headers.pop("content-encoding", None)
+        if flow.request.http_version.startswith("HTTP/1"):
+            headers["transfer-encoding"] = "chunked"
+        self._contexts[flow.id] = (surface.NAME, fctx, flow.response.stream)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        streamed = self._contexts.pop(flow.id, None)
+        if streamed is not None:
+            name, fctx, _ = streamed
+            self._finish(flow, name, fctx.tally(), fctx.stats.fell_back)
+            return
+        surface = self._surface(flow)
+        if surface is None or engine.is_event_stream(flow.response.headers.get("content-type")):
+            return
+        fctx = self._context(flow)
+        try:
+            body = flow.response.get_content(strict=True)
+            new = surface.rewrite_body(body, fctx) if body else None
+        except ValueError as e:  # not JSON, or content we cannot decode: pass it through
+            self._finish(flow, surface.NAME, fctx.stats, f"body left unchanged: {e}")
+            return
+        except Exception as e:  # a bug must not break the client: pass through, say so
+            log.debug("thinkwire: body rewrite failed", exc_info=True)
+            self._finish(flow, surface.NAME, fctx.stats, f"{type(e).__name__}: {e}")
+            return
+        if new is not None:
+            flow.response.content = new  # re-encodes to the response's Content-Encoding
+        self._finish(flow, surface.NAME, fctx.tally(), None)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self._contexts.pop(flow.id, None)
+
+    # -- reporting --------------------------------------------------------------------------
+    def _finish(self, flow: http.HTTPFlow, surface: str, stats: Stats | None, fell_back: str | None) -> None:
+        stats = stats or Stats()
+        if fell_back:
+            summary = f"thinkwire {surface}: passed through unchanged ({fell_back})"
+            flow.marked = MARK_FELL_BACK
+            log.warning("%s %s: %s", flow.request.method, flow.request.path.split("?", 1)[0], summary)
+        else:
+            summary = (f"thinkwire {surface}: {stats.blocks} reasoning block(s), "
+                       f"{stats.reasoning_chars} chars moved")
+            if stats.native:
+                summary += "; upstream sent native reasoning (left as is)"
+            if stats.stray_closes:
+                summary += "; a closing tag with no opening tag was removed (add a starts_inside profile for this model)"
+            if stats.malformed_events:
+                summary += f"; {stats.malformed_events} malformed event(s) passed unchanged"
+            if stats.blocks:
+                flow.marked = MARK_REWRITTEN
+            log.info("%s %s: %s", flow.request.method, flow.request.path.split("?", 1)[0], summary)
+        flow.comment = summary
+        flow.metadata["thinkwire"] = {"surface": surface, "blocks": stats.blocks,
+                                      "reasoning_chars": stats.reasoning_chars,
+                                      "fell_back": fell_back}

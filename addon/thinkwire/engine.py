@@ -1,0 +1,57 @@
+"""One rewrite path for the addon and the CLI: pick the surface, rewrite a body or a stream."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import ModuleType
+
+from .context import FlowContext
+from .marks import LazySealer
+from .settings import Settings
+from .stream import StreamDriver
+from .surfaces import chat
+
+SURFACES: dict[str, ModuleType] = {"chat": chat}
+
+
+def enabled(settings: Settings) -> list[ModuleType]:
+    return [m for name, m in SURFACES.items() if getattr(settings, name)]
+
+
+def surface_for_path(path: str, settings: Settings) -> ModuleType | None:
+    for m in enabled(settings):
+        if m.matches(path):
+            return m
+    return None
+
+
+def parse_request(body: bytes | None) -> dict | None:
+    if not body:
+        return None
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def new_context(settings: Settings, request: dict | None, sealer: object | None = None) -> FlowContext:
+    model = request.get("model") if request else None
+    return FlowContext(settings, model=model if isinstance(model, str) else None,
+                       request=request, sealer=sealer)
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    return bool(content_type) and content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+def stream_driver(surface: ModuleType, ctx: FlowContext, decoder=None) -> StreamDriver:
+    def on_fail(reason: str) -> None:
+        ctx.stats.fell_back = reason
+    return StreamDriver(surface.StreamRewriter(ctx), decoder, on_fail)
+
+
+def offline_sealer() -> LazySealer:
+    """The key the proxy uses by default (THINK_SIGNING_KEY, else ~/.mitmproxy's key file)."""
+    return LazySealer(os.environ.get("MITMPROXY_CONFDIR") or "~/.mitmproxy")

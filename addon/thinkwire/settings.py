@@ -1,0 +1,137 @@
+"""The options, declared once: name, environment variable, default, help, how to parse.
+
+The addon registers them with mitmproxy (the environment variable is the default, so
+`--set` overrides it); the CLI reads the same table. Parsing errors say how to fix the value.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import tagsets as tagsets_mod
+
+
+class SettingError(ValueError):
+    pass
+
+
+_TRUE = {"1", "true", "on", "yes"}
+_FALSE = {"0", "false", "off", "no"}
+
+
+def _bool(name: str, env: str) -> Callable[[str], bool]:
+    def parse(v: str) -> bool:
+        s = v.strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return False
+        raise SettingError(f"{name} (env {env}) is {v!r}; use on or off (also 1/0, true/false, yes/no)")
+    return parse
+
+
+def _choice(name: str, env: str, choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(v: str) -> str:
+        s = v.strip().lower()
+        if s in choices:
+            return s
+        raise SettingError(f"{name} (env {env}) is {v!r}; use one of: {', '.join(choices)}")
+    return parse
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    env: str
+    default: str
+    help: str
+    parse: Callable[[str], Any]
+
+
+def _opt(name: str, default: str, help: str, kind: str = "bool", choices: tuple[str, ...] = ()) -> Option:
+    env = name.upper()
+    if kind == "bool":
+        parse = _bool(name, env)
+    elif kind == "choice":
+        parse = _choice(name, env, choices)
+        help = f"{help} ({'|'.join(choices)})"
+    else:
+        parse = str
+    return Option(name, env, default, help, parse)
+
+
+OPTIONS: tuple[Option, ...] = (
+    _opt("think_chat", "on", "Rewrite /chat/completions responses"),
+    _opt("think_chat_field", "reasoning_content",
+         "Where chat reasoning goes", "choice", ("reasoning_content", "reasoning", "both")),
+    _opt("think_messages", "on", "Rewrite Anthropic /messages responses"),
+    _opt("think_signature", "off",
+         "Signature on thinking blocks this proxy makes", "choice", ("off", "unsigned", "redacted")),
+    _opt("think_responses", "on", "Rewrite /responses responses"),
+    _opt("think_responses_summary", "off",
+         "Also put reasoning into reasoning items' summary, even when the request does not ask"),
+    _opt("think_responses_content", "on", "Put reasoning text into reasoning items' content"),
+    _opt("think_tags", "", "Tag pairs replacing the tag sets, e.g. '<think> </think>,<reasoning> </reasoning>'", "str"),
+    _opt("think_tagsets", "", "Path of a tag sets YAML file replacing the shipped tagsets.yaml", "str"),
+    _opt("think_trim", "on", "Trim whitespace at the edges of reasoning blocks and after them"),
+    _opt("think_tags_anywhere", "off", "Count opening tags anywhere, not only at the start or a line start"),
+    _opt("think_starts_inside", "off",
+         "Treat every model's output as starting inside a reasoning block (custom model names)"),
+    _opt("think_restore", "inline", "What to do with reasoning this proxy made when a client sends it back",
+         "choice", ("inline", "drop", "keep")),
+    _opt("think_chat_restore", "keep", "What to do with reasoning_content/reasoning in chat requests",
+         "choice", ("keep", "inline", "drop")),
+)
+
+BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def env_default(opt: Option) -> str:
+    return os.environ.get(opt.env, opt.default)
+
+
+@dataclass(frozen=True)
+class Settings:
+    chat: bool
+    chat_field: str
+    messages: bool
+    signature: str
+    responses: bool
+    responses_summary: bool
+    responses_content: bool
+    trim: bool
+    tags_anywhere: bool
+    starts_inside: bool
+    restore: str
+    chat_restore: str
+    tagsets: tagsets_mod.Tagsets
+
+    @classmethod
+    def from_values(cls, values: dict[str, str]) -> "Settings":
+        """Build from raw option strings (missing ones take their environment default)."""
+        def get(name: str) -> Any:
+            opt = BY_NAME[name]
+            raw = values.get(name)
+            return opt.parse(env_default(opt) if raw is None else raw)
+
+        tags = get("think_tags").strip()
+        path = get("think_tagsets").strip()
+        try:
+            if tags:
+                ts = tagsets_mod.from_tags_string(tags)
+            else:
+                ts = tagsets_mod.load(path or tagsets_mod.SHIPPED)
+        except tagsets_mod.TagsetError as e:
+            raise SettingError(str(e)) from None
+        return cls(
+            chat=get("think_chat"), chat_field=get("think_chat_field"),
+            messages=get("think_messages"), signature=get("think_signature"),
+            responses=get("think_responses"), responses_summary=get("think_responses_summary"),
+            responses_content=get("think_responses_content"),
+            trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
+            starts_inside=get("think_starts_inside"),
+            restore=get("think_restore"), chat_restore=get("think_chat_restore"),
+            tagsets=ts,
+        )

@@ -1,0 +1,373 @@
+"""The streaming tag splitter: text in, reasoning and content pieces out.
+
+Pure and I/O-free. One `Splitter` per stream and per choice; `feed(text)` returns the
+pieces it can decide now, holding back only what could still become a tag (and, when
+trimming, whitespace that might turn out to sit at the edge of a block); `finish()` flushes.
+A whole body goes through the same object (`split_text`), so streams and bodies agree.
+
+Pieces are tuples `(kind, value)`:
+  (REASONING, text)  reasoning text, in order
+  (CONTENT, text)    answer text, in order
+  (END, TagPair)     a reasoning block ended (closed, or cut off by the end of output)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+REASONING = 0
+CONTENT = 1
+END = 2
+
+_WS = " \t\r\n\f\v"
+_HSPACE = " \t"
+_FENCES = ("```", "~~~")
+
+
+@dataclass(frozen=True, slots=True)
+class TagPair:
+    open: str
+    close: str
+
+    def __str__(self) -> str:
+        return f"{self.open} {self.close}"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How to split: the tag pairs and the switches that apply to one flow."""
+
+    pairs: tuple[TagPair, ...]
+    trim: bool = True
+    anywhere: bool = False
+    # A model whose template opens the reasoning block in the prompt: output starts inside it.
+    starts_inside: bool = False
+    # Compiled helpers, derived from `pairs`.
+    _open_re: re.Pattern = field(init=False, repr=False, compare=False)
+    _any_re: re.Pattern = field(init=False, repr=False, compare=False)
+    _close_re: re.Pattern = field(init=False, repr=False, compare=False)
+    _by_open: dict = field(init=False, repr=False, compare=False)
+    _by_close: dict = field(init=False, repr=False, compare=False)
+    _open_prefixes: frozenset = field(init=False, repr=False, compare=False)
+    _any_prefixes: frozenset = field(init=False, repr=False, compare=False)
+    _close_prefixes: frozenset = field(init=False, repr=False, compare=False)
+    _longest: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.pairs:
+            raise ValueError("at least one tag pair is needed")
+        opens = [p.open for p in self.pairs]
+        closes = [p.close for p in self.pairs]
+
+        def alternation(tags: list[str]) -> re.Pattern:
+            # Longest first, so `<thinking>` wins over a `<think` prefix of it.
+            ordered = sorted(set(tags), key=len, reverse=True)
+            return re.compile("|".join(re.escape(t) for t in ordered))
+
+        def prefixes(tags: list[str]) -> frozenset:
+            return frozenset(t[:k] for t in tags for k in range(1, len(t)))
+
+        s = object.__setattr__
+        s(self, "_open_re", alternation(opens))
+        s(self, "_close_re", alternation(closes))
+        s(self, "_any_re", alternation(opens + closes))
+        s(self, "_by_open", {p.open: p for p in reversed(self.pairs)})
+        s(self, "_by_close", {p.close: p for p in reversed(self.pairs)})
+        s(self, "_open_prefixes", prefixes(opens))
+        s(self, "_close_prefixes", prefixes(closes))
+        s(self, "_any_prefixes", prefixes(opens + closes))
+        s(self, "_longest", max(len(t) for t in opens + closes))
+
+
+def _partial_tag_len(text: str, prefixes: frozenset, longest: int) -> int:
+    """Length of the longest suffix of `text` that is a proper prefix of a tag."""
+    for k in range(min(longest - 1, len(text)), 0, -1):
+        if text[-k:] in prefixes:
+            return k
+    return 0
+
+
+class Splitter:
+    """Incremental splitter for one stream of model output text."""
+
+    __slots__ = (
+        "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary",
+        "_line_head", "_line_blank", "_ticks", "_fence", "_seen_tag", "blocks", "reasoning_chars", "stray_closes",
+    )
+
+    def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
+        self.rules = rules
+        inside = rules.starts_inside if starts_inside is None else starts_inside
+        self._held = ""          # undecided text, carried into the next feed
+        self._inside = inside    # inside a reasoning block
+        self._pair: TagPair | None = None  # the pair whose block is open (None: any close)
+        self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
+        self._at_start = not inside  # nothing but whitespace has been written yet
+        self._boundary = True    # start of output or just after a block: an opening tag counts here
+        self._line_head = ""     # first characters of the current content line (fences)
+        self._line_blank = True  # the current content line holds only spaces so far
+        self._ticks = 0          # odd: inside an inline `code span` on this line
+        self._fence = False      # inside a fenced code block of the content
+        self._seen_tag = inside  # a block was opened or closed: a stray closing tag no longer counts
+        self.blocks = 1 if inside else 0
+        self.reasoning_chars = 0
+        self.stray_closes = 0
+
+    @property
+    def inside(self) -> bool:
+        return self._inside
+
+    # -- public API ---------------------------------------------------------------------
+    def feed(self, text: str) -> list:
+        out: list = []
+        buf = self._held + text if self._held else text
+        self._held = ""
+        i = 0
+        n = len(buf)
+        while i < n:
+            i = self._reasoning(buf, i, out) if self._inside else self._content(buf, i, out)
+            if i < 0:  # the rest was held back
+                break
+        return out
+
+    def finish(self) -> list:
+        out: list = []
+        held, self._held = self._held, ""
+        if self._inside:
+            text = held.rstrip(_WS) if self.rules.trim else held
+            if self._skip_ws:
+                text = text.lstrip(_WS)
+            self._emit_reasoning(text, out)
+            out.append((END, self._pair or self.rules.pairs[0]))
+            self._inside = False
+        elif held:
+            out.append((CONTENT, held))
+        return out
+
+    # -- inside a reasoning block -------------------------------------------------------
+    def _reasoning(self, buf: str, i: int, out: list) -> int:
+        rules = self.rules
+        if self._skip_ws:
+            j = i
+            n = len(buf)
+            while j < n and buf[j] in _WS:
+                j += 1
+            if j == n:
+                return -1  # all whitespace so far: dropped
+            i = j
+            self._skip_ws = False
+        if self._pair is not None:
+            close = self._pair.close
+            j = buf.find(close, i)
+            prefixes = None
+        else:
+            m = rules._close_re.search(buf, i)
+            j = m.start() if m else -1
+            close = m.group() if m else ""
+            prefixes = rules._close_prefixes
+        if j >= 0:
+            text = buf[i:j]
+            if rules.trim:
+                text = text.rstrip(_WS)
+            self._emit_reasoning(text, out)
+            out.append((END, self._pair or rules._by_close[close]))
+            self._inside = False
+            self._pair = None
+            self._seen_tag = True
+            self._new_line(boundary=True)
+            self._skip_ws = rules.trim
+            return j + len(close)
+        # No close yet: emit all but a possible partial close tag (and trailing whitespace).
+        rest = buf[i:]
+        if prefixes is None:
+            hold = _partial_tag_len(rest, _prefix_cache(close), len(close))
+        else:
+            hold = _partial_tag_len(rest, prefixes, rules._longest)
+        body = rest[: len(rest) - hold]
+        if rules.trim:
+            kept = body.rstrip(_WS)
+            self._held = body[len(kept):] + rest[len(body):]
+            body = kept
+        else:
+            self._held = rest[len(body):]
+        self._emit_reasoning(body, out)
+        return -1
+
+    def _emit_reasoning(self, text: str, out: list) -> None:
+        if text:
+            self.reasoning_chars += len(text)
+            if out and out[-1][0] == REASONING:
+                out[-1] = (REASONING, out[-1][1] + text)
+            else:
+                out.append((REASONING, text))
+
+    # -- in the answer ------------------------------------------------------------------
+    def _content(self, buf: str, i: int, out: list) -> int:
+        rules = self.rules
+        n = len(buf)
+        if self._skip_ws:  # right after a block: drop whitespace, an opening tag still counts
+            j = i
+            while j < n and buf[j] in _WS:
+                j += 1
+            if j == n:
+                return -1
+            i = j
+            self._skip_ws = False
+        strays_count = not self._seen_tag
+        pattern = rules._open_re if not strays_count else rules._any_re
+        pos = i
+        while True:
+            m = pattern.search(buf, pos)
+            if m is None:
+                break
+            j = m.start()
+            tag = m.group()
+            self._observe(buf, i, j)  # line and fence state up to the candidate
+            if tag in rules._by_open and self._opening_counts():
+                self._emit_content(buf[i:j], out, before_block=True)
+                self._inside = True
+                self._pair = rules._by_open[tag]
+                self._seen_tag = True
+                self._skip_ws = rules.trim
+                self.blocks += 1
+                return j + len(tag)
+            if strays_count and tag in rules._by_close and not self._fence:
+                # A closing tag with no opening tag: the block was opened in the prompt.
+                self._emit_content(buf[i:j], out, before_block=False)
+                self.stray_closes += 1
+                self._seen_tag = True
+                self._new_line(boundary=True)
+                self._skip_ws = rules.trim
+                return j + len(tag)
+            self._emit_content(buf[i:j], out, before_block=False)
+            i = j
+            pos = j + 1
+        # No tag in the rest: hold back a partial tag that could still count where it stands.
+        rest_start = i
+        prefixes = rules._any_prefixes if strays_count else rules._open_prefixes
+        hold = _partial_tag_len(buf[rest_start:] if rest_start else buf, prefixes, rules._longest)
+        cut = n - hold
+        self._observe(buf, rest_start, cut)
+        if hold and not (strays_count and not self._fence) and not self._opening_counts():
+            cut = n  # a partial opening tag that could not count here: no need to wait
+            self._observe(buf, n - hold, n)
+            hold = 0
+        if self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "":
+            # Only whitespace so far: wait, it is dropped if a block opens next.
+            self._held = buf[rest_start:]
+            return -1
+        self._emit_content(buf[rest_start:cut], out, before_block=False)
+        self._held = buf[cut:]
+        return -1
+
+    def _opening_counts(self) -> bool:
+        """Where a model writes an opening tag: at the start, at a line start, or, once it
+        has closed a block (interleaved thinking), anywhere; never inside code."""
+        if self.rules.anywhere:
+            return True
+        if self._fence or self._ticks:
+            return False
+        return self._boundary or self._line_blank or self.blocks > 0
+
+    def _new_line(self, boundary: bool) -> None:
+        self._boundary = boundary
+        self._line_head = ""
+        self._line_blank = True
+        self._ticks = 0
+
+    def _observe(self, buf: str, i: int, j: int) -> None:
+        """Track line starts, fenced code blocks and the start boundary over buf[i:j]."""
+        if i >= j:
+            return
+        seg = buf[i:j]
+        if self._boundary and seg.strip(_WS):
+            self._boundary = False
+        if seg.find("\n") < 0:
+            if len(self._line_head) < 8:
+                self._line_head = (self._line_head + seg)[:8]
+            if self._line_blank and seg.strip(_HSPACE):
+                self._line_blank = False
+            if "`" in seg:
+                self._ticks ^= seg.count("`") & 1
+            return
+        # Each completed line may open or close a fence.
+        lines = seg.split("\n")
+        first = (self._line_head + lines[0]).lstrip(" ")
+        if first.startswith(_FENCES):
+            self._fence = not self._fence
+        for line in lines[1:-1]:
+            if line.lstrip(" ").startswith(_FENCES):
+                self._fence = not self._fence
+        last = lines[-1]
+        self._line_head = last[:8]
+        self._line_blank = not last.strip(_HSPACE)
+        self._ticks = last.count("`") & 1
+
+    def _emit_content(self, text: str, out: list, before_block: bool) -> None:
+        if not text:
+            return
+        if self._at_start:
+            if before_block and self.rules.trim and text.strip(_WS) == "":
+                return  # whitespace ahead of the first block is trimmed
+            if text.strip(_WS):
+                self._at_start = False
+        if out and out[-1][0] == CONTENT:
+            out[-1] = (CONTENT, out[-1][1] + text)
+        else:
+            out.append((CONTENT, text))
+
+
+_PREFIXES: dict[str, frozenset] = {}
+
+
+def _prefix_cache(tag: str) -> frozenset:
+    p = _PREFIXES.get(tag)
+    if p is None:
+        p = _PREFIXES[tag] = frozenset(tag[:k] for k in range(1, len(tag)))
+    return p
+
+
+@dataclass(slots=True)
+class Split:
+    """A whole text, split: reasoning blocks and content, in order."""
+
+    pieces: list
+
+    @property
+    def reasoning(self) -> list[str]:
+        blocks, cur, open_ = [], [], False
+        for kind, value in self.pieces:
+            if kind == REASONING:
+                cur.append(value)
+                open_ = True
+            elif kind == END:
+                if open_:
+                    blocks.append("".join(cur))
+                cur, open_ = [], False
+        return blocks
+
+    @property
+    def content(self) -> str:
+        return "".join(v for k, v in self.pieces if k == CONTENT)
+
+
+def split_text(text: str, rules: Rules) -> Split:
+    """Split a whole output. A closing tag with no opening tag makes the text before it reasoning."""
+    s = Splitter(rules)
+    pieces = s.feed(text) + s.finish()
+    if s.stray_closes and not rules.starts_inside:
+        s = Splitter(rules, starts_inside=True)
+        pieces = s.feed(text) + s.finish()
+    return Split(merge(pieces))
+
+
+def merge(pieces: list) -> list:
+    """Join adjacent pieces of the same text kind."""
+    out: list = []
+    for p in pieces:
+        if out and p[0] != END and out[-1][0] == p[0]:
+            out[-1] = (p[0], out[-1][1] + p[1])
+        else:
+            out.append(p)
+    return out

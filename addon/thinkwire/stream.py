@@ -1,0 +1,185 @@
+"""Drive a surface's event rewriter over raw stream bytes, and fail open.
+
+`StreamDriver` is the callable mitmproxy's `flow.response.stream` gets: bytes in, a list of
+bytes out, `b""` once at the end. It decodes Content-Encoding incrementally, frames SSE
+events, hands them to the surface, and never raises: on any error it sends what the surface
+still held, then the original bytes from that point on, unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from typing import Callable, Protocol
+
+from .sse import Event, SSEParser
+
+log = logging.getLogger(__name__)
+
+
+class EventRewriter(Protocol):
+    def on_event(self, ev: Event) -> list[bytes]: ...
+    def finish(self) -> list[bytes]: ...
+    def abort(self) -> list[bytes]: ...
+
+
+# -- Content-Encoding, decoded incrementally -----------------------------------------------
+class _Zlib:
+    def __init__(self, wbits: int) -> None:
+        self._d = zlib.decompressobj(wbits)
+        self._wbits = wbits
+
+    def decompress(self, data: bytes) -> bytes:
+        out = self._d.decompress(data)
+        # gzip allows several members back to back.
+        while self._d.eof and self._d.unused_data:
+            rest = self._d.unused_data
+            self._d = zlib.decompressobj(self._wbits)
+            out += self._d.decompress(rest)
+        return out
+
+    def flush(self) -> bytes:
+        return self._d.flush()
+
+
+class _Deflate:
+    """HTTP "deflate" is zlib-wrapped, but some servers send raw deflate: decide on first bytes."""
+
+    def __init__(self) -> None:
+        self._d: _Zlib | None = None
+        self._head = b""
+
+    def decompress(self, data: bytes) -> bytes:
+        if self._d is None:
+            self._head += data
+            if len(self._head) < 2:
+                return b""
+            data, self._head = self._head, b""
+            wrapped = (data[0] & 0x0F) == 8 and (data[0] << 8 | data[1]) % 31 == 0
+            self._d = _Zlib(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+        return self._d.decompress(data)
+
+    def flush(self) -> bytes:
+        if self._d is None:
+            return _Zlib(zlib.MAX_WBITS).decompress(self._head) if self._head else b""
+        return self._d.flush()
+
+
+class _Brotli:
+    def __init__(self) -> None:
+        import brotli
+        self._d = brotli.Decompressor()
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._d.process(data)
+
+    def flush(self) -> bytes:
+        return b""
+
+
+class _Zstd:
+    def __init__(self) -> None:
+        try:
+            from compression import zstd  # Python 3.14
+        except ImportError:  # pragma: no cover - depends on the Python version
+            from backports import zstd  # what mitmproxy installs before 3.14
+        self._new = zstd.ZstdDecompressor
+        self._d = self._new()
+
+    def decompress(self, data: bytes) -> bytes:
+        out = self._d.decompress(data)
+        while self._d.eof and self._d.unused_data:  # several frames
+            rest = self._d.unused_data
+            self._d = self._new()
+            out += self._d.decompress(rest)
+        return out
+
+    def flush(self) -> bytes:
+        return b""
+
+
+DECODERS: dict[str, Callable[[], object]] = {
+    "gzip": lambda: _Zlib(16 + zlib.MAX_WBITS),
+    "x-gzip": lambda: _Zlib(16 + zlib.MAX_WBITS),
+    "deflate": _Deflate,
+    "br": _Brotli,
+    "zstd": _Zstd,
+}
+
+
+def decoder_for(content_encoding: str | None):
+    """A fresh incremental decoder, None for identity; KeyError for one we cannot decode."""
+    enc = (content_encoding or "").strip().lower()
+    if enc in ("", "identity"):
+        return None
+    return DECODERS[enc]()
+
+
+# -- the driver ----------------------------------------------------------------------------
+class StreamDriver:
+    def __init__(self, rewriter: EventRewriter, decoder=None,
+                 on_fail: Callable[[str], None] | None = None) -> None:
+        self.rewriter = rewriter
+        self.decoder = decoder
+        self.parser = SSEParser()
+        self.passthrough = False
+        self.on_fail = on_fail
+        self.failure: str | None = None
+
+    def __call__(self, chunk: bytes) -> list[bytes]:
+        final = chunk == b""
+        out: list[bytes] = []
+        try:
+            data = self._decode(chunk, final)
+        except Exception as e:  # undecodable: hand over what we have; nothing else can be sent
+            self._fail(f"cannot decode the stream ({type(e).__name__}: {e})", out, [])
+            return self._join(out)
+        if self.passthrough:
+            if data:
+                out.append(data)
+            return self._join(out)
+        events = self.parser.feed(data) if data else []
+        if final:
+            events += self.parser.finish()
+        for k, ev in enumerate(events):
+            try:
+                out.extend(self.rewriter.on_event(ev))
+            except Exception as e:
+                self._fail(f"{type(e).__name__}: {e}", out, events[k:])
+                return self._join(out)
+        if final:
+            try:
+                out.extend(self.rewriter.finish())
+            except Exception as e:
+                self._fail(f"{type(e).__name__}: {e}", out, [])
+        return self._join(out)
+
+    def _decode(self, chunk: bytes, final: bool) -> bytes:
+        d = self.decoder
+        if d is None:
+            return chunk
+        data = d.decompress(chunk) if chunk else b""
+        if final:
+            data += d.flush()
+        return data
+
+    def _fail(self, reason: str, out: list[bytes], unsent: list[Event]) -> None:
+        """Fail open: what the rewriter held, then the original bytes from here on."""
+        if self.failure is None:
+            self.failure = reason
+            log.warning("thinkwire: stream rewrite failed, passing the rest through unchanged: %s",
+                        reason, exc_info=log.isEnabledFor(logging.DEBUG))
+            if self.on_fail:
+                self.on_fail(reason)
+        self.passthrough = True
+        try:
+            out.extend(self.rewriter.abort())
+        except Exception:  # the held text is lost only if even this fails
+            log.debug("thinkwire: abort failed too", exc_info=True)
+        out.extend(ev.raw for ev in unsent)
+        out.append(self.parser.pending())
+
+    @staticmethod
+    def _join(out: list[bytes]) -> list[bytes]:
+        data = b"".join(out)
+        return [data] if data else []

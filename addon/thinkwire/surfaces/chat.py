@@ -1,0 +1,222 @@
+"""Chat Completions (`/chat/completions`): reasoning goes to `reasoning_content` (or `reasoning`).
+
+Whole bodies: each choice's `message.content` is split. Streams: each choice index has its own
+splitter; a chunk whose text holds a block boundary becomes several chunks so reasoning and
+answer keep their order. Everything the rewrite does not own passes through as it came.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..context import FlowContext
+from ..splitter import CONTENT, END, REASONING, Splitter
+from ..sse import Event, dumps, encode
+
+NAME = "chat"
+SHAPE = "'choices' list"
+BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
+_NATIVE = ("reasoning_content", "reasoning")
+
+
+def matches(path: str) -> bool:
+    return path.split("?", 1)[0].rstrip("/").endswith("/chat/completions")
+
+
+def looks_like(obj: dict) -> bool:
+    return isinstance(obj.get("choices"), list)
+
+
+def _fields(ctx: FlowContext) -> tuple[str, ...]:
+    f = ctx.settings.chat_field
+    return _NATIVE if f == "both" else (f,)
+
+
+def _has_native(d: dict) -> bool:
+    return any(isinstance(d.get(k), str) and d.get(k) for k in _NATIVE)
+
+
+# -- whole bodies ---------------------------------------------------------------------------
+def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
+    """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
+    obj = json.loads(data)
+    if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
+        return None
+    changed = False
+    for ch in obj["choices"]:
+        if isinstance(ch, dict) and isinstance(ch.get("message"), dict):
+            changed |= _split_message(ch["message"], ctx, obj.get("model"))
+    return dumps(obj).encode() if changed else None
+
+
+def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = True) -> bool:
+    content = msg.get("content")
+    if not isinstance(content, str) or not content:
+        return False
+    if _has_native(msg):
+        ctx.stats.native = True
+        return False
+    result = ctx.split(content, model, count)
+    if len(result.pieces) <= 1 and not result.reasoning and result.content == content:
+        return False
+    msg["content"] = result.content
+    reasoning = BLOCK_JOIN.join(result.reasoning)
+    if reasoning:
+        for f in _fields(ctx):
+            msg[f] = reasoning
+    return True
+
+
+# -- streams --------------------------------------------------------------------------------
+class _Choice:
+    __slots__ = ("splitter", "native", "done", "had_reasoning", "block_has_text")
+
+    def __init__(self, splitter: Splitter) -> None:
+        self.splitter = splitter
+        self.native = False
+        self.done = False
+        self.had_reasoning = False   # an earlier block put text out (join the next with a blank line)
+        self.block_has_text = False
+
+    def runs(self, pieces: list) -> list[tuple[int, str]]:
+        """Pieces to (kind, text) runs, joining blocks with BLOCK_JOIN."""
+        runs: list[tuple[int, str]] = []
+        for kind, value in pieces:
+            if kind == END:
+                if self.block_has_text:
+                    self.had_reasoning = True
+                self.block_has_text = False
+                continue
+            if kind == REASONING and not self.block_has_text:
+                self.block_has_text = True
+                if self.had_reasoning:
+                    value = BLOCK_JOIN + value
+            if runs and runs[-1][0] == kind:
+                runs[-1] = (kind, runs[-1][1] + value)
+            else:
+                runs.append((kind, value))
+        return runs
+
+
+class StreamRewriter:
+    """One chat stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
+
+    def __init__(self, ctx: FlowContext) -> None:
+        self.ctx = ctx
+        self.fields = _fields(ctx)
+        self.choices: dict = {}
+        self.template: dict | None = None   # top-level fields of the last chunk, for flush chunks
+        self.event_name: str | None = None
+        self.eol = b"\n"
+
+    def on_event(self, ev: Event) -> list[bytes]:
+        data = ev.data
+        if data is None:
+            return [ev.raw]                 # comments, keep-alives
+        if data.strip() == "[DONE]":
+            return self.flush() + [ev.raw]
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            self.ctx.stats.malformed_events += 1
+            return [ev.raw]
+        if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list) or not obj["choices"]:
+            return [ev.raw]                 # usage chunk (`choices: []`), errors, other shapes
+        self.template = {k: v for k, v in obj.items() if k not in ("choices", "usage")}
+        self.event_name, self.eol = ev.event, ev.eol
+        per_choice = [self._choice(ch, obj.get("model")) for ch in obj["choices"]]
+        if all(p is None for p in per_choice):
+            return [ev.raw]
+        lists = [[ch] if p is None else p for ch, p in zip(obj["choices"], per_choice)]
+        count = max(len(x) for x in lists)
+        out = []
+        for j in range(count):
+            chunk = dict(obj)
+            chunk["choices"] = [x[j] for x in lists if j < len(x)]
+            if j < count - 1 and chunk.get("usage") is not None:
+                chunk["usage"] = None
+            out.append(encode(dumps(chunk), ev.event, ev.eol))
+        return out
+
+    def _choice(self, ch: object, model: object) -> list[dict] | None:
+        """The choice dicts this choice becomes, or None when it passes unchanged."""
+        if not isinstance(ch, dict):
+            return None
+        idx = ch.get("index", 0)
+        if not isinstance(idx, int):
+            return None
+        # Some servers (Perplexity) repeat the whole message so far in every chunk.
+        message = ch.get("message")
+        unchanged = None
+        if isinstance(message, dict) and _split_message(message, self.ctx, model, count=False):
+            unchanged = [ch]
+        delta = ch.get("delta")
+        if not isinstance(delta, dict):
+            return unchanged
+        st = self.choices.get(idx)
+        if st is None:
+            st = self.choices[idx] = _Choice(self.ctx.splitter(model))
+        if st.native or st.done:
+            return unchanged
+        if _has_native(delta):
+            # The upstream reasons natively: from here this choice passes as it is.
+            st.native = True
+            self.ctx.stats.native = True
+            return [self._standalone(idx, kind, text)
+                    for kind, text in st.runs(st.splitter.finish())] + [ch]
+        content = delta.get("content")
+        pieces = st.splitter.feed(content) if isinstance(content, str) and content else []
+        if ch.get("finish_reason") is not None:
+            pieces += st.splitter.finish()
+            st.done = True
+        if not pieces and not (isinstance(content, str) and content):
+            return unchanged
+        return self._emit(ch, delta, st.runs(pieces))
+
+    def _emit(self, ch: dict, delta: dict, runs: list) -> list[dict]:
+        """The choice as one dict per run; the last keeps every other field of the original."""
+        if not runs:  # all of it held back for now
+            return [dict(ch, delta=dict(delta, content=""))]
+        out = [self._standalone(ch.get("index", 0), kind, text,
+                                role=delta.get("role") if k == 0 else None)
+               for k, (kind, text) in enumerate(runs[:-1])]
+        kind, text = runs[-1]
+        d = dict(delta)
+        if out:
+            d.pop("role", None)
+        if kind == CONTENT:
+            d["content"] = text
+        else:
+            d["content"] = None
+            for f in self.fields:
+                d[f] = text
+        out.append(dict(ch, delta=d))
+        return out
+
+    def _standalone(self, idx: int, kind: int, text: str, role: str | None = None) -> dict:
+        delta: dict = {"role": role} if role else {}
+        if kind == CONTENT:
+            delta["content"] = text
+        else:
+            delta["content"] = None
+            for f in self.fields:
+                delta[f] = text
+        return {"index": idx, "delta": delta, "finish_reason": None}
+
+    def flush(self) -> list[bytes]:
+        """Text still held by any choice, as chunks of its own (before [DONE] or at the end)."""
+        if self.template is None:
+            return []
+        out = []
+        for idx in sorted(self.choices):
+            st = self.choices[idx]
+            if st.native or st.done:
+                continue
+            st.done = True
+            for kind, text in st.runs(st.splitter.finish()):
+                chunk = dict(self.template, choices=[self._standalone(idx, kind, text)])
+                out.append(encode(dumps(chunk), self.event_name, self.eol))
+        return out
+
+    finish = flush
+    abort = flush

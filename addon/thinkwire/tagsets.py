@@ -1,0 +1,198 @@
+"""Tag sets: which reasoning markup to look for, per model.
+
+Loaded from `tagsets.yaml` (or the file named by THINK_TAGSETS), or replaced wholesale by a
+THINK_TAGS string. Loading is strict: a problem names the file, the line and what is wrong.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .splitter import Rules, TagPair
+
+SHIPPED = Path(__file__).resolve().parent.parent.parent / "tagsets.yaml"
+
+_TOP_KEYS = {"default", "profiles"}
+_DEFAULT_KEYS = {"pairs", "starts_inside"}
+_PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means"}
+
+
+class TagsetError(ValueError):
+    """A tag set file or string that cannot be used; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    models: tuple[str, ...]          # case-insensitive globs
+    pairs: tuple[TagPair, ...]
+    starts_inside: bool = False
+    # With starts_inside, what an output with no closing tag at all means:
+    # "reasoning" (it was all reasoning) or "content" (the model answered without reasoning).
+    tagless_means: str = "reasoning"
+
+    def matches(self, model: str) -> bool:
+        m = model.lower()
+        return any(fnmatch.fnmatchcase(m, g.lower()) for g in self.models)
+
+
+@dataclass(frozen=True)
+class Tagsets:
+    default: Profile
+    profiles: tuple[Profile, ...]
+    source: str
+
+    def profile_for(self, model: str | None) -> Profile:
+        if model:
+            for p in self.profiles:
+                if p.matches(model):
+                    return p
+        return self.default
+
+    def rules_for(self, model: str | None, trim: bool, anywhere: bool,
+                  force_starts_inside: bool = False) -> tuple[Profile, Rules]:
+        p = self.profile_for(model)
+        return p, Rules(p.pairs, trim=trim, anywhere=anywhere,
+                        starts_inside=p.starts_inside or force_starts_inside)
+
+
+def parse_tags_string(value: str) -> tuple[TagPair, ...]:
+    """`"<think> </think>,<reasoning> </reasoning>"`: pairs by comma, open/close by whitespace."""
+    pairs = []
+    for n, item in enumerate(value.split(","), 1):
+        parts = item.split()
+        if len(parts) != 2:
+            raise TagsetError(
+                f"THINK_TAGS pair {n} ({item.strip()!r}) must be an opening and a closing tag "
+                f"separated by whitespace, e.g. '<think> </think>'")
+        pairs.append(TagPair(parts[0], parts[1]))
+    _check_pairs(pairs, "THINK_TAGS")
+    return tuple(pairs)
+
+
+def from_tags_string(value: str) -> Tagsets:
+    pairs = parse_tags_string(value)
+    return Tagsets(Profile("THINK_TAGS", (), pairs), (), "THINK_TAGS")
+
+
+def _check_pairs(pairs: list[TagPair], where: str) -> None:
+    if not pairs:
+        raise TagsetError(f"{where}: no tag pairs")
+    for p in pairs:
+        if not p.open or not p.close:
+            raise TagsetError(f"{where}: empty tag in pair {p.open!r} {p.close!r}")
+        if p.open == p.close:
+            raise TagsetError(f"{where}: opening and closing tag are the same ({p.open!r})")
+    for a in pairs:
+        for b in pairs:
+            # Inside a block only its closing tag is looked for, and in the answer only opening
+            # (and stray closing) tags: a closing tag that starts with an opening tag would be
+            # read as a new block in the answer.
+            if b.close.startswith(a.open):
+                raise TagsetError(
+                    f"{where}: closing tag {b.close!r} starts with opening tag {a.open!r}, "
+                    f"so it would be read as an opening tag")
+
+
+def load(path: str | os.PathLike) -> Tagsets:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise TagsetError(f"{path}: cannot read tag sets: {e.strerror or e}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise TagsetError(f"{path}{line}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    return _build(root, str(path))
+
+
+def _where(src: str, node) -> str:
+    return f"{src}:{node.start_mark.line + 1}"
+
+
+def _mapping(node, src: str, what: str, allowed: set[str]) -> dict:
+    if not isinstance(node, yaml.MappingNode):
+        raise TagsetError(f"{_where(src, node)}: {what} must be a mapping")
+    out = {}
+    for k, v in node.value:
+        key = k.value if isinstance(k, yaml.ScalarNode) else None
+        if key not in allowed:
+            raise TagsetError(
+                f"{_where(src, k)}: unknown key {key!r} in {what} (allowed: {', '.join(sorted(allowed))})")
+        out[key] = v
+    return out
+
+
+def _string(node, src: str, what: str) -> str:
+    if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
+        raise TagsetError(f"{_where(src, node)}: {what} must be a string")
+    if node.value == "":
+        raise TagsetError(f"{_where(src, node)}: {what} is empty")
+    return node.value
+
+
+def _bool(node, src: str, what: str) -> bool:
+    if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:bool":
+        raise TagsetError(f"{_where(src, node)}: {what} must be true or false")
+    return yaml.safe_load(node.value)
+
+
+def _pairs(node, src: str, what: str) -> tuple[TagPair, ...]:
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        raise TagsetError(f"{_where(src, node)}: {what} must be a non-empty list of [open, close] pairs")
+    pairs = []
+    for item in node.value:
+        if not isinstance(item, yaml.SequenceNode) or len(item.value) != 2:
+            raise TagsetError(f"{_where(src, item)}: each pair in {what} must be [open, close]")
+        pairs.append(TagPair(_string(item.value[0], src, "an opening tag"),
+                             _string(item.value[1], src, "a closing tag")))
+    try:
+        _check_pairs(pairs, what)
+    except TagsetError as e:
+        raise TagsetError(f"{_where(src, node)}: {e}") from None
+    return tuple(pairs)
+
+
+def _build(root, src: str) -> Tagsets:
+    if root is None:
+        raise TagsetError(f"{src}: the file is empty")
+    top = _mapping(root, src, "the top level", _TOP_KEYS)
+    if "default" not in top:
+        raise TagsetError(f"{_where(src, root)}: a 'default' section with 'pairs' is required")
+    d = _mapping(top["default"], src, "'default'", _DEFAULT_KEYS)
+    if "pairs" not in d:
+        raise TagsetError(f"{_where(src, top['default'])}: 'default' needs 'pairs'")
+    default = Profile("default", (), _pairs(d["pairs"], src, "default pairs"),
+                      _bool(d["starts_inside"], src, "starts_inside") if "starts_inside" in d else False)
+    profiles = []
+    pnode = top.get("profiles")
+    if pnode is not None and not (isinstance(pnode, yaml.ScalarNode) and pnode.value in ("", "null")):
+        if not isinstance(pnode, yaml.SequenceNode):
+            raise TagsetError(f"{_where(src, pnode)}: 'profiles' must be a list")
+        for item in pnode.value:
+            p = _mapping(item, src, "a profile", _PROFILE_KEYS)
+            for need in ("name", "models"):
+                if need not in p:
+                    raise TagsetError(f"{_where(src, item)}: a profile needs '{need}'")
+            name = _string(p["name"], src, "a profile name")
+            mnode = p["models"]
+            if not isinstance(mnode, yaml.SequenceNode) or not mnode.value:
+                raise TagsetError(f"{_where(src, mnode)}: 'models' of {name!r} must be a non-empty list of globs")
+            models = tuple(_string(m, src, "a model pattern") for m in mnode.value)
+            pairs = _pairs(p["pairs"], src, f"pairs of {name!r}") if "pairs" in p else default.pairs
+            inside = _bool(p["starts_inside"], src, "starts_inside") if "starts_inside" in p else False
+            tagless = "reasoning"
+            if "tagless_means" in p:
+                tagless = _string(p["tagless_means"], src, "tagless_means")
+                if tagless not in ("reasoning", "content"):
+                    raise TagsetError(f"{_where(src, p['tagless_means'])}: tagless_means must be 'reasoning' or 'content'")
+            profiles.append(Profile(name, models, pairs, inside, tagless))
+    return Tagsets(default, tuple(profiles), src)

@@ -1,0 +1,82 @@
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "addon"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import Proxy, Upstream  # noqa: E402
+from thinkwire.context import FlowContext  # noqa: E402
+from thinkwire.settings import Settings  # noqa: E402
+
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+@pytest.fixture(autouse=True)
+def _no_think_env(monkeypatch):
+    """Tests start from the defaults, whatever THINK_* the developer has exported."""
+    for k in list(os.environ):
+        if k.startswith("THINK_"):
+            monkeypatch.delenv(k)
+
+
+def make_settings(**values) -> Settings:
+    return Settings.from_values({k if k.startswith("think_") else f"think_{k}": v for k, v in values.items()})
+
+
+def make_ctx(request: dict | None = None, sealer=None, **values) -> FlowContext:
+    from thinkwire import engine
+    return engine.new_context(make_settings(**values), request, sealer)
+
+
+def corpus_files(prefix: str) -> list[Path]:
+    if not CORPUS.is_dir():
+        return []
+    return sorted(p for p in CORPUS.iterdir() if p.name.startswith(prefix) and p.suffix in (".sse", ".json", ".jsonl"))
+
+
+def corpus_bytes(path: Path) -> bytes:
+    """The sample as wire bytes: JSONL chunk dumps get their SSE `data:` framing back."""
+    data = path.read_bytes()
+    if path.suffix == ".jsonl":
+        lines = [ln for ln in data.splitlines() if ln.strip()]
+        data = b"".join(b"data: " + ln + b"\n\n" for ln in lines)
+    return data
+
+
+@pytest.fixture(scope="session")
+def upstream():
+    up = Upstream()
+    yield up
+    up.close()
+
+
+@pytest.fixture
+def up(upstream):
+    upstream.reset()
+    return upstream
+
+
+@pytest.fixture(scope="session")
+def proxy_factory(upstream, tmp_path_factory):
+    started = []
+
+    def start(options=None, env=None, extra_args=None, confdir=None, upstream_url=None):
+        conf = confdir or tmp_path_factory.mktemp("confdir")
+        p = Proxy(upstream_url or upstream.url, conf, options, env, extra_args)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+@pytest.fixture(scope="session")
+def proxy(proxy_factory):
+    """mitmdump with thinkwire and default options, shared by tests that need nothing else."""
+    return proxy_factory()

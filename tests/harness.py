@@ -47,7 +47,9 @@ def json_reply(obj: object, status: int = 200, gzip_it: bool = False) -> Reply:
     return Reply(status, headers, [body], chunked=False)
 
 
-def sse_reply(chunks: list[bytes], **kw) -> Reply:
+def sse_reply(chunks: list[bytes] | bytes, **kw) -> Reply:
+    if isinstance(chunks, bytes):
+        chunks = [chunks]
     headers = {"content-type": "text/event-stream", "cache-control": "no-cache"}
     headers.update(kw.pop("headers", {}))
     return Reply(200, headers, chunks, **kw)
@@ -240,3 +242,31 @@ def rechunk(data: bytes, sizes: list[int]) -> list[bytes]:
         i += n
         k += 1
     return out
+
+
+@dataclass
+class Got:
+    status: int
+    headers: dict
+    content: bytes
+
+    def json(self):
+        return json.loads(self.content)
+
+
+def post(url: str, obj: object = None, raw: bytes | None = None, method: str = "POST",
+         headers: dict | None = None, timeout: float = 20) -> Got:
+    """A plain HTTP/1.1 request with the standard library (no client-side decoding)."""
+    import http.client
+    from urllib.parse import urlsplit
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    body = raw if raw is not None else (json.dumps(obj).encode() if obj is not None else None)
+    h = {"content-type": "application/json"}
+    h.update(headers or {})
+    conn.request(method, u.path + (f"?{u.query}" if u.query else ""), body=body, headers=h)
+    r = conn.getresponse()
+    data = r.read()
+    got = Got(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
+    conn.close()
+    return got

@@ -94,6 +94,7 @@ class Splitter:
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary",
         "_line_head", "_line_blank", "_ticks", "_fence", "_seen_tag", "blocks", "reasoning_chars", "stray_closes",
+        "markup_chars",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
@@ -113,6 +114,7 @@ class Splitter:
         self.blocks = 1 if inside else 0
         self.reasoning_chars = 0
         self.stray_closes = 0
+        self.markup_chars = 0    # characters of tags removed (for accounting: nothing else goes)
 
     @property
     def inside(self) -> bool:
@@ -177,6 +179,7 @@ class Splitter:
             self._seen_tag = True
             self._new_line(boundary=True)
             self._skip_ws = rules.trim
+            self.markup_chars += len(close)
             return j + len(close)
         # No close yet: emit all but a possible partial close tag (and trailing whitespace).
         rest = buf[i:]
@@ -231,11 +234,13 @@ class Splitter:
                 self._seen_tag = True
                 self._skip_ws = rules.trim
                 self.blocks += 1
+                self.markup_chars += len(tag)
                 return j + len(tag)
             if strays_count and tag in rules._by_close and not self._fence:
                 # A closing tag with no opening tag: the block was opened in the prompt.
                 self._emit_content(buf[i:j], out, before_block=False)
                 self.stray_closes += 1
+                self.markup_chars += len(tag)
                 self._seen_tag = True
                 self._new_line(boundary=True)
                 self._skip_ws = rules.trim

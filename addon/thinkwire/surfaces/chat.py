@@ -162,8 +162,8 @@ class StreamRewriter:
             # The upstream reasons natively: from here this choice passes as it is.
             st.native = True
             self.ctx.stats.native = True
-            return [self._standalone(idx, kind, text)
-                    for kind, text in st.runs(st.splitter.finish())] + [ch]
+            held = [self._standalone(idx, kind, text) for kind, text in st.runs(st.splitter.finish())]
+            return held + [ch] if held else unchanged
         content = delta.get("content")
         pieces = st.splitter.feed(content) if isinstance(content, str) and content else []
         if ch.get("finish_reason") is not None:
@@ -171,7 +171,10 @@ class StreamRewriter:
             st.done = True
         if not pieces and not (isinstance(content, str) and content):
             return unchanged
-        return self._emit(ch, delta, st.runs(pieces))
+        runs = st.runs(pieces)
+        if len(runs) == 1 and runs[0] == (CONTENT, content):
+            return unchanged  # answer text as it came: the original bytes go out
+        return self._emit(ch, delta, runs)
 
     def _emit(self, ch: dict, delta: dict, runs: list) -> list[dict]:
         """The choice as one dict per run; the last keeps every other field of the original."""

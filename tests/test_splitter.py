@@ -1,0 +1,278 @@
+"""The splitter, behaviour by behaviour, plus properties over any chunking."""
+
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from thinkwire.splitter import CONTENT, END, REASONING, Rules, Splitter, TagPair, merge, split_text
+
+THINK = TagPair("<think>", "</think>")
+PAIRS = (THINK, TagPair("<thinking>", "</thinking>"), TagPair("<reasoning>", "</reasoning>"),
+         TagPair("<thought>", "</thought>"))
+RULES = Rules(PAIRS)
+
+
+def stream(text_chunks, rules=RULES):
+    s = Splitter(rules)
+    out = []
+    for c in text_chunks:
+        out += s.feed(c)
+    out += s.finish()
+    return merge(out)
+
+
+def result(pieces):
+    """(reasoning blocks, content) from pieces."""
+    blocks, cur, content, open_ = [], [], [], False
+    for kind, v in pieces:
+        if kind == REASONING:
+            cur.append(v)
+            open_ = True
+        elif kind == END:
+            if open_:
+                blocks.append("".join(cur))
+            cur, open_ = [], False
+        else:
+            content.append(v)
+    return blocks, "".join(content)
+
+
+def whole(text, rules=RULES):
+    s = split_text(text, rules)
+    return s.reasoning, s.content
+
+
+# -- basic splitting ----------------------------------------------------------------------
+def test_reasoning_then_answer():
+    assert whole("<think>x</think>hi") == (["x"], "hi")
+
+
+def test_plain_answer_is_untouched():
+    assert whole("hello <b>world</b>") == ([], "hello <b>world</b>")
+
+
+def test_each_configured_pair_is_recognised():
+    for p in PAIRS:
+        assert whole(f"{p.open}r{p.close}a") == (["r"], "a")
+
+
+def test_longer_tag_wins_over_its_prefix():
+    assert whole("<thinking>r</thinking>a") == (["r"], "a")
+
+
+def test_every_block_is_handled_in_order():
+    assert whole("<think>a</think>b<think>c</think>d") == (["a", "c"], "bd")
+    assert stream(["<think>a</think>b<think>c</think>d"]) == [
+        (REASONING, "a"), (END, THINK), (CONTENT, "b"), (REASONING, "c"), (END, THINK), (CONTENT, "d")]
+
+
+def test_closing_tag_of_another_pair_does_not_close_the_block():
+    assert whole("<think>a</thinking>b</think>c") == (["a</thinking>b"], "c")
+
+
+def test_end_piece_carries_the_pair_the_block_came_from():
+    out = stream(["<thought>x</thought>y"])
+    assert (END, TagPair("<thought>", "</thought>")) in out
+
+
+# -- where an opening tag counts ----------------------------------------------------------
+def test_opening_tag_counts_after_leading_whitespace():
+    assert whole("\n  <think>x</think>hi") == (["x"], "hi")
+
+
+def test_opening_tag_counts_at_the_start_of_a_line():
+    assert whole("intro\n<think>x</think>\nrest") == (["x"], "intro\nrest")
+
+
+def test_opening_tag_mid_sentence_stays_text():
+    assert whole("what does <think> do?") == ([], "what does <think> do?")
+
+
+def test_opening_tag_in_a_fenced_code_block_stays_text():
+    text = "Example:\n```xml\n<think>not reasoning</think>\n```\ndone"
+    assert whole(text) == ([], text)
+
+
+def test_tilde_fence_also_protects_tags():
+    text = "~~~\n<think>x</think>\n~~~\n"
+    assert whole(text) == ([], text)
+
+
+def test_tag_after_a_closed_fence_counts_again():
+    assert whole("```\ncode\n```\n<think>x</think>y") == (["x"], "```\ncode\n```\ny")
+
+
+def test_opening_tag_in_an_inline_code_span_stays_text():
+    text = "<think>r</think>Use the `<think>` tag."
+    assert whole(text) == (["r"], "Use the `<think>` tag.")
+
+
+def test_after_a_closed_block_a_mid_line_opening_tag_counts():
+    # Interleaved thinking: once the model has written a block, it writes markup as structure.
+    assert whole("<think>a</think>ok <think>b</think>c") == (["a", "b"], "ok c")
+
+
+def test_tags_anywhere_option_counts_mid_sentence_tags():
+    rules = Rules(PAIRS, anywhere=True)
+    assert whole("what does <think>x</think> do?", rules) == (["x"], "what does do?")
+
+
+# -- unclosed and stray tags --------------------------------------------------------------
+def test_unclosed_block_at_end_stays_reasoning():
+    assert whole("<think>cut off by max_tokens") == (["cut off by max_tokens"], "")
+    assert stream(["<think>cut off"])[-1] == (END, THINK)
+
+
+def test_unclosed_block_ending_in_a_partial_closing_tag_keeps_that_text():
+    assert whole("<think>abc</thi") == (["abc</thi"], "")
+
+
+def test_closing_tag_without_opening_in_a_body_makes_the_text_before_it_reasoning():
+    assert whole("reasoned here.</think>Hi! 😊") == (["reasoned here."], "Hi! 😊")
+
+
+def test_stray_closing_tag_in_a_stream_never_reaches_the_client():
+    s = Splitter(RULES)
+    out = s.feed("already sent ") + s.feed("</think>\n\nanswer") + s.finish()
+    assert merge(out) == [(CONTENT, "already sent answer")]
+    assert s.stray_closes == 1
+
+
+def test_stray_closing_tag_after_a_block_is_text():
+    assert whole("<think>a</think>b </think> c") == (["a"], "b </think> c")
+
+
+def test_starts_inside_rule_makes_everything_up_to_the_close_reasoning():
+    rules = Rules(PAIRS, starts_inside=True)
+    assert result(stream(["abc", "</th", "ink>\n\nanswer"], rules)) == (["abc"], "answer")
+
+
+def test_starts_inside_with_no_close_is_all_reasoning():
+    rules = Rules(PAIRS, starts_inside=True)
+    assert result(stream(["all of it"], rules)) == (["all of it"], "")
+
+
+# -- whitespace ---------------------------------------------------------------------------
+def test_whitespace_at_block_edges_and_after_close_is_trimmed():
+    assert whole("<think>\n  x y \n</think>\n\n  hi ") == (["x y"], "hi ")
+
+
+def test_trim_off_keeps_all_whitespace():
+    rules = Rules(PAIRS, trim=False)
+    assert whole("\n<think>\nx\n</think>\n\nhi", rules) == (["\nx\n"], "\n\n\nhi")
+
+
+def test_leading_whitespace_of_a_plain_answer_is_kept():
+    assert whole("\n\nhello") == ([], "\n\nhello")
+
+
+def test_empty_block_gives_no_reasoning():
+    assert whole("<think>\n</think>\n\nanswer") == ([], "answer")
+
+
+def test_whitespace_only_output_is_kept():
+    assert whole("  \n") == ([], "  \n")
+
+
+# -- holdback -----------------------------------------------------------------------------
+def test_partial_opening_tag_is_held_until_decided():
+    s = Splitter(RULES)
+    assert s.feed("<thi") == []
+    assert s.feed("nk>r") == [(REASONING, "r")]
+
+
+def test_reasoning_goes_out_as_soon_as_it_arrives():
+    s = Splitter(RULES)
+    s.feed("<think>")
+    assert s.feed("first words") == [(REASONING, "first words")]
+
+
+def test_only_a_possible_tag_suffix_is_held_back():
+    s = Splitter(RULES)
+    s.feed("<think>")
+    assert s.feed("abc</th") == [(REASONING, "abc")]
+    assert s.feed("ink>x") == [(END, THINK), (CONTENT, "x")]
+
+
+def test_less_than_sign_mid_line_is_not_held():
+    s = Splitter(RULES)
+    s.feed("<think>r</think>")
+    s.feed("ok")
+    # `<` that cannot start a counting tag here (inside code) goes out at once.
+    assert s.feed(" `a <") == [(CONTENT, " `a <")]
+
+
+def test_partial_tag_that_never_completes_is_text():
+    assert whole("<thinx>") == ([], "<thinx>")
+    assert stream(["<", "thi", "nx>"]) == [(CONTENT, "<thinx>")]
+
+
+def test_many_partial_prefixes_are_linear_and_kept():
+    text = "<thi" * 5000 + "<<<<<<<" * 1000
+    assert whole(text) == ([], text)
+
+
+# -- properties ---------------------------------------------------------------------------
+tags = st.sampled_from(["<think>", "</think>", "<thinking>", "</thinking>", "<thought>", "</thought>", "<thi", "</"])
+words = st.sampled_from(["a", "b c", " ", "\n", "\n\n", "```", "`", "é", "𝄞", "x\u0301", "<", ">", "think"])
+texts = st.lists(st.one_of(tags, words), max_size=30).map("".join)
+
+
+def chunkings(text, data):
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8).map(sorted))
+    return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts, st.data())
+def test_any_chunking_gives_the_same_pieces(text, data):
+    assert stream(chunkings(text, data)) == stream([text])
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, st.booleans(), st.data())
+def test_starts_inside_any_chunking_gives_the_same_pieces(text, inside, data):
+    rules = Rules(PAIRS, starts_inside=inside, trim=data.draw(st.booleans()))
+    assert stream(chunkings(text, data), rules) == stream([text], rules)
+
+
+def _markup_free(text, rules):
+    s = Splitter(rules)
+    pieces = s.feed(text) + s.finish()
+    return "".join(v for k, v in pieces if k != END), s.markup_chars
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts, st.booleans())
+def test_nothing_lost_without_trimming(text, inside):
+    out, markup = _markup_free(text, Rules(PAIRS, trim=False, starts_inside=inside))
+    # Only recognised tags leave: the rest is the input, in order.
+    assert len(out) + markup == len(text)
+    assert _is_subsequence(out, text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts)
+def test_nothing_lost_with_trimming_only_whitespace_differs(text):
+    kept, _ = _markup_free(text, Rules(PAIRS, trim=False))
+    trimmed, _ = _markup_free(text, RULES)
+    assert re.sub(r"\s", "", kept) == re.sub(r"\s", "", trimmed)
+
+
+def _is_subsequence(small, big):
+    it = iter(big)
+    return all(c in it for c in small)
+
+
+def test_removing_the_tags_gives_the_pieces_back():
+    text = "lead\n<think>r1</think>mid\n<thought>r2</thought>end"
+    rules = Rules(PAIRS, trim=False)
+    s = split_text(text, rules)
+    joined = "".join(v for k, v in s.pieces if k != END)
+    assert joined == "lead\nr1mid\nr2end"
+
+
+def test_rules_need_at_least_one_pair():
+    with pytest.raises(ValueError):
+        Rules(())

@@ -26,7 +26,7 @@ class Event:
 class SSEParser:
     """Incremental parser. `feed(bytes)` returns the complete events; `finish()` the rest."""
 
-    __slots__ = ("_buf", "_scan", "_start", "_lines", "_bom_checked")
+    __slots__ = ("_buf", "_scan", "_lines", "_bom_checked")
 
     def __init__(self) -> None:
         self._buf = b""
@@ -34,7 +34,7 @@ class SSEParser:
         self._lines: list[bytes] = []  # complete lines of the event being read
         self._bom_checked = False
 
-    def feed(self, data: bytes) -> list[Event]:
+    def feed(self, data: bytes, final: bool = False) -> list[Event]:
         buf = self._buf + data if self._buf else data
         events: list[Event] = []
         start = 0           # start of the current event's bytes in buf
@@ -46,7 +46,7 @@ class SSEParser:
             if m is None:
                 break
             end = m.end()
-            if m.group() == b"\r" and end == n:
+            if m.group() == b"\r" and end == n and not final:
                 break  # a CR at the end may be the first half of CRLF: wait
             line = buf[pos:m.start()]
             pos = end
@@ -64,15 +64,16 @@ class SSEParser:
 
     def finish(self) -> list[Event]:
         """The bytes left at the end of the stream, as a last (unterminated) event."""
+        events = self.feed(b"", final=True) if self._buf else []
         if not self._buf:
-            return []
+            return events
         buf, self._buf = self._buf, b""
         lines = self._lines
         tail = buf[self._scan:]
         if tail:
             lines.append(tail.rstrip(b"\r"))
         self._lines, self._scan = [], 0
-        return [_make_event(buf, lines, b"\n", self)]
+        return events + [_make_event(buf, lines, b"\n", self)]
 
     def pending(self) -> bytes:
         """Bytes received but not yet part of a complete event (for a fail-open hand-off)."""
@@ -95,8 +96,6 @@ def _make_event(raw: bytes, lines: list[bytes], eol: bytes, parser: SSEParser) -
             v = line[6:]
             name = (v[1:] if v[:1] == b" " else v).decode("utf-8", "surrogateescape")
         # comments (":..."), id:, retry: and unknown fields only live in `raw`.
-    if lines and not parser._bom_checked:
-        parser._bom_checked = True
     return Event(raw, name, "\n".join(data) if data else None, eol)
 
 
@@ -114,7 +113,3 @@ def encode(data: str, event: str | None = None, eol: bytes = b"\n") -> bytes:
     else:
         body = f"data: {data}{e}"
     return (head + body + e).encode("utf-8", "surrogateescape")
-
-
-def has_text(data: str | None) -> bool:
-    return data is not None and data != ""

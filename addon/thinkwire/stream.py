@@ -30,6 +30,8 @@ class _Zlib:
         self._wbits = wbits
 
     def decompress(self, data: bytes) -> bytes:
+        if self._d.eof:  # the last member ended exactly at a chunk boundary
+            self._d = zlib.decompressobj(self._wbits)
         out = self._d.decompress(data)
         # gzip allows several members back to back.
         while self._d.eof and self._d.unused_data:
@@ -87,6 +89,8 @@ class _Zstd:
         self._d = self._new()
 
     def decompress(self, data: bytes) -> bytes:
+        if self._d.eof:  # the last frame ended exactly at a chunk boundary
+            self._d = self._new()
         out = self._d.decompress(data)
         while self._d.eof and self._d.unused_data:  # several frames
             rest = self._d.unused_data
@@ -131,8 +135,11 @@ class StreamDriver:
         out: list[bytes] = []
         try:
             data = self._decode(chunk, final)
-        except Exception as e:  # undecodable: hand over what we have; nothing else can be sent
-            self._fail(f"cannot decode the stream ({type(e).__name__}: {e})", out, [])
+        except Exception as e:  # undecodable: from here the bytes go on as they came
+            self.decoder = None
+            if not self.passthrough:
+                self._fail(f"cannot decode the stream ({type(e).__name__}: {e})", out, [])
+            out.append(chunk)
             return self._join(out)
         if self.passthrough:
             if data:
@@ -165,13 +172,12 @@ class StreamDriver:
 
     def _fail(self, reason: str, out: list[bytes], unsent: list[Event]) -> None:
         """Fail open: what the rewriter held, then the original bytes from here on."""
-        if self.failure is None:
-            self.failure = reason
-            log.warning("thinkwire: stream rewrite failed, passing the rest through unchanged: %s",
-                        reason, exc_info=log.isEnabledFor(logging.DEBUG))
-            if self.on_fail:
-                self.on_fail(reason)
+        self.failure = reason
         self.passthrough = True
+        log.warning("thinkwire: stream rewrite failed, passing the rest through unchanged: %s",
+                    reason, exc_info=log.isEnabledFor(logging.DEBUG))
+        if self.on_fail:
+            self.on_fail(reason)
         try:
             out.extend(self.rewriter.abort())
         except Exception:  # the held text is lost only if even this fails

@@ -1,0 +1,196 @@
+"""SSE framing and the stream driver: framing at any boundary, decoders, fail-open."""
+
+import gzip
+import zlib
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from harness import rechunk
+from thinkwire.sse import Event, SSEParser, encode
+from thinkwire.stream import StreamDriver, decoder_for
+
+
+def parse_all(chunks):
+    p = SSEParser()
+    out = []
+    for c in chunks:
+        out += p.feed(c)
+    return out + p.finish()
+
+
+# -- framing ------------------------------------------------------------------------------
+def test_events_keep_their_original_bytes():
+    data = b"event: a\ndata: 1\n\n: comment\n\ndata: x\ndata: y\nid: 7\n\n"
+    evs = parse_all([data])
+    assert b"".join(e.raw for e in evs) == data
+    assert [(e.event, e.data) for e in evs] == [("a", "1"), (None, None), (None, "x\ny")]
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_every_line_ending_frames_events(eol):
+    data = eol.join([b"data: 1", b"", b"event: e", b"data: 2", b"", b""])
+    evs = parse_all(rechunk(data, [1]))
+    assert [(e.event, e.data, e.eol) for e in evs] == [(None, "1", eol), ("e", "2", eol)]
+    assert b"".join(e.raw for e in evs) == data
+
+
+def test_crlf_split_between_cr_and_lf_is_one_line_end():
+    evs = parse_all([b"data: 1\r", b"\n\r", b"\n"])
+    assert [(e.data, e.raw) for e in evs] == [("1", b"data: 1\r\n\r\n")]
+
+
+def test_bom_at_stream_start_is_ignored_for_parsing_but_kept():
+    data = b"\xef\xbb\xbfdata: 1\n\n"
+    evs = parse_all([data])
+    assert evs[0].data == "1" and evs[0].raw == data
+
+
+def test_field_without_space_after_colon():
+    assert parse_all([b"data:1\nevent:x\n\n"])[0].data == "1"
+
+
+def test_unterminated_last_event_is_returned_at_finish():
+    evs = parse_all([b"data: 1\n\ndata: tail"])
+    assert [e.data for e in evs] == ["1", "tail"] and evs[-1].raw == b"data: tail"
+
+
+def test_utf8_split_mid_character_is_decoded_whole():
+    data = "data: é𝄞\n\n".encode()
+    assert parse_all(rechunk(data, [1]))[0].data == "é𝄞"
+
+
+def test_invalid_utf8_survives_a_round_trip():
+    data = b"data: \xff\xfe ok\n\n"
+    ev = parse_all([data])[0]
+    assert encode(ev.data) == data
+
+
+def test_encode_multiline_data_and_event_name():
+    assert encode("a\nb", "e", b"\r\n") == b"event: e\r\ndata: a\r\ndata: b\r\n\r\n"
+
+
+def test_pending_hands_over_unparsed_bytes():
+    p = SSEParser()
+    p.feed(b"data: 1\n\ndata: par")
+    assert p.pending() == b"data: par" and p.finish() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"data: x", b"data: {\"a\": 1}", b"event: e", b": c", b"", b"id: 1",
+                                 b"data:", "data: é".encode()]), max_size=20),
+       st.sampled_from([b"\n", b"\r\n", b"\r"]), st.lists(st.integers(1, 9), min_size=1, max_size=5))
+def test_framing_is_independent_of_chunking(lines, eol, sizes):
+    data = eol.join(lines) + eol
+    whole = parse_all([data])
+    pieces = parse_all(rechunk(data, sizes))
+    assert [(e.raw, e.event, e.data) for e in pieces] == [(e.raw, e.event, e.data) for e in whole]
+    assert b"".join(e.raw for e in pieces) == data
+
+
+# -- the driver ---------------------------------------------------------------------------
+class Upper:
+    """A toy rewriter: upper-cases data, holds nothing."""
+
+    def __init__(self, fail_on=None):
+        self.fail_on = fail_on
+        self.aborted = False
+
+    def on_event(self, ev: Event):
+        if self.fail_on is not None and ev.data == self.fail_on:
+            raise RuntimeError("boom")
+        return [encode(ev.data.upper())] if ev.data else [ev.raw]
+
+    def finish(self):
+        return [b": end\n\n"]
+
+    def abort(self):
+        self.aborted = True
+        return [b": held\n\n"]
+
+
+def drive(driver, chunks):
+    out = []
+    for c in chunks:
+        got = driver(c)
+        assert all(got)
+        out += got
+    return b"".join(out + driver(b""))
+
+
+def test_driver_rewrites_and_flushes_at_the_end():
+    assert drive(StreamDriver(Upper()), [b"data: a\n\nda", b"ta: b\n\n"]) == b"data: A\n\ndata: B\n\n: end\n\n"
+
+
+def test_driver_never_returns_an_empty_chunk_mid_stream():
+    d = StreamDriver(Upper())
+    assert d(b"data: partial") == []
+
+
+def test_driver_fails_open_with_held_text_then_original_bytes():
+    reasons = []
+    d = StreamDriver(Upper(fail_on="b"), on_fail=reasons.append)
+    out = drive(d, [b"data: a\n\ndata: b\n\ndata: c\n\nda", b"ta: d\n\n"])
+    assert out == b"data: A\n\n: held\n\ndata: b\n\ndata: c\n\ndata: d\n\n"
+    assert reasons == ["RuntimeError: boom"] and d.failure == "RuntimeError: boom"
+
+
+def test_driver_failure_in_finish_still_sends_held_text():
+    class BadFinish(Upper):
+        def finish(self):
+            raise ValueError("late")
+    d = StreamDriver(BadFinish())
+    assert drive(d, [b"data: a\n\n"]) == b"data: A\n\n: held\n\n" and d.failure == "ValueError: late"
+
+
+def test_driver_survives_abort_failing_too():
+    class BadAbort(Upper):
+        def abort(self):
+            raise ValueError("worse")
+    d = StreamDriver(BadAbort(fail_on="a"))
+    assert drive(d, [b"data: a\n\n"]) == b"data: a\n\n"
+
+
+@pytest.mark.parametrize("encoding,compress", [
+    ("gzip", gzip.compress), ("x-gzip", gzip.compress), ("deflate", zlib.compress),
+    ("deflate", lambda b: zlib.compress(b)[2:-4]),  # raw deflate, as some servers send it
+])
+def test_driver_decodes_compressed_streams_at_any_boundary(encoding, compress):
+    data = b"data: a\n\ndata: b\n\n"
+    comp = compress(data)
+    for size in (1, 3, len(comp)):
+        assert drive(StreamDriver(Upper(), decoder_for(encoding)), rechunk(comp, [size])) == \
+            b"data: A\n\ndata: B\n\n: end\n\n"
+
+
+def test_driver_decodes_concatenated_gzip_members():
+    comp = gzip.compress(b"data: a\n\n") + gzip.compress(b"data: b\n\n")
+    assert drive(StreamDriver(Upper(), decoder_for("gzip")), [comp]) == b"data: A\n\ndata: B\n\n: end\n\n"
+
+
+def test_driver_decodes_brotli_and_zstd():
+    import brotli
+    from backports import zstd
+    data = b"data: a\n\n"
+    assert drive(StreamDriver(Upper(), decoder_for("br")), rechunk(brotli.compress(data), [2])).startswith(b"data: A")
+    two_frames = zstd.compress(data) + zstd.compress(b"data: b\n\n")
+    assert drive(StreamDriver(Upper(), decoder_for("zstd")), rechunk(two_frames, [3])).startswith(b"data: A\n\ndata: B")
+
+
+def test_identity_and_unknown_encodings():
+    assert decoder_for(None) is None and decoder_for("identity") is None
+    with pytest.raises(KeyError):
+        decoder_for("compress")
+
+
+def test_corrupt_compressed_stream_fails_open():
+    d = StreamDriver(Upper(), decoder_for("gzip"))
+    out = drive(d, [b"not gzip", b" at all"])
+    assert d.failure and d.failure.startswith("cannot decode")
+    assert out == b": held\n\nnot gzip at all"  # the original bytes go on
+
+
+def test_deflate_cut_after_one_byte_gives_nothing_and_no_error():
+    d = decoder_for("deflate")
+    assert d.decompress(b"x") == b""
+    assert d.flush() == b""

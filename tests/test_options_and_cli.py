@@ -1,0 +1,273 @@
+"""Options (validated, env defaults), tag set loading, the addon glue in-process, and the CLI."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from mitmproxy import exceptions
+from mitmproxy.test import taddons, tflow, tutils
+
+from conftest import ROOT, make_settings
+from thinkwire import cli, tagsets
+from thinkwire.addon import MARK_FELL_BACK, MARK_REWRITTEN, ThinkWire
+from thinkwire.settings import SettingError, Settings
+from thinkwire.splitter import TagPair
+
+
+# -- settings -----------------------------------------------------------------------------
+def test_defaults():
+    s = make_settings()
+    assert (s.chat, s.chat_field, s.trim, s.tags_anywhere) == (True, "reasoning_content", True, False)
+    assert s.tagsets.default.pairs[0] == TagPair("<think>", "</think>")
+
+
+@pytest.mark.parametrize("value,expected", [("0", False), ("false", False), ("OFF", False), ("no", False),
+                                            ("1", True), ("on", True), ("True", True)])
+def test_switch_values(value, expected):
+    assert make_settings(chat=value).chat is expected
+
+
+def test_bad_switch_value_says_how_to_fix_it():
+    with pytest.raises(SettingError, match=r"think_chat \(env THINK_CHAT\) is 'maybe'; use on or off"):
+        make_settings(chat="maybe")
+
+
+def test_bad_choice_lists_the_choices():
+    with pytest.raises(SettingError, match="reasoning_content, reasoning, both"):
+        make_settings(chat_field="thoughts")
+
+
+def test_environment_gives_the_default(monkeypatch):
+    monkeypatch.setenv("THINK_CHAT_FIELD", "both")
+    assert Settings.from_values({}).chat_field == "both"
+    assert Settings.from_values({"think_chat_field": "reasoning"}).chat_field == "reasoning"
+
+
+def test_think_tags_replaces_the_tag_sets():
+    s = make_settings(tags="<a> </a>, [T] [/T]")
+    assert s.tagsets.default.pairs == (TagPair("<a>", "</a>"), TagPair("[T]", "[/T]"))
+
+
+@pytest.mark.parametrize("value,problem", [("<a>", "must be an opening and a closing tag"),
+                                           ("<a> </a> x", "must be an opening"),
+                                           ("<a> <a>", "the same"),
+                                           ("<a> </a>,<b> <a>x", "starts with opening tag")])
+def test_bad_think_tags(value, problem):
+    with pytest.raises(SettingError, match=problem):
+        make_settings(tags=value)
+
+
+# -- tag set files --------------------------------------------------------------------------
+def write(tmp_path, text):
+    p = tmp_path / "t.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_shipped_tagsets_load():
+    ts = tagsets.load(tagsets.SHIPPED)
+    assert TagPair("<think>", "</think>") in ts.default.pairs
+
+
+def test_tagsets_file_from_option(tmp_path):
+    p = write(tmp_path, 'default:\n  pairs:\n    - ["<x>", "</x>"]\n')
+    assert make_settings(tagsets=str(p)).tagsets.default.pairs == (TagPair("<x>", "</x>"),)
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("", "the file is empty"),
+    ("default: [\n", "not valid YAML"),
+    ("x: 1\n", ":1: unknown key 'x'"),
+    ("profiles: []\n", "a 'default' section"),
+    ("default:\n  pairs: []\n", ":2: default pairs must be a non-empty list"),
+    ('default:\n  pairs:\n    - ["<x>", ""]\n', ":3: a closing tag is empty"),
+    ('default:\n  pairs:\n    - ["<x>"]\n', ":3: each pair"),
+    ('default:\n  pairs:\n    - ["<x>", 5]\n', ":3: a closing tag must be a string"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\n    - ["<y>", "<x>y"]\n', "starts with opening tag"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\n  colour: red\n', ":4: unknown key 'colour'"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n', ":5: a profile needs 'models'"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: []\n', "non-empty list of globs"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n    starts_inside: 3\n',
+     "starts_inside must be true or false"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n    tagless_means: x\n',
+     "tagless_means must be"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles: 3\n', "'profiles' must be a list"),
+    ("- 1\n", "the top level must be a mapping"),
+])
+def test_tagset_file_problems_name_file_line_and_problem(tmp_path, text, problem):
+    p = write(tmp_path, text)
+    with pytest.raises(tagsets.TagsetError) as e:
+        tagsets.load(p)
+    assert str(p) in str(e.value) and problem in str(e.value)
+
+
+def test_missing_tagsets_file(tmp_path):
+    with pytest.raises(SettingError, match="cannot read tag sets"):
+        make_settings(tagsets=str(tmp_path / "nope.yaml"))
+
+
+def test_profiles_match_model_globs_case_insensitively(tmp_path):
+    p = write(tmp_path, 'default:\n  pairs:\n    - ["<think>", "</think>"]\nprofiles:\n'
+                        '  - name: r1\n    models: ["*deepseek-r1*"]\n    starts_inside: true\n')
+    ts = tagsets.load(p)
+    assert ts.profile_for("DeepSeek-R1-Distill").name == "r1"
+    assert ts.profile_for("qwen") is ts.default and ts.profile_for(None) is ts.default
+    prof, rules = ts.rules_for("deepseek-r1", trim=True, anywhere=False)
+    assert rules.starts_inside and prof.pairs == ts.default.pairs
+
+
+# -- the addon in-process -------------------------------------------------------------------
+def chat_flow(content, stream=False, status=200, path="/v1/chat/completions"):
+    body = {"id": "c", "object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+    f = tflow.tflow(req=tutils.treq(path=path.encode(), content=b'{"model": "m"}'),
+                    resp=tutils.tresp(status_code=status, content=json.dumps(body).encode()))
+    f.response.headers["content-type"] = "text/event-stream" if stream else "application/json"
+    return f
+
+
+def test_addon_rewrites_a_body_and_comments_the_flow():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("<think>x</think>hi")
+        tw.responseheaders(f)
+        tw.response(f)
+        assert json.loads(f.response.content)["choices"][0]["message"]["reasoning_content"] == "x"
+        assert f.marked == MARK_REWRITTEN and "1 reasoning block(s), 1 chars moved" in f.comment
+
+
+def test_addon_leaves_errors_and_other_paths_alone():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        for f in (chat_flow("<think>x</think>", status=400), chat_flow("<think>x</think>", path="/v1/models")):
+            before = f.response.content
+            tw.responseheaders(f)
+            tw.response(f)
+            assert f.response.content == before and not f.comment
+
+
+def test_addon_non_json_body_is_marked_fell_back():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("x")
+        f.response.content = b"<html>"
+        tw.response(f)
+        assert f.response.content == b"<html>" and f.marked == MARK_FELL_BACK and "unchanged" in f.comment
+
+
+def test_addon_body_rewrite_bug_fails_open(monkeypatch):
+    from thinkwire.surfaces import chat
+    monkeypatch.setattr(chat, "rewrite_body", lambda data, ctx: 1 / 0)
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("<think>x</think>")
+        before = f.response.content
+        tw.response(f)
+        assert f.response.content == before and "ZeroDivisionError" in f.comment
+
+
+def test_addon_installs_a_stream_callable_and_fixes_headers():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("", stream=True)
+        f.response.headers["content-length"] = "10"
+        tw.responseheaders(f)
+        assert callable(f.response.stream) and "content-length" not in f.response.headers
+        assert f.response.headers["transfer-encoding"] == "chunked"
+        tw.error(f)
+
+
+def test_addon_stream_with_unknown_encoding_is_left_alone():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("", stream=True)
+        f.response.headers["content-encoding"] = "compress"
+        tw.responseheaders(f)
+        assert not f.response.stream and f.marked == MARK_FELL_BACK
+
+
+def test_addon_bad_option_raises_options_error():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        with pytest.raises(exceptions.OptionsError, match="think_signature"):
+            tctx.configure(tw, think_signature="sometimes")
+
+
+def test_addon_reconfigures_on_change():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw, think_chat_field="reasoning")
+        assert tw.settings.chat_field == "reasoning"
+
+
+# -- the CLI --------------------------------------------------------------------------------
+def run_cli(args, stdin=b"", env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
+    e.update(env or {})
+    e["HOME"] = e.get("HOME", "/tmp")
+    return subprocess.run([sys.executable, "-m", "thinkwire.cli", *args], input=stdin, capture_output=True,
+                          env=e, cwd=ROOT, timeout=60)
+
+
+def test_cli_rewrites_a_body_from_stdin():
+    body = json.dumps({"choices": [{"index": 0, "message": {"content": "<think>x</think>y"}}]}).encode()
+    r = run_cli(["rewrite", "--surface", "chat"], body)
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["choices"][0]["message"] == {"content": "y", "reasoning_content": "x"}
+
+
+def test_cli_rewrites_a_stream_file(tmp_path):
+    p = tmp_path / "s.sse"
+    p.write_bytes(b'data: {"choices":[{"index":0,"delta":{"content":"<think>x</think>y"}}]}\n\ndata: [DONE]\n\n')
+    r = run_cli(["rewrite", "--surface", "chat", str(p)])
+    assert r.returncode == 0 and b'"reasoning_content":"x"' in r.stdout and r.stdout.endswith(b"data: [DONE]\n\n")
+
+
+def test_cli_same_code_path_as_the_addon():
+    data = b'data: {"choices":[{"index":0,"delta":{"content":"<think>a"}}]}\n\n'
+    assert cli.rewrite(data, "chat", make_settings()) == b"".join(
+        __import__("thinkwire.engine", fromlist=["x"]).stream_driver(
+            __import__("thinkwire.surfaces.chat", fromlist=["x"]), cli.engine.new_context(make_settings(), None))(data)
+        + [b""])
+
+
+def test_cli_env_options_apply():
+    body = json.dumps({"choices": [{"message": {"content": "<r>x</r>y"}}]}).encode()
+    r = run_cli(["rewrite", "--surface", "chat"], body, env={"THINK_TAGS": "<r> </r>", "THINK_CHAT_FIELD": "reasoning"})
+    assert json.loads(r.stdout)["choices"][0]["message"]["reasoning"] == "x"
+
+
+@pytest.mark.parametrize("data,problem", [(b"hello", "neither a JSON body nor an SSE stream"),
+                                          (b'{"object": "list"}', "not a chat response"),
+                                          (b"data: {\"a\": 1}\n\n", "not a chat response (stream")])
+def test_cli_rejects_input_of_another_kind(data, problem):
+    r = run_cli(["rewrite", "--surface", "chat"], data)
+    assert r.returncode == 2 and problem in r.stderr.decode()
+
+
+def test_cli_bad_env_value_is_a_clear_error():
+    r = run_cli(["rewrite", "--surface", "chat"], b"{}", env={"THINK_TRIM": "maybe"})
+    assert r.returncode == 2 and "THINK_TRIM" in r.stderr.decode()
+
+
+def test_cli_tags_lists_the_effective_sets():
+    r = run_cli(["tags"])
+    assert r.returncode == 0 and "<think>  ...  </think>" in r.stdout.decode()
+
+
+def test_cli_tags_for_a_model():
+    r = run_cli(["tags", "--model", "some-model"])
+    assert r.returncode == 0 and "no profile matched" in r.stdout.decode()
+
+
+def test_console_script_is_installed():
+    exe = os.path.join(os.path.dirname(sys.executable), "thinkwire")
+    assert os.path.exists(exe)

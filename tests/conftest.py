@@ -1,3 +1,4 @@
+import functools
 import json
 import os
 import sys
@@ -25,7 +26,14 @@ def _no_think_env(monkeypatch):
 
 
 def make_settings(**values) -> Settings:
-    return Settings.from_values({k if k.startswith("think_") else f"think_{k}": v for k, v in values.items()})
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("THINK_")))
+    return _settings(tuple(sorted(values.items())), env)
+
+
+@functools.lru_cache(maxsize=64)
+def _settings(values, env) -> Settings:
+    # Settings are immutable; loading tagsets.yaml once per combination keeps the suite fast.
+    return Settings.from_values({k if k.startswith("think_") else f"think_{k}": v for k, v in values})
 
 
 def make_ctx(request: dict | None = None, sealer=None, **values) -> FlowContext:

@@ -114,8 +114,8 @@ def test_profiles_match_model_globs_case_insensitively(tmp_path):
     ts = tagsets.load(p)
     assert ts.profile_for("DeepSeek-R1-Distill").name == "r1"
     assert ts.profile_for("qwen") is ts.default and ts.profile_for(None) is ts.default
-    prof, rules = ts.rules_for("deepseek-r1", trim=True, anywhere=False)
-    assert rules.starts_inside and prof.pairs == ts.default.pairs
+    prof = ts.profile_for("deepseek-r1")
+    assert prof.starts_inside and prof.pairs == ts.default.pairs
 
 
 # -- the addon in-process -------------------------------------------------------------------

@@ -8,6 +8,7 @@ from mitmproxy import ctx, exceptions, http
 
 from . import engine
 from .context import FlowContext, Stats
+from .marks import LazySealer
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import decoder_for
 
@@ -21,6 +22,7 @@ class ThinkWire:
     def __init__(self) -> None:
         self.settings: Settings | None = None
         self._contexts: dict[str, tuple[str, FlowContext, object | None]] = {}
+        self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
 
     # -- options ----------------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -28,6 +30,8 @@ class ThinkWire:
             loader.add_option(o.name, str, env_default(o), f"{o.help}. Env: {o.env}.")
 
     def configure(self, updated: set[str]) -> None:
+        if self.sealer is None or "confdir" in updated:
+            self.sealer = LazySealer(ctx.options.confdir)
         if self.settings is not None and not any(n.startswith("think_") for n in updated):
             return
         values = {o.name: getattr(ctx.options, o.name) for o in OPTIONS}
@@ -46,7 +50,7 @@ class ThinkWire:
 
     def _context(self, flow: http.HTTPFlow) -> FlowContext:
         request = engine.parse_request(flow.request.get_content(strict=False))
-        return engine.new_context(self.settings, request)
+        return engine.new_context(self.settings, request, self.sealer)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         surface = self._surface(flow)

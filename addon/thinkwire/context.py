@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from .settings import Settings
 from .splitter import Rules, Split, Splitter, split_text
@@ -34,12 +35,22 @@ class FlowContext:
     _splitters: list = field(default_factory=list)
 
     def rules(self, response_model: object = None) -> Rules:
+        """The flow's splitting rules, from its model's profile and the request's thinking switch."""
         if self._rules is None:
             model = self.model or (response_model if isinstance(response_model, str) else None)
             self.model = model
             s = self.settings
-            self._profile, self._rules = s.tagsets.rules_for(
-                model, s.trim, s.tags_anywhere, s.starts_inside)
+            p = self._profile = s.tagsets.profile_for(model)
+            inside = p.starts_inside or s.starts_inside
+            switch = thinking_switch(self.request)
+            if switch is False:
+                inside = False   # thinking turned off: the template closed the block in the prompt
+            elif inside and p.tagless_means == "content" and switch is not True:
+                # Output without a closing tag would be an answer. A stream cannot take back text
+                # it sent as reasoning, so it starts as answer; a closing tag still ends reasoning
+                # (whole bodies: the text before it becomes reasoning).
+                inside = False
+            self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip)
         return self._rules
 
     @property
@@ -47,13 +58,17 @@ class FlowContext:
         self.rules()
         return self._profile  # type: ignore[return-value]
 
-    def splitter(self, response_model: object = None) -> Splitter:
-        sp = Splitter(self.rules(response_model))
+    def splitter(self, response_model: object = None, starts_inside: bool | None = None) -> Splitter:
+        sp = Splitter(self.rules(response_model), starts_inside)
         self._splitters.append(sp)
         return sp
 
-    def split(self, text: str, response_model: object = None, count: bool = True) -> Split:
-        result = split_text(text, self.rules(response_model))
+    def split(self, text: str, response_model: object = None, count: bool = True,
+              starts_inside: bool | None = None) -> Split:
+        rules = self.rules(response_model)
+        if starts_inside is not None and starts_inside != rules.starts_inside:
+            rules = replace(rules, starts_inside=starts_inside)
+        result = split_text(text, rules)
         if not count:
             return result
         blocks = result.reasoning
@@ -69,3 +84,41 @@ class FlowContext:
             self.stats.stray_closes += sp.stray_closes
         self._splitters.clear()
         return self.stats
+
+
+@lru_cache(maxsize=256)
+def _rules(pairs, trim, anywhere, starts_inside, strip) -> Rules:
+    # Rules compile their patterns: build each distinct set once, not per flow.
+    return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip)
+
+
+def thinking_switch(request: dict | None) -> bool | None:
+    """Whether the request explicitly turns thinking on (True) or off (False); None if silent.
+
+    Read from what servers honour: `chat_template_kwargs.enable_thinking` / `.thinking`
+    (vLLM, SGLang, llama.cpp), top-level `enable_thinking`, Anthropic's `thinking.type`, and
+    OpenAI's `reasoning_effort` / `reasoning.effort` ("none" turns it off).
+    """
+    if not isinstance(request, dict):
+        return None
+    kwargs = request.get("chat_template_kwargs")
+    if isinstance(kwargs, dict):
+        for key in ("enable_thinking", "thinking"):
+            if isinstance(kwargs.get(key), bool):
+                return kwargs[key]
+        if kwargs.get("thinking_mode") in ("enabled", "disabled"):  # MiniMax-M3
+            return kwargs["thinking_mode"] == "enabled"
+    if isinstance(request.get("enable_thinking"), bool):
+        return request["enable_thinking"]
+    thinking = request.get("thinking")
+    if isinstance(thinking, bool):
+        return thinking
+    if isinstance(thinking, dict) and isinstance(thinking.get("type"), str):
+        return thinking["type"] != "disabled"
+    effort = request.get("reasoning_effort")
+    reasoning = request.get("reasoning")
+    if effort is None and isinstance(reasoning, dict):
+        effort = reasoning.get("effort")
+    if isinstance(effort, str):
+        return effort != "none"
+    return None

@@ -43,6 +43,8 @@ class Rules:
     anywhere: bool = False
     # A model whose template opens the reasoning block in the prompt: output starts inside it.
     starts_inside: bool = False
+    # Markers that leave the answer wherever they appear (answer wrappers, channel headers).
+    strip: tuple[str, ...] = ()
     # Compiled helpers, derived from `pairs`.
     _open_re: re.Pattern = field(init=False, repr=False, compare=False)
     _any_re: re.Pattern = field(init=False, repr=False, compare=False)
@@ -52,6 +54,8 @@ class Rules:
     _open_prefixes: frozenset = field(init=False, repr=False, compare=False)
     _any_prefixes: frozenset = field(init=False, repr=False, compare=False)
     _close_prefixes: frozenset = field(init=False, repr=False, compare=False)
+    _strip_prefixes: frozenset = field(init=False, repr=False, compare=False)
+    _strip: frozenset = field(init=False, repr=False, compare=False)
     _longest: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -59,6 +63,7 @@ class Rules:
             raise ValueError("at least one tag pair is needed")
         opens = [p.open for p in self.pairs]
         closes = [p.close for p in self.pairs]
+        strip = list(self.strip)
 
         def alternation(tags: list[str]) -> re.Pattern:
             # Longest first, so `<thinking>` wins over a `<think` prefix of it.
@@ -69,15 +74,18 @@ class Rules:
             return frozenset(t[:k] for t in tags for k in range(1, len(t)))
 
         s = object.__setattr__
-        s(self, "_open_re", alternation(opens))
+        # In the answer: opening tags and strip markers (and, before any block, closing tags).
+        s(self, "_open_re", alternation(opens + strip))
         s(self, "_close_re", alternation(closes))
-        s(self, "_any_re", alternation(opens + closes))
+        s(self, "_any_re", alternation(opens + closes + strip))
         s(self, "_by_open", {p.open: p for p in reversed(self.pairs)})
         s(self, "_by_close", {p.close: p for p in reversed(self.pairs)})
-        s(self, "_open_prefixes", prefixes(opens))
+        s(self, "_open_prefixes", prefixes(opens + strip))
         s(self, "_close_prefixes", prefixes(closes))
-        s(self, "_any_prefixes", prefixes(opens + closes))
-        s(self, "_longest", max(len(t) for t in opens + closes))
+        s(self, "_any_prefixes", prefixes(opens + closes + strip))
+        s(self, "_strip_prefixes", prefixes(strip))
+        s(self, "_strip", frozenset(strip))
+        s(self, "_longest", max(len(t) for t in opens + closes + strip))
 
 
 def _partial_tag_len(text: str, prefixes: frozenset, longest: int) -> int:
@@ -93,7 +101,7 @@ class Splitter:
 
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary",
-        "_line_head", "_line_blank", "_ticks", "_fence", "_seen_tag", "blocks", "reasoning_chars", "stray_closes",
+        "_line_head", "_line_blank", "_ticks", "_fence", "_seen_tag", "_lead_open", "blocks", "reasoning_chars", "stray_closes",
         "markup_chars",
     )
 
@@ -111,6 +119,7 @@ class Splitter:
         self._ticks = 0          # odd: inside an inline `code span` on this line
         self._fence = False      # inside a fenced code block of the content
         self._seen_tag = inside  # a block was opened or closed: a stray closing tag no longer counts
+        self._lead_open = inside  # starting inside: an opening tag written anyway is dropped
         self.blocks = 1 if inside else 0
         self.reasoning_chars = 0
         self.stray_closes = 0
@@ -159,6 +168,26 @@ class Splitter:
                 return -1  # all whitespace so far: dropped
             i = j
             self._skip_ws = False
+        if self._lead_open:
+            # The template opened the block, but some models (or templates) write the tag anyway.
+            j = i
+            while j < len(buf) and buf[j] in _WS:
+                j += 1
+            rest = buf[j:]
+            for p in rules.pairs:
+                if rest.startswith(p.open):
+                    if not rules.trim:
+                        self._emit_reasoning(buf[i:j], out)
+                    self._pair = p
+                    self.markup_chars += len(p.open)
+                    self._lead_open = False
+                    self._skip_ws = rules.trim
+                    return j + len(p.open)
+            if rest and any(p.open.startswith(rest) for p in rules.pairs):
+                self._held = buf[i:]
+                return -1
+            if j < len(buf):
+                self._lead_open = False
         if self._pair is not None:
             close = self._pair.close
             j = buf.find(close, i)
@@ -227,6 +256,14 @@ class Splitter:
             j = m.start()
             tag = m.group()
             self._observe(buf, i, j)  # line and fence state up to the candidate
+            if tag in rules._strip:
+                self._emit_content(buf[i:j], out, before_block=False)
+                self.markup_chars += len(tag)
+                if self._boundary:  # a wrapper opening the answer: trim after it as after a block
+                    self._skip_ws = rules.trim
+                    return j + len(tag)
+                i = pos = j + len(tag)
+                continue
             if tag in rules._by_open and self._opening_counts():
                 self._emit_content(buf[i:j], out, before_block=True)
                 self._inside = True
@@ -255,9 +292,11 @@ class Splitter:
         cut = n - hold
         self._observe(buf, rest_start, cut)
         if hold and not (strays_count and not self._fence) and not self._opening_counts():
-            cut = n  # a partial opening tag that could not count here: no need to wait
-            self._observe(buf, n - hold, n)
-            hold = 0
+            # A partial opening tag that could not count here: no need to wait for it
+            # (a strip marker counts anywhere, so a partial one still waits).
+            hold = _partial_tag_len(buf[cut:], rules._strip_prefixes, rules._longest) if rules._strip else 0
+            self._observe(buf, cut, n - hold)
+            cut = n - hold
         if self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "":
             # Only whitespace so far: wait, it is dropped if a block opens next.
             self._held = buf[rest_start:]

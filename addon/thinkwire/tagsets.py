@@ -13,13 +13,13 @@ from pathlib import Path
 
 import yaml
 
-from .splitter import Rules, TagPair
+from .splitter import TagPair
 
 SHIPPED = Path(__file__).resolve().parent.parent.parent / "tagsets.yaml"
 
 _TOP_KEYS = {"default", "profiles"}
 _DEFAULT_KEYS = {"pairs", "starts_inside"}
-_PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means"}
+_PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "strip"}
 
 
 class TagsetError(ValueError):
@@ -35,6 +35,7 @@ class Profile:
     # With starts_inside, what an output with no closing tag at all means:
     # "reasoning" (it was all reasoning) or "content" (the model answered without reasoning).
     tagless_means: str = "reasoning"
+    strip: tuple[str, ...] = ()      # markers that leave the answer (wrappers, channel headers)
 
     def matches(self, model: str) -> bool:
         m = model.lower()
@@ -53,12 +54,6 @@ class Tagsets:
                 if p.matches(model):
                     return p
         return self.default
-
-    def rules_for(self, model: str | None, trim: bool, anywhere: bool,
-                  force_starts_inside: bool = False) -> tuple[Profile, Rules]:
-        p = self.profile_for(model)
-        return p, Rules(p.pairs, trim=trim, anywhere=anywhere,
-                        starts_inside=p.starts_inside or force_starts_inside)
 
 
 def parse_tags_string(value: str) -> tuple[TagPair, ...]:
@@ -194,5 +189,15 @@ def _build(root, src: str) -> Tagsets:
                 tagless = _string(p["tagless_means"], src, "tagless_means")
                 if tagless not in ("reasoning", "content"):
                     raise TagsetError(f"{_where(src, p['tagless_means'])}: tagless_means must be 'reasoning' or 'content'")
-            profiles.append(Profile(name, models, pairs, inside, tagless))
+            strip: tuple[str, ...] = ()
+            if "strip" in p:
+                snode = p["strip"]
+                if not isinstance(snode, yaml.SequenceNode):
+                    raise TagsetError(f"{_where(src, snode)}: 'strip' of {name!r} must be a list of strings")
+                strip = tuple(_string(m, src, "a strip marker") for m in snode.value)
+                tags = {t for pair in pairs for t in (pair.open, pair.close)}
+                for m, node in zip(strip, snode.value):
+                    if m in tags:
+                        raise TagsetError(f"{_where(src, node)}: strip marker {m!r} is also a tag of {name!r}")
+            profiles.append(Profile(name, models, pairs, inside, tagless, strip))
     return Tagsets(default, tuple(profiles), src)

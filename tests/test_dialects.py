@@ -1,0 +1,193 @@
+"""Every shipped dialect: each default pair and each profile, split at every position.
+
+Samples are built from tagsets.yaml itself, so a profile added there is tested here too.
+Surface-specific checks live in SURFACE_CHECKS: each takes (model, output text, chunks) and
+returns (reasoning, content) as the client would read them.
+"""
+
+import json
+
+import pytest
+
+from conftest import make_ctx
+from thinkwire import engine, tagsets
+from thinkwire.context import thinking_switch
+from thinkwire.surfaces import chat
+
+SHIPPED = tagsets.load(tagsets.SHIPPED)
+REASONING = "Let me think: 2 < 3, and 5 > 4."
+ANSWER = "The answer is 42."
+
+
+def dialect_samples():
+    """(id, model, output text, expected reasoning, expected content)."""
+    out = []
+    for pair in SHIPPED.default.pairs:
+        out.append((f"default {pair.open}", "some-custom-model",
+                    f"{pair.open}\n{REASONING}\n{pair.close}\n\n{ANSWER}", REASONING, ANSWER))
+    for p in SHIPPED.profiles:
+        model = p.models[0].replace("*", "x")
+        if p.tagless_means == "content":
+            # A stream of such a model starts inside only when the request turns thinking on.
+            model = json.dumps({"model": model, "chat_template_kwargs": {"thinking": True}})
+        for pair in p.pairs:
+            opening = "" if p.starts_inside else pair.open
+            wrap_open, wrap_close = (p.strip[0], p.strip[1]) if len(p.strip) >= 2 else ("", "")
+            if p.name == "gpt-oss":
+                wrap_open, wrap_close = p.strip[0], p.strip[-1]
+            text = f"{opening}\n{REASONING}\n{pair.close}\n{wrap_open}{ANSWER}{wrap_close}"
+            out.append((f"{p.name} {pair.open}", model, text, REASONING, ANSWER))
+    return out
+
+
+SAMPLES = dialect_samples()
+
+
+def request_for(model):
+    """A model name, or a whole request as JSON (for samples that need request flags)."""
+    return json.loads(model) if model.startswith("{") else {"model": model}
+
+
+def chat_body(model, text):
+    req = request_for(model)
+    body = json.dumps({"model": req["model"], "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]})
+    new = chat.rewrite_body(body.encode(), make_ctx(req))
+    msg = json.loads(new)["choices"][0]["message"] if new else {"content": text}
+    return msg.get("reasoning_content", ""), msg["content"]
+
+
+def chat_stream(model, chunks):
+    req = request_for(model)
+    ctx = make_ctx(req)
+    driver = engine.stream_driver(chat, ctx)
+    data = b""
+    for c in chunks:
+        ev = {"model": req["model"], "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
+        data += b"".join(driver(b"data: " + json.dumps(ev).encode() + b"\n\n"))
+    data += b"".join(driver(b"data: [DONE]\n\n") + driver(b""))
+    r = c_ = ""
+    for line in data.split(b"\n"):
+        if line.startswith(b"data: {"):
+            d = json.loads(line[6:])["choices"][0]["delta"]
+            r += d.get("reasoning_content") or ""
+            c_ += d.get("content") or ""
+    return r, c_
+
+
+@pytest.mark.parametrize("name,model,text,reasoning,content", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_dialect_chat_body(name, model, text, reasoning, content):
+    assert chat_body(model, text) == (reasoning, content)
+
+
+@pytest.mark.parametrize("name,model,text,reasoning,content", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_dialect_chat_stream_split_at_every_position(name, model, text, reasoning, content):
+    for k in range(len(text) + 1):
+        assert chat_stream(model, [text[:k], text[k:]]) == (reasoning, content), k
+
+
+def test_every_profile_and_pair_has_a_sample():
+    names = {s[0] for s in SAMPLES}
+    for p in SHIPPED.profiles:
+        for pair in p.pairs:
+            assert f"{p.name} {pair.open}" in names
+
+
+def test_every_profile_is_reachable_by_its_own_pattern():
+    """A profile shadowed by an earlier one could never apply."""
+    for p in SHIPPED.profiles:
+        model = p.models[0].replace("*", "x")
+        assert SHIPPED.profile_for(model) is p, p.name
+
+
+@pytest.mark.parametrize("model,profile", [
+    ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"), ("DeepSeek-R1-Distill-Qwen-32B", "deepseek-r1"),
+    ("Qwen/QwQ-32B", "qwq"), ("qwen3-32b", "default"), ("Qwen/Qwen3-30B-A3B-Thinking-2507", "qwen3-thinking"),
+    ("openai/gpt-oss-20b", "gpt-oss"), ("MiniMax-M2.7", "minimax-m2"), ("deepseek-v3.1", "deepseek-v3"),
+    ("zai-org/GLM-4.7-Flash", "glm-4.7"), ("glm-4.5", "default"), ("magistral-small-2509", "magistral"),
+])
+def test_real_model_names_get_the_right_profile(model, profile):
+    assert SHIPPED.profile_for(model).name == profile
+
+
+# -- starts inside ------------------------------------------------------------------------
+def test_starts_inside_profile_streams_reasoning_before_the_closing_tag():
+    assert chat_stream("deepseek-r1", ["I reason", " here", "</think>", "answer"]) == ("I reason here", "answer")
+
+
+def test_starts_inside_profile_with_no_closing_tag_is_all_reasoning():
+    assert chat_stream("qwq-32b", ["cut off ", "mid-thought"]) == ("cut off mid-thought", "")
+    assert chat_body("qwq-32b", "cut off mid-thought") == ("cut off mid-thought", "")
+
+
+def test_starts_inside_drops_an_opening_tag_the_model_writes_anyway():
+    assert chat_stream("deepseek-r1-0528", ["<thi", "nk>\nr</think>a"]) == ("r", "a")
+
+
+def test_tagless_means_content_without_a_closing_tag_is_the_answer():
+    # DeepSeek-V3.1 with thinking off by default: no tags at all is an answer.
+    assert chat_body("deepseek-v3.1", "plain answer") == ("", "plain answer")
+    assert chat_stream("deepseek-v3.1", ["plain ", "answer"]) == ("", "plain answer")
+
+
+def test_tagless_means_content_body_with_a_closing_tag_is_reasoning_first():
+    assert chat_body("deepseek-v3.1", "thinking</think>answer") == ("thinking", "answer")
+
+
+def test_tagless_means_content_stream_starts_inside_when_the_request_turns_thinking_on():
+    ctx = make_ctx({"model": "deepseek-v3.1", "chat_template_kwargs": {"thinking": True}})
+    assert ctx.rules().starts_inside
+
+
+def test_request_turning_thinking_off_never_starts_inside():
+    ctx = make_ctx({"model": "qwq", "chat_template_kwargs": {"enable_thinking": False}})
+    assert not ctx.rules().starts_inside
+
+
+def test_starts_inside_option_forces_it_for_every_model():
+    ctx = make_ctx({"model": "my-custom-name"}, starts_inside="on")
+    assert ctx.rules().starts_inside
+
+
+@pytest.mark.parametrize("request_body,switch", [
+    (None, None), ({}, None), ({"chat_template_kwargs": {"enable_thinking": False}}, False),
+    ({"chat_template_kwargs": {"thinking": True}}, True), ({"chat_template_kwargs": {"thinking_mode": "disabled"}}, False),
+    ({"enable_thinking": True}, True), ({"thinking": False}, False), ({"thinking": {"type": "enabled"}}, True),
+    ({"thinking": {"type": "disabled"}}, False), ({"thinking": {"type": "adaptive"}}, True),
+    ({"reasoning_effort": "none"}, False), ({"reasoning_effort": "high"}, True),
+    ({"reasoning": {"effort": "low"}}, True), ({"reasoning": {"summary": "auto"}}, None),
+    ({"chat_template_kwargs": "x"}, None),
+])
+def test_thinking_switch_read_from_the_request(request_body, switch):
+    assert thinking_switch(request_body) is switch
+
+
+# -- strip markers ------------------------------------------------------------------------
+def test_harmony_final_channel_header_leaves_the_answer():
+    text = "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>Hi<|return|>"
+    assert chat_body("gpt-oss-20b", text) == ("think", "Hi")
+    for k in range(len(text) + 1):
+        assert chat_stream("gpt-oss-20b", [text[:k], text[k:]]) == ("think", "Hi"), k
+
+
+def test_strip_markers_leave_the_answer_anywhere():
+    # Whitespace after a wrapper that opens the answer is trimmed; before its end it was sent.
+    assert chat_body("hunyuan-a13b", "<think>\nr\n</think>\n<answer>\nA <answer> B\n</answer>") == ("r", "A  B\n")
+
+
+def test_strip_marker_is_not_removed_inside_reasoning():
+    assert chat_body("hunyuan-a13b", "<think>about <answer></think>x") == ("about <answer>", "x")
+
+
+def test_loader_rejects_a_strip_marker_that_is_a_tag(tmp_path):
+    p = tmp_path / "t.yaml"
+    p.write_text('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n'
+                 '    strip: ["<x>"]\n')
+    with pytest.raises(tagsets.TagsetError, match=r":7: strip marker '<x>' is also a tag"):
+        tagsets.load(p)
+
+
+def test_loader_rejects_a_strip_that_is_not_a_list(tmp_path):
+    p = tmp_path / "t.yaml"
+    p.write_text('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n    strip: x\n')
+    with pytest.raises(tagsets.TagsetError, match="must be a list of strings"):
+        tagsets.load(p)

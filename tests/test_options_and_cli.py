@@ -136,7 +136,7 @@ def test_addon_rewrites_a_body_and_comments_the_flow():
         tw.responseheaders(f)
         tw.response(f)
         assert json.loads(f.response.content)["choices"][0]["message"]["reasoning_content"] == "x"
-        assert f.marked == MARK_REWRITTEN and "1 reasoning block(s), 1 chars moved" in f.comment
+        assert f.marked == MARK_REWRITTEN and "[default]: 1 reasoning block(s), 1 chars moved" in f.comment
 
 
 def test_addon_leaves_errors_and_other_paths_alone():

@@ -7,7 +7,7 @@ import logging
 from mitmproxy import ctx, exceptions, http
 
 from . import engine
-from .context import FlowContext, Stats
+from .context import FlowContext
 from .marks import LazySealer
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import decoder_for
@@ -16,12 +16,13 @@ log = logging.getLogger(__name__)
 
 MARK_REWRITTEN = ":brain:"
 MARK_FELL_BACK = ":warning:"
+META = "thinkwire"  # flow.metadata key
 
 
 class ThinkWire:
     def __init__(self) -> None:
         self.settings: Settings | None = None
-        self._contexts: dict[str, tuple[str, FlowContext, object | None]] = {}
+        self._streams: dict[str, tuple[str, FlowContext]] = {}
         self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
 
     # -- options ----------------------------------------------------------------------------
@@ -52,17 +53,38 @@ class ThinkWire:
         request = engine.parse_request(flow.request.get_content(strict=False))
         return engine.new_context(self.settings, request, self.sealer)
 
+    def request(self, flow: http.HTTPFlow) -> None:
+        """The way back: reasoning this proxy made, sent back by the client, is restored."""
+        if self.settings is None or flow.request.method != "POST":
+            return
+        surface = engine.surface_for_path(flow.request.path, self.settings)
+        if surface is None or not hasattr(surface, "restore_request"):
+            return
+        body = flow.request.get_content(strict=False)
+        if not body:
+            return
+        fctx = engine.new_context(self.settings, engine.parse_request(body), self.sealer)
+        try:
+            new = surface.restore_request(body, fctx)
+        except Exception as e:  # never block a request: it goes upstream as it came
+            log.warning("thinkwire %s: request left unchanged (%s: %s)", surface.NAME, type(e).__name__, e,
+                        exc_info=log.isEnabledFor(logging.DEBUG))
+            return
+        if new is not None:
+            flow.request.content = new
+            flow.metadata[META + "_restored"] = fctx.stats.restored
+
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         surface = self._surface(flow)
         if surface is None or not engine.is_event_stream(flow.response.headers.get("content-type")):
             return
         encoding = flow.response.headers.get("content-encoding")
+        fctx = self._context(flow)
         try:
             decoder = decoder_for(encoding)
         except KeyError:
-            self._finish(flow, surface.NAME, None, f"content-encoding {encoding!r} is not supported")
+            self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported")
             return
-        fctx = self._context(flow)
         flow.response.stream = engine.stream_driver(surface, fctx, decoder)
         headers = flow.response.headers
         headers.pop("content-length", None)
@@ -70,13 +92,14 @@ class ThinkWire:
             headers.pop("content-encoding", None)
         if flow.request.http_version.startswith("HTTP/1"):
             headers["transfer-encoding"] = "chunked"
-        self._contexts[flow.id] = (surface.NAME, fctx, flow.response.stream)
+        self._streams[flow.id] = (surface.NAME, fctx)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        streamed = self._contexts.pop(flow.id, None)
+        streamed = self._streams.pop(flow.id, None)
         if streamed is not None:
-            name, fctx, _ = streamed
-            self._finish(flow, name, fctx.tally(), fctx.stats.fell_back)
+            name, fctx = streamed
+            fctx.tally()
+            self._finish(flow, name, fctx, fctx.stats.fell_back)
             return
         surface = self._surface(flow)
         if surface is None or engine.is_event_stream(flow.response.headers.get("content-type")):
@@ -86,39 +109,47 @@ class ThinkWire:
             body = flow.response.get_content(strict=True)
             new = surface.rewrite_body(body, fctx) if body else None
         except ValueError as e:  # not JSON, or content we cannot decode: pass it through
-            self._finish(flow, surface.NAME, fctx.stats, f"body left unchanged: {e}")
+            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {e}")
             return
         except Exception as e:  # a bug must not break the client: pass through, say so
             log.debug("thinkwire: body rewrite failed", exc_info=True)
-            self._finish(flow, surface.NAME, fctx.stats, f"{type(e).__name__}: {e}")
+            self._finish(flow, surface.NAME, fctx, f"{type(e).__name__}: {e}")
             return
         if new is not None:
             flow.response.content = new  # re-encodes to the response's Content-Encoding
-        self._finish(flow, surface.NAME, fctx.tally(), None)
+        fctx.tally()
+        self._finish(flow, surface.NAME, fctx, None)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        self._contexts.pop(flow.id, None)
+        self._streams.pop(flow.id, None)
 
     # -- reporting --------------------------------------------------------------------------
-    def _finish(self, flow: http.HTTPFlow, surface: str, stats: Stats | None, fell_back: str | None) -> None:
-        stats = stats or Stats()
+    def _finish(self, flow: http.HTTPFlow, surface: str, fctx: FlowContext, fell_back: str | None) -> None:
+        """One comment, marker and INFO line per handled flow; never any body text."""
+        stats = fctx.stats
+        restored = flow.metadata.get(META + "_restored", 0)
+        profile = fctx.profile.name
         if fell_back:
             summary = f"thinkwire {surface}: passed through unchanged ({fell_back})"
             flow.marked = MARK_FELL_BACK
-            log.warning("%s %s: %s", flow.request.method, flow.request.path.split("?", 1)[0], summary)
         else:
-            summary = (f"thinkwire {surface}: {stats.blocks} reasoning block(s), "
+            summary = (f"thinkwire {surface} [{profile}]: {stats.blocks} reasoning block(s), "
                        f"{stats.reasoning_chars} chars moved")
             if stats.native:
                 summary += "; upstream sent native reasoning (left as is)"
             if stats.stray_closes:
-                summary += "; a closing tag with no opening tag was removed (add a starts_inside profile for this model)"
+                summary += (f"; a closing tag with no opening tag was removed: if model {fctx.model!r} "
+                            "opens its reasoning in the prompt, add a profile with starts_inside: true "
+                            "to tagsets.yaml")
             if stats.malformed_events:
                 summary += f"; {stats.malformed_events} malformed event(s) passed unchanged"
             if stats.blocks:
                 flow.marked = MARK_REWRITTEN
-            log.info("%s %s: %s", flow.request.method, flow.request.path.split("?", 1)[0], summary)
+        if restored:
+            summary += f"; {restored} object(s) restored on the request"
         flow.comment = summary
-        flow.metadata["thinkwire"] = {"surface": surface, "blocks": stats.blocks,
-                                      "reasoning_chars": stats.reasoning_chars,
-                                      "fell_back": fell_back}
+        flow.metadata[META] = {"surface": surface, "profile": profile, "blocks": stats.blocks,
+                               "reasoning_chars": stats.reasoning_chars, "restored": restored,
+                               "fell_back": fell_back}
+        where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
+        (log.warning if fell_back else log.info)("%s: %s", where, summary)

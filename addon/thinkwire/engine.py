@@ -10,9 +10,9 @@ from .context import FlowContext
 from .marks import LazySealer
 from .settings import Settings
 from .stream import StreamDriver
-from .surfaces import chat
+from .surfaces import chat, messages
 
-SURFACES: dict[str, ModuleType] = {"chat": chat}
+SURFACES: dict[str, ModuleType] = {"chat": chat, "messages": messages}
 
 
 def enabled(settings: Settings) -> list[ModuleType]:

@@ -223,3 +223,43 @@ class StreamRewriter:
 
     finish = flush
     abort = flush
+
+
+# -- the way back ---------------------------------------------------------------------------
+def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
+    """Assistant messages' reasoning fields: kept (default), put back inline, or dropped.
+
+    Chat clients send `reasoning_content` back without any mark, so the proxy cannot tell
+    its own from an upstream's: nothing changes unless `think_chat_restore` asks for it.
+    """
+    mode = ctx.settings.chat_restore
+    if mode == "keep":
+        return None
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    messages = obj.get("messages") if isinstance(obj, dict) else None
+    if not isinstance(messages, list):
+        return None
+    pair = ctx.rules().pairs[0]
+    changed = 0
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        texts = [m.pop(k) for k in _NATIVE if k in m]
+        reasoning = "\n\n".join(t for t in texts if isinstance(t, str) and t)
+        if not texts:
+            continue
+        changed += 1
+        if mode == "inline" and reasoning:
+            inline = f"{pair.open}{reasoning}{pair.close}"
+            content = m.get("content")
+            if isinstance(content, list):
+                m["content"] = [{"type": "text", "text": inline}] + content
+            else:
+                m["content"] = inline + (content if isinstance(content, str) else "")
+    if not changed:
+        return None
+    ctx.stats.restored += changed
+    return dumps(obj).encode()

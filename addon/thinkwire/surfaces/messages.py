@@ -1,0 +1,364 @@
+"""Anthropic Messages (`/messages`): reasoning becomes native `thinking` content blocks.
+
+Whole bodies: every `text` block is split; each reasoning piece becomes a thinking block where
+it occurred (`a<think>b</think>c` -> text a, thinking b, text c). Streams: a text block is
+turned, on the fly, into thinking and text blocks, and every block's `index` is renumbered so
+indices run 0, 1, 2 ... in start order across the message (the SDK appends on
+`content_block_start` and looks deltas up by index). Every other block and event passes as it
+came, byte for byte when its index did not move. A message in which the upstream already sends
+`thinking` or `redacted_thinking` blocks is native: it passes untouched.
+
+How a thinking block this proxy makes looks (`think_signature`, and the request's
+`thinking.display`):
+  off       {"type": "thinking", "thinking": x}                    (no signature key)
+  unsigned  {"type": "thinking", "thinking": x, "signature": ""}
+  redacted  {"type": "redacted_thinking", "data": MARK}
+  omitted   {"type": "thinking", "thinking": "", "signature": MARK}   (request asked display: omitted)
+MARK is `marks.Sealer.seal(x, pair)`: the text and its tag pair, sealed with the proxy key, so a
+later request can be restored to what the model wrote. Without a sealer, marks fall back to off.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..context import FlowContext
+from ..splitter import CONTENT, END, REASONING, Splitter
+from ..sse import Event, dumps, encode
+
+NAME = "messages"
+SHAPE = "'content' block list (type 'message') or message_start/content_block events"
+
+_NATIVE = ("thinking", "redacted_thinking")
+_STREAM_TYPES = frozenset({
+    "message_start", "content_block_start", "content_block_delta", "content_block_stop",
+    "message_delta", "message_stop",
+})
+_START, _DELTA, _STOP = "content_block_start", "content_block_delta", "content_block_stop"
+
+
+def matches(path: str) -> bool:
+    """`.../messages`, with or without a query string; not `/messages/count_tokens` or batches."""
+    return path.split("?", 1)[0].rstrip("/").endswith("/messages")
+
+
+def looks_like(obj: dict) -> bool:
+    t = obj.get("type")
+    return (t == "message" and isinstance(obj.get("content"), list)) or t in _STREAM_TYPES
+
+
+def mode(ctx: FlowContext) -> str:
+    """How thinking blocks go out: off, unsigned, redacted, or omitted (the request asked)."""
+    thinking = ctx.request.get("thinking") if isinstance(ctx.request, dict) else None
+    if isinstance(thinking, dict) and thinking.get("display") == "omitted":
+        m = "omitted"
+    else:
+        m = ctx.settings.signature
+    if m in ("omitted", "redacted") and ctx.sealer is None:
+        return "off"  # a mark needs the proxy key
+    return m
+
+
+def _thinking_block(text: str, pair, m: str, ctx: FlowContext) -> dict:
+    if m == "redacted":
+        return {"type": "redacted_thinking", "data": ctx.sealer.seal(text, pair)}
+    if m == "omitted":
+        return {"type": "thinking", "thinking": "", "signature": ctx.sealer.seal(text, pair)}
+    block = {"type": "thinking", "thinking": text}
+    if m == "unsigned":
+        block["signature"] = ""
+    return block
+
+
+# -- whole bodies ---------------------------------------------------------------------------
+def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
+    """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
+    obj = json.loads(data)
+    if not isinstance(obj, dict) or not isinstance(obj.get("content"), list):
+        return None
+    content = obj["content"]
+    if any(isinstance(b, dict) and b.get("type") in _NATIVE for b in content):
+        ctx.stats.native = True
+        return None
+    m = mode(ctx)
+    out: list = []
+    changed = False
+    first_text = True
+    for block in content:
+        if not (isinstance(block, dict) and block.get("type") == "text"
+                and isinstance(block.get("text"), str)):
+            out.append(block)
+            continue
+        text = block["text"]
+        result = ctx.split(text, obj.get("model"), starts_inside=None if first_text else False)
+        first_text = False
+        if not result.reasoning and result.content == text:
+            out.append(block)
+            continue
+        changed = True
+        out.extend(_blocks(result.pieces, block, m, ctx))
+    if not changed:
+        return None
+    obj["content"] = out
+    return dumps(obj).encode()
+
+
+def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict]:
+    """One split text block as thinking and text blocks (never an empty one, unless all is)."""
+    out: list[dict] = []
+    reasoning: list[str] = []
+    last_text: dict | None = None
+    for kind, value in pieces:
+        if kind == REASONING:
+            reasoning.append(value)
+        elif kind == END:
+            text = "".join(reasoning)
+            reasoning = []
+            if text:
+                out.append(_thinking_block(text, value, m, ctx))
+                last_text = None
+        elif last_text is not None:
+            last_text["text"] += value
+        else:
+            last_text = dict(template, text=value)
+            out.append(last_text)
+    return out or [dict(template, text="")]
+
+
+# -- streams --------------------------------------------------------------------------------
+_THINK, _TEXT = "thinking", "text"
+
+
+class _TextBlock:
+    """One upstream text block being split into output blocks."""
+
+    __slots__ = ("upstream", "splitter", "template", "start_raw", "kind", "index", "reasoning",
+                 "emitted")
+
+    def __init__(self, upstream: int, splitter: Splitter, template: dict,
+                 start_raw: bytes | None) -> None:
+        self.upstream = upstream
+        self.splitter = splitter
+        self.template = template          # content_block for the text blocks it becomes
+        self.start_raw = start_raw        # the upstream start event, reusable while unchanged
+        self.kind: str | None = None      # the output block open now
+        self.index: int | None = None     # its output index (None for a pending redacted block)
+        self.reasoning: list[str] = []    # reasoning text held for a mark
+        self.emitted = False              # some output block was started for it
+
+
+class StreamRewriter:
+    """One Messages stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
+
+    def __init__(self, ctx: FlowContext) -> None:
+        self.ctx = ctx
+        self.mode = mode(ctx)
+        self.model: object = None
+        self.next = 0                       # the next output block index
+        self.moved: dict[int, int] = {}     # upstream index -> output index, blocks passed through
+        self.texts: dict[int, _TextBlock] = {}
+        self.text_blocks = 0                # text blocks seen (the first may start inside reasoning)
+        self.native = False
+        self.raw = False                    # native from the start: everything passes as it came
+        self.changed = False                # something went out that differs from what came in
+        self.eol = b"\n"
+
+    # -- events -------------------------------------------------------------------------
+    def on_event(self, ev: Event) -> list[bytes]:
+        if self.raw or ev.data is None:
+            return [ev.raw]
+        try:
+            obj = json.loads(ev.data)
+        except ValueError:
+            self.ctx.stats.malformed_events += 1
+            return [ev.raw]
+        if not isinstance(obj, dict):
+            return [ev.raw]
+        self.eol = ev.eol
+        t = obj.get("type")
+        if t == _START:
+            return self._start(ev, obj)
+        if t == _DELTA:
+            return self._delta(ev, obj)
+        if t == _STOP:
+            return self._stop(ev, obj)
+        if t == "message_start":
+            msg = obj.get("message")
+            if isinstance(msg, dict):
+                self.model = msg.get("model")
+        elif t in ("message_delta", "message_stop", "error"):
+            return self._close_all() + [ev.raw]  # nothing held back past the end or an error
+        return [ev.raw]
+
+    def _start(self, ev: Event, obj: dict) -> list[bytes]:
+        u, block = obj.get("index"), obj.get("content_block")
+        if not isinstance(u, int) or not isinstance(block, dict) or u in self.texts:
+            return [ev.raw]
+        btype = block.get("type")
+        if btype in _NATIVE and not self.native:
+            self.native = True
+            self.ctx.stats.native = True
+            if not self.changed and not self.texts:
+                self.raw = True  # nothing rewritten yet: the whole message passes untouched
+                return [ev.raw]
+        if btype == "text" and not self.native and isinstance(block.get("text", ""), str):
+            first = self.text_blocks == 0
+            self.text_blocks += 1
+            sp = self.ctx.splitter(self.model, None if first else False)
+            text = block.get("text", "")
+            st = _TextBlock(u, sp, dict(block, text=""), None if text else ev.raw)
+            self.texts[u] = st
+            return self._emit(st, sp.feed(text)) if text else []
+        return [self._pass(ev, obj, u, start=True)]
+
+    def _delta(self, ev: Event, obj: dict) -> list[bytes]:
+        u = obj.get("index")
+        st = self.texts.get(u) if isinstance(u, int) else None
+        if st is None:
+            return [self._pass(ev, obj, u)]
+        delta = obj.get("delta")
+        if isinstance(delta, dict) and delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+            text = delta["text"]
+            pieces = st.splitter.feed(text)
+            if pieces == [(CONTENT, text)] and st.kind != _THINK:
+                out = [] if st.kind == _TEXT else self._open(st, _TEXT)
+                if st.index == u:
+                    return out + [ev.raw]  # the same text into the same block: as it came
+                return out + self._emit(st, pieces)
+            return self._emit(st, pieces)
+        # Any other delta (citations_delta ...) belongs to the text: put it in a text block.
+        out = [] if st.kind == _TEXT else self._open(st, _TEXT)
+        if st.index == u:
+            out.append(ev.raw)
+        else:
+            out.append(self._encode(dict(obj, index=st.index), ev))
+        return out
+
+    def _stop(self, ev: Event, obj: dict) -> list[bytes]:
+        u = obj.get("index")
+        st = self.texts.get(u) if isinstance(u, int) else None
+        if st is None:
+            return [self._pass(ev, obj, u)]
+        return self._finish_text(st, ev)
+
+    # -- one split text block -----------------------------------------------------------
+    def _emit(self, st: _TextBlock, pieces: list) -> list[bytes]:
+        out: list[bytes] = []
+        for kind, value in pieces:
+            if kind == REASONING:
+                if st.kind != _THINK:
+                    out += self._open(st, _THINK)
+                if self.mode in ("off", "unsigned"):
+                    out.append(self._created(_DELTA, {
+                        "type": _DELTA, "index": st.index,
+                        "delta": {"type": "thinking_delta", "thinking": value}}))
+                else:
+                    st.reasoning.append(value)
+            elif kind == END:
+                if st.kind == _THINK:
+                    out += self._close_block(st, value)
+            else:
+                if st.kind != _TEXT:
+                    out += self._open(st, _TEXT)
+                out.append(self._created(_DELTA, {
+                    "type": _DELTA, "index": st.index, "delta": {"type": "text_delta", "text": value}}))
+        return out
+
+    def _open(self, st: _TextBlock, kind: str) -> list[bytes]:
+        """Close the open output block, open one of `kind` (a redacted block waits for its end)."""
+        out = self._close_block(st)
+        st.kind = kind
+        st.emitted = True
+        if kind == _THINK:
+            if self.mode == "redacted":
+                st.index = None  # sent whole at its end, with the mark
+                return out
+            block: dict = {"type": "thinking", "thinking": ""}
+            if self.mode != "off":
+                block["signature"] = ""
+        else:
+            block = st.template
+        st.index = self._take_index()
+        if kind == _TEXT and st.start_raw is not None and st.index == st.upstream:
+            out.append(st.start_raw)  # the upstream's own start event still says it all
+        else:
+            out.append(self._created(_START, {"type": _START, "index": st.index, "content_block": block}))
+        st.start_raw = None
+        return out
+
+    def _close_block(self, st: _TextBlock, pair=None) -> list[bytes]:
+        """Close the open output block. A thinking block goes out complete here: marks need
+        all of its text, so a redacted block is sent whole and a signature_delta goes last."""
+        kind, idx = st.kind, st.index
+        st.kind = st.index = None
+        if kind == _TEXT:
+            return [self._created(_STOP, {"type": _STOP, "index": idx})]
+        if kind != _THINK:
+            return []
+        pair = pair or self.ctx.rules().pairs[0]
+        text = "".join(st.reasoning)
+        st.reasoning = []
+        out: list[bytes] = []
+        if self.mode == "redacted":
+            idx = self._take_index()
+            out.append(self._created(_START, {"type": _START, "index": idx, "content_block": {
+                "type": "redacted_thinking", "data": self.ctx.sealer.seal(text, pair)}}))
+        elif self.mode == "omitted":
+            out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
+                "type": "signature_delta", "signature": self.ctx.sealer.seal(text, pair)}}))
+        out.append(self._created(_STOP, {"type": _STOP, "index": idx}))
+        return out
+
+    def _finish_text(self, st: _TextBlock, ev: Event | None) -> list[bytes]:
+        """Flush a text block at its stop (or at the end of the stream)."""
+        del self.texts[st.upstream]
+        out = self._emit(st, st.splitter.finish())
+        if not st.emitted:
+            out += self._open(st, _TEXT)  # the block was empty: keep it, empty, as body rewrites do
+        if ev is not None and st.kind == _TEXT and st.index == st.upstream:
+            st.kind = None
+            out.append(ev.raw)
+        else:
+            out += self._close_block(st)
+        return out
+
+    def _close_all(self) -> list[bytes]:
+        out: list[bytes] = []
+        for st in list(self.texts.values()):
+            out += self._finish_text(st, None)
+        return out
+
+    # -- helpers ------------------------------------------------------------------------
+    def _take_index(self) -> int:
+        i = self.next
+        self.next += 1
+        return i
+
+    def _pass(self, ev: Event, obj: dict, u: object, start: bool = False) -> bytes:
+        """A block this rewrite does not own: same event, index renumbered if it moved."""
+        if not isinstance(u, int):
+            return ev.raw
+        if start:
+            self.moved[u] = self._take_index()
+        idx = self.moved.get(u)
+        if idx is None or idx == u:
+            return ev.raw
+        return self._encode(dict(obj, index=idx), ev)
+
+    def _encode(self, obj: dict, ev: Event) -> bytes:
+        self.changed = True
+        return encode(dumps(obj), ev.event or obj.get("type"), ev.eol)
+
+    def _created(self, name: str, obj: dict) -> bytes:
+        self.changed = True
+        return encode(dumps(obj), name, self.eol)
+
+    def finish(self) -> list[bytes]:
+        return self._close_all()
+
+    def abort(self) -> list[bytes]:
+        """Fail open: what is still held goes out as complete blocks; the rest passes raw."""
+        try:
+            return self._close_all()
+        finally:
+            self.texts.clear()

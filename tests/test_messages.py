@@ -1,0 +1,702 @@
+"""The Anthropic Messages surface: whole bodies, streams, the real corpus, and properties.
+
+Outputs are read back with the official anthropic SDK (its non-streaming client and its
+`messages.stream()` helper) over an in-process transport, so what is checked is what a client sees.
+"""
+
+import json
+import random
+
+import anthropic
+import httpx2
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+from conftest import corpus_bytes, corpus_files, make_ctx
+from harness import rechunk
+from thinkwire import engine
+from thinkwire.marks import Sealer
+from thinkwire.splitter import TagPair
+from thinkwire.sse import SSEParser
+from thinkwire.surfaces import messages
+
+SEALER = Sealer(b"test key")
+THINK = TagPair("<think>", "</think>")
+
+
+# -- building upstream responses ----------------------------------------------------------
+def text(*chunks, **extra):
+    return {"type": "text", "chunks": list(chunks), **extra}
+
+
+def tool(id_="toolu_1", name="get_weather", *json_chunks):
+    return {"type": "tool_use", "id": id_, "name": name, "chunks": list(json_chunks) or ['{"city"', ': "Paris"}']}
+
+
+def native_thinking(thinking="genuine", signature="EqQBsig=="):
+    return {"type": "thinking", "thinking": thinking, "signature": signature}
+
+
+def redacted(data="EmwKredacted=="):
+    return {"type": "redacted_thinking", "data": data}
+
+
+def final_block(b):
+    """A block as the whole body holds it."""
+    if b["type"] == "text":
+        return {k: v for k, v in b.items() if k != "chunks"} | {"text": "".join(b["chunks"])}
+    if b["type"] == "tool_use":
+        return {"type": "tool_use", "id": b["id"], "name": b["name"], "input": json.loads("".join(b["chunks"]))}
+    return dict(b)
+
+
+def body(*blocks, stop="end_turn", model="m"):
+    return json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": model,
+                       "content": [final_block(b) for b in blocks], "stop_reason": stop,
+                       "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 9}}).encode()
+
+
+def sse_event(obj, name=True, eol="\n"):
+    head = f"event: {obj['type']}{eol}" if name else ""
+    return f"{head}data: {json.dumps(obj)}{eol}{eol}".encode()
+
+
+def stream_objs(*blocks, stop="end_turn", model="m", ping=True):
+    objs = [{"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 1}}}]
+    for i, b in enumerate(blocks):
+        if b["type"] == "text":
+            start = {k: v for k, v in b.items() if k != "chunks"} | {"text": ""}
+            deltas = [{"type": "text_delta", "text": c} for c in b["chunks"]]
+        elif b["type"] == "tool_use":
+            start = {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": c} for c in b["chunks"]]
+        elif b["type"] == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": b["thinking"]},
+                      {"type": "signature_delta", "signature": b["signature"]}]
+        else:
+            start, deltas = dict(b), []
+        objs.append({"type": "content_block_start", "index": i, "content_block": start})
+        if ping and i == 0:
+            objs.append({"type": "ping"})
+        objs += [{"type": "content_block_delta", "index": i, "delta": d} for d in deltas]
+        objs.append({"type": "content_block_stop", "index": i})
+    objs.append({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                 "usage": {"output_tokens": 9}})
+    objs.append({"type": "message_stop"})
+    return objs
+
+
+def stream(*blocks, eol="\n", names=True, **kw):
+    return b"".join(sse_event(o, names, eol) for o in stream_objs(*blocks, **kw))
+
+
+# -- running the rewrite --------------------------------------------------------------------
+def ctx_for(request=None, sealer=SEALER, **opts):
+    return make_ctx(request, sealer, **opts)
+
+
+def run_stream(data, pieces=None, ctx=None, **opts):
+    ctx = ctx or ctx_for(**opts)
+    driver = engine.stream_driver(messages, ctx)
+    out = []
+    for c in (pieces if pieces is not None else [data]):
+        out += driver(c)
+    out += driver(b"")
+    assert all(out), "never an empty chunk"
+    return b"".join(out), ctx
+
+
+def run_body(data, ctx=None, **opts):
+    ctx = ctx or ctx_for(**opts)
+    new = messages.rewrite_body(data, ctx)
+    return (data if new is None else new), new is not None, ctx
+
+
+def events(data):
+    p = SSEParser()
+    return p.feed(data) + p.finish()
+
+
+def objs_of(data):
+    return [json.loads(e.data) for e in events(data) if e.data]
+
+
+def _client(status, content_type, content):
+    def handler(request):
+        return httpx2.Response(status, headers={"content-type": content_type}, content=content)
+    return anthropic.Anthropic(api_key="k", base_url="http://upstream.test", max_retries=0,
+                               http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+
+
+ASK = dict(model="m", max_tokens=1024, messages=[{"role": "user", "content": "hi"}])
+
+
+def sdk_stream(data):
+    """The message the SDK's stream helper accumulates from these stream bytes."""
+    with _client(200, "text/event-stream", data).messages.stream(**ASK) as s:
+        return s.get_final_message().to_dict()
+
+
+def sdk_body(data):
+    return _client(200, "application/json", data).messages.create(**ASK).to_dict()
+
+
+def block_types(msg):
+    return [b["type"] for b in msg["content"]]
+
+
+# -- paths and shapes -----------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["/v1/messages", "/messages", "/anthropic/v1/messages",
+                                  "/v1/messages?beta=true", "/v1/messages/"])
+def test_messages_paths_match(path):
+    assert messages.matches(path)
+
+
+@pytest.mark.parametrize("path", ["/v1/messages/count_tokens", "/v1/messages/batches",
+                                  "/v1/messages/batches/msgbatch_1/results", "/v1/chat/completions",
+                                  "/v1/messages_other", "/v1/messages/count_tokens?beta=true"])
+def test_other_paths_do_not_match(path):
+    assert not messages.matches(path)
+
+
+def test_messages_is_registered_and_chosen_by_path():
+    settings_ = make_ctx().settings
+    assert engine.SURFACES["messages"] is messages
+    assert engine.surface_for_path("/v1/messages?beta=true", settings_) is messages
+    assert engine.surface_for_path("/v1/messages", make_ctx(messages="off").settings) is None
+
+
+def test_looks_like_bodies_and_stream_events():
+    assert messages.looks_like(json.loads(body(text("hi"))))
+    assert messages.looks_like({"type": "message_start", "message": {}})
+    assert messages.looks_like({"type": "content_block_delta", "index": 0})
+    assert not messages.looks_like({"choices": []})
+    assert not messages.looks_like({"type": "message", "content": "hi"})
+
+
+# -- whole bodies ---------------------------------------------------------------------------
+def test_body_reasoning_becomes_a_thinking_block_before_the_answer():
+    out, changed, ctx = run_body(body(text("<think>\nx\n</think>\n\nhi")))
+    assert changed
+    msg = sdk_body(out)
+    assert msg["content"] == [{"type": "thinking", "thinking": "x"}, {"type": "text", "text": "hi"}]
+    assert (ctx.stats.blocks, ctx.stats.reasoning_chars) == (1, 1)
+
+
+def test_body_several_blocks_keep_their_order():
+    out, _, _ = run_body(body(text("<think>a</think>b<think>c</think>d")))
+    assert json.loads(out)["content"] == [
+        {"type": "thinking", "thinking": "a"}, {"type": "text", "text": "b"},
+        {"type": "thinking", "thinking": "c"}, {"type": "text", "text": "d"}]
+
+
+def test_body_without_markup_is_unchanged():
+    data = body(text("just an answer"), tool())
+    assert messages.rewrite_body(data, ctx_for()) is None
+
+
+def test_body_that_is_not_json_raises_value_error():
+    with pytest.raises(ValueError):
+        messages.rewrite_body(b"<html>oops", ctx_for())
+
+
+@pytest.mark.parametrize("data", [b"[1, 2]", b'{"type": "error", "error": {"type": "overloaded_error"}}',
+                                  b'{"content": "a string"}'])
+def test_body_of_another_shape_is_unchanged(data):
+    assert messages.rewrite_body(data, ctx_for()) is None
+
+
+@pytest.mark.parametrize("native", [native_thinking(), redacted()])
+def test_body_with_upstream_native_thinking_passes_untouched(native):
+    ctx = ctx_for()
+    assert messages.rewrite_body(body(native, text("<think>x</think>hi")), ctx) is None
+    assert ctx.stats.native
+
+
+def test_body_keeps_tool_use_and_unknown_blocks_in_order():
+    other = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"q": "x"}}
+    out, _, _ = run_body(body(text("<think>plan</think>Let me look."), other, tool()))
+    content = json.loads(out)["content"]
+    assert block_types({"content": content}) == ["thinking", "text", "server_tool_use", "tool_use"]
+    assert content[2] == other
+    assert content[3] == final_block(tool())
+
+
+def test_body_reasoning_only_gives_no_empty_text_block():
+    out, _, _ = run_body(body(text("<think>all thought</think>\n")))
+    assert json.loads(out)["content"] == [{"type": "thinking", "thinking": "all thought"}]
+
+
+def test_body_empty_reasoning_gives_no_thinking_block():
+    out, _, _ = run_body(body(text("<think>\n</think>\n\nhi")))
+    assert json.loads(out)["content"] == [{"type": "text", "text": "hi"}]
+
+
+def test_body_empty_reasoning_between_answer_parts_keeps_one_text_block():
+    data = body(text("a\n<think> </think>b"))
+    out, _, _ = run_body(data)
+    assert json.loads(out)["content"] == [{"type": "text", "text": "a\nb"}]
+    assert sdk_stream(run_stream(stream(text("a\n<think> </think>b")))[0])["content"] == json.loads(out)["content"]
+
+
+def test_body_text_block_with_nothing_left_stays_as_one_empty_text_block():
+    out, _, _ = run_body(body(text("<think> </think>"), tool()))
+    assert json.loads(out)["content"][0] == {"type": "text", "text": ""}
+
+
+def test_body_text_blocks_keep_their_other_keys():
+    out, _, _ = run_body(body(text("<think>x</think>hi", citations=None)))
+    assert json.loads(out)["content"][1] == {"type": "text", "citations": None, "text": "hi"}
+
+
+def test_body_later_text_blocks_do_not_start_inside_reasoning():
+    # A model whose template opens the block in the prompt: only the start of the output is inside.
+    out, _, _ = run_body(body(text("plan</think>Checking."), tool(), text("Done.")), starts_inside="on")
+    assert json.loads(out)["content"] == [
+        {"type": "thinking", "thinking": "plan"}, {"type": "text", "text": "Checking."},
+        final_block(tool()), {"type": "text", "text": "Done."}]
+
+
+def test_body_signature_off_has_no_signature_key():
+    out, _, _ = run_body(body(text("<think>x</think>hi")), signature="off")
+    assert "signature" not in json.loads(out)["content"][0]
+
+
+def test_body_signature_unsigned_has_an_empty_signature():
+    out, _, _ = run_body(body(text("<think>x</think>hi")), signature="unsigned")
+    assert json.loads(out)["content"][0] == {"type": "thinking", "thinking": "x", "signature": ""}
+    assert sdk_body(out)["content"][0]["signature"] == ""
+
+
+def test_body_signature_redacted_seals_the_reasoning_in_data():
+    out, _, _ = run_body(body(text("<thinking>secret plan</thinking>hi")), signature="redacted")
+    block = json.loads(out)["content"][0]
+    assert block["type"] == "redacted_thinking" and set(block) == {"type", "data"}
+    assert b"secret plan" not in out
+    opened = SEALER.open(block["data"])
+    assert (opened.text, opened.pair) == ("secret plan", TagPair("<thinking>", "</thinking>"))
+    assert Sealer(b"another key").open(block["data"]) is None
+
+
+def test_body_display_omitted_gives_empty_thinking_and_a_mark_as_signature():
+    request = {"model": "m", "thinking": {"type": "adaptive", "display": "omitted"}}
+    out, _, _ = run_body(body(text("<think>quiet</think>hi")), request=request, signature="unsigned")
+    block = sdk_body(out)["content"][0]
+    assert block["type"] == "thinking" and block["thinking"] == ""
+    assert SEALER.open(block["signature"]).text == "quiet"
+    assert b"quiet" not in out
+
+
+@pytest.mark.parametrize("request_, signature", [({"thinking": {"display": "omitted"}}, "off"),
+                                                 (None, "redacted")])
+def test_body_marks_fall_back_to_off_without_a_sealer(request_, signature):
+    out, _, _ = run_body(body(text("<think>x</think>hi")), ctx=make_ctx(request_, None, signature=signature))
+    assert json.loads(out)["content"][0] == {"type": "thinking", "thinking": "x"}
+
+
+@pytest.mark.parametrize("thinking", [{"type": "enabled", "budget_tokens": 2048}, "omitted", None])
+def test_body_display_shown_unless_request_says_omitted(thinking):
+    out, _, _ = run_body(body(text("<think>x</think>hi")), request={"thinking": thinking})
+    assert json.loads(out)["content"][0] == {"type": "thinking", "thinking": "x"}
+
+
+def test_body_rewrite_counts_reasoning_in_the_stats():
+    _, _, ctx = run_body(body(text("<think>ab</think>c<think>de</think>f")))
+    assert ctx.stats.blocks == 2 and ctx.stats.reasoning_chars == 4
+
+
+# -- streams --------------------------------------------------------------------------------
+def test_stream_reasoning_and_answer_become_thinking_and_text_blocks():
+    out, ctx = run_stream(stream(text("<think>\nx", "y\n</think>\n\n", "hi")))
+    msg = sdk_stream(out)
+    assert msg["content"] == [{"type": "thinking", "thinking": "xy"}, {"type": "text", "text": "hi"}]
+    assert ctx.tally().reasoning_chars == 2
+
+
+def test_stream_every_event_has_a_matching_event_line():
+    out, _ = run_stream(stream(text("<think>a</think>b<think>c</think>d"), tool(), names=False))
+    evs = [e for e in events(out) if e.data]
+    created = [e for e in evs if json.loads(e.data)["type"].startswith("content_block")]
+    assert created and all(e.event == json.loads(e.data)["type"] for e in created)
+
+
+def test_stream_without_markup_passes_byte_identical():
+    data = stream(text("Hello", " there, ", "friend."), tool(), ping=False)
+    out, ctx = run_stream(data)
+    assert out == data
+    assert ctx.tally().blocks == 0
+
+
+def test_stream_ping_inside_a_withheld_text_start_goes_out_first_unchanged():
+    # A text block's start waits for its first text (it may turn out to be thinking).
+    data = stream(text("Hello"))
+    out, _ = run_stream(data)
+    assert sorted(e.raw for e in events(out)) == sorted(e.raw for e in events(data))
+    assert [json.loads(e.data)["type"] for e in events(out)][1:3] == ["ping", "content_block_start"]
+
+
+def test_stream_several_blocks_in_order_with_tool_use_renumbered():
+    data = stream(text("<think>a</think>b", "<think>c</think>d"), tool())
+    out, _ = run_stream(data)
+    msg = sdk_stream(out)
+    assert msg["content"] == [
+        {"type": "thinking", "thinking": "a"}, {"type": "text", "text": "b"},
+        {"type": "thinking", "thinking": "c"}, {"type": "text", "text": "d"},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]
+    tool_events = [o for o in objs_of(out) if o.get("index") == 4]
+    assert [o["type"] for o in tool_events] == ["content_block_start", "content_block_delta",
+                                                "content_block_delta", "content_block_stop"]
+    assert "".join(o["delta"]["partial_json"] for o in tool_events[1:3]) == '{"city": "Paris"}'
+
+
+def test_stream_reasoning_only_opens_no_text_block():
+    out, _ = run_stream(stream(text("<think>", "only thought", "</think>", "\n\n"), tool()))
+    assert block_types(sdk_stream(out)) == ["thinking", "tool_use"]
+
+
+def test_stream_empty_reasoning_opens_no_thinking_block():
+    out, _ = run_stream(stream(text("<think>\n", "</think>\n\n", "hi")))
+    assert sdk_stream(out)["content"] == [{"type": "text", "text": "hi"}]
+
+
+def test_stream_empty_text_block_stays_one_empty_text_block():
+    data = stream(text(), tool(), ping=False)
+    out, _ = run_stream(data)
+    assert out == data
+    out2, _ = run_stream(stream(text("<think>", "</think>"), tool()))
+    assert sdk_stream(out2)["content"][0] == {"type": "text", "text": ""}
+
+
+def test_stream_holds_back_only_a_possible_tag():
+    out, _ = run_stream(stream(text("Hi <", "b> and 2 <", "3 <thin", "k")))
+    assert sdk_stream(out)["content"][0] == {"type": "text", "text": "Hi <b> and 2 <3 <think"}
+    deltas = [o["delta"]["text"] for o in objs_of(out) if o["type"] == "content_block_delta"]
+    assert deltas == ["Hi ", "<b> and 2 ", "<3 ", "<think"]
+
+
+def test_stream_text_in_the_start_event_is_split_too():
+    objs = stream_objs(text("</think>answer"))
+    objs[1]["content_block"]["text"] = "<think>why"
+    data = b"".join(sse_event(o) for o in objs)
+    msg = sdk_stream(run_stream(data)[0])
+    assert msg["content"] == [{"type": "thinking", "thinking": "why"}, {"type": "text", "text": "answer"}]
+
+
+def test_stream_non_text_delta_goes_to_a_text_block():
+    citation = {"type": "char_location", "cited_text": "x", "document_index": 0,
+                "document_title": None, "start_char_index": 0, "end_char_index": 1}
+    for chunks, expect in [(["<think>a</think>", "b"], ["thinking", "text"]),
+                           (["<think>a"], ["thinking", "text"]),
+                           (["b"], ["text"])]:
+        objs = stream_objs(text(*chunks))
+        stop = next(k for k, o in enumerate(objs) if o["type"] == "content_block_stop")
+        objs.insert(stop, {"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "citations_delta", "citation": citation}})
+        data = b"".join(sse_event(o) for o in objs)
+        msg = sdk_stream(run_stream(data)[0])
+        assert block_types(msg)[:len(expect)] == expect
+        assert any(b.get("citations") == [citation] for b in msg["content"])
+
+
+def test_stream_with_upstream_native_thinking_passes_byte_identical():
+    data = stream(native_thinking(), text("<think>x</think>hi"), redacted(), tool())
+    out, ctx = run_stream(data)
+    assert out == data
+    assert ctx.stats.native
+
+
+def test_stream_native_thinking_after_a_rewrite_keeps_indices_consistent():
+    data = stream(text("<think>x</think>hi"), native_thinking(), text("<think>y</think>z"))
+    out, ctx = run_stream(data)
+    msg = sdk_stream(out)
+    assert ctx.stats.native
+    assert msg["content"] == [{"type": "thinking", "thinking": "x"}, {"type": "text", "text": "hi"},
+                              native_thinking(), {"type": "text", "text": "<think>y</think>z"}]
+
+
+def test_stream_signature_off_sends_no_signature():
+    out, _ = run_stream(stream(text("<think>x</think>hi")), signature="off")
+    assert b"signature" not in out
+    assert sdk_stream(out)["content"][0] == {"type": "thinking", "thinking": "x"}
+
+
+def test_stream_signature_unsigned_starts_with_an_empty_signature_and_no_delta():
+    out, _ = run_stream(stream(text("<think>x</think>hi")), signature="unsigned")
+    assert b"signature_delta" not in out
+    assert sdk_stream(out)["content"][0] == {"type": "thinking", "thinking": "x", "signature": ""}
+
+
+def test_stream_signature_redacted_sends_marks_and_no_reasoning_text():
+    out, _ = run_stream(stream(text("<think>first ", "secret</think>mid<think>second</think>end")),
+                        signature="redacted")
+    assert b"secret" not in out and b"thinking_delta" not in out
+    content = sdk_stream(out)["content"]
+    assert block_types({"content": content}) == ["redacted_thinking", "text", "redacted_thinking", "text"]
+    assert [SEALER.open(content[i]["data"]).text for i in (0, 2)] == ["first secret", "second"]
+
+
+def test_stream_display_omitted_sends_one_signature_delta_at_the_block_end():
+    ctx = ctx_for({"thinking": {"type": "adaptive", "display": "omitted"}})
+    out, _ = run_stream(stream(text("<think>a", "b", "c</think>", "hi")), ctx=ctx)
+    objs = objs_of(out)
+    assert not any(o.get("delta", {}).get("type") == "thinking_delta" for o in objs)
+    kinds = [o["type"] if o["type"] != "content_block_delta" else o["delta"]["type"] for o in objs]
+    k = kinds.index("signature_delta")
+    assert kinds.count("signature_delta") == 1 and kinds[k + 1] == "content_block_stop"
+    block = sdk_stream(out)["content"][0]
+    assert block["thinking"] == "" and SEALER.open(block["signature"]) .text == "abc"
+
+
+def test_stream_marks_fall_back_to_off_without_a_sealer():
+    out, _ = run_stream(stream(text("<think>x</think>hi")), ctx=make_ctx(None, None, signature="redacted"))
+    assert sdk_stream(out)["content"][0] == {"type": "thinking", "thinking": "x"}
+
+
+def test_stream_error_event_passes_after_the_held_text():
+    objs = stream_objs(text("<think>a</think>hel", "lo <"))[:-2]
+    objs = [o for o in objs if o["type"] != "content_block_stop"]
+    objs.append({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    data = b"".join(sse_event(o) for o in objs)
+    out, _ = run_stream(data)
+    evs = events(out)
+    assert evs[-1].raw == sse_event(objs[-1])
+    texts = "".join(o["delta"].get("text", "") for o in objs_of(out) if o["type"] == "content_block_delta")
+    assert texts == "hello <"
+    assert objs_of(out)[-2] == {"type": "content_block_stop", "index": 1}
+    with pytest.raises(anthropic.APIStatusError):
+        sdk_stream(out)
+
+
+def test_stream_passes_comments_malformed_and_other_events_unchanged():
+    extra = [b": keep-alive\n\n", b"event: content_block_delta\ndata: {not json\n\n",
+             b"data: [1, 2]\n\n", b"event: surprise\ndata: {\"type\": \"surprise\"}\n\n",
+             b'event: content_block_delta\ndata: {"type":"content_block_delta","index":7,"delta":{}}\n\n',
+             b'event: content_block_start\ndata: {"type":"content_block_start","index":"x"}\n\n',
+             b'event: content_block_stop\ndata: {"type":"content_block_stop","index":null}\n\n',
+             b'event: message_start\ndata: {"type":"message_start","message":null}\n\n']
+    data = stream(text("<think>a</think>b"))
+    head, tail = data.split(b"event: content_block_start", 1)
+    out, ctx = run_stream(head + b"".join(extra) + b"event: content_block_start" + tail)
+    for e in extra:
+        assert e in out
+    assert ctx.stats.malformed_events == 1
+
+
+def test_stream_keeps_crlf_line_endings_in_created_events():
+    out, _ = run_stream(stream(text("<think>x</think>hi"), eol="\r\n"))
+    assert b"\n" not in out.replace(b"\r\n", b"")
+    assert sdk_stream(out)["content"][0] == {"type": "thinking", "thinking": "x"}
+
+
+def test_stream_cut_off_before_its_end_still_closes_its_blocks():
+    objs = stream_objs(text("<think>unfinished", " thought"))
+    data = b"".join(sse_event(o) for o in objs if o["type"] not in
+                    ("content_block_stop", "message_delta", "message_stop"))
+    out, _ = run_stream(data)
+    objs_out = objs_of(out)
+    assert objs_out[-1] == {"type": "content_block_stop", "index": 0}
+    assert "".join(o["delta"]["thinking"] for o in objs_out if o["type"] == "content_block_delta") \
+        == "unfinished thought"
+
+
+def test_stream_abort_sends_the_held_text_as_complete_blocks():
+    rw = messages.StreamRewriter(ctx_for(signature="redacted"))
+    out = []
+    for ev in events(stream(text("<think>hidden", "</think>ans", "wer <"))[:-1]):
+        out += rw.on_event(ev)
+        if json.loads(ev.data)["type"] == "content_block_delta" and b"wer" in ev.raw:
+            break
+    out += rw.abort()
+    objs = objs_of(b"".join(out))
+    assert [o["type"] for o in objs[-2:]] == ["content_block_delta", "content_block_stop"]
+    assert objs[-2]["delta"] == {"type": "text_delta", "text": "<"}
+    assert "".join(o["delta"]["text"] for o in objs if o.get("delta", {}).get("type") == "text_delta") == "answer <"
+    first = next(o for o in objs if o["type"] == "content_block_start")
+    assert SEALER.open(first["content_block"]["data"]).text == "hidden"
+    assert rw.abort() == []
+
+
+def test_stream_surface_failure_falls_back_to_the_original_bytes():
+    class Boom(messages.StreamRewriter):
+        def _delta(self, ev, obj):
+            raise RuntimeError("bug")
+    ctx = ctx_for()
+    from thinkwire.stream import StreamDriver
+    data = stream(text("<think>x</think>hi"))
+    driver = StreamDriver(Boom(ctx))
+    out = b"".join(driver(data) + driver(b""))
+    assert data.split(b"event: content_block_delta", 1)[1] in out
+    assert driver.failure
+
+
+def test_stream_model_from_message_start_picks_the_profile(tmp_path):
+    ts = tmp_path / "t.yaml"
+    ts.write_text("default:\n  pairs:\n    - ['<think>', '</think>']\nprofiles:\n"
+                  "  - name: r1\n    models: ['deep*']\n    starts_inside: true\n")
+    out, _ = run_stream(stream(text("plan</think>go"), tool(), text("done"), model="deepseek-r1"),
+                        tagsets=str(ts))
+    assert sdk_stream(out)["content"][:2] == [{"type": "thinking", "thinking": "plan"},
+                                              {"type": "text", "text": "go"}]
+    assert sdk_stream(out)["content"][3] == {"type": "text", "text": "done"}
+
+
+# -- the real recordings ---------------------------------------------------------------------
+NATIVE_CORPUS = [p for p in corpus_files("messages__") if "mimicry" not in p.name]
+MIMICRY_CORPUS = [p for p in corpus_files("messages__") if "mimicry" in p.name]
+
+
+@pytest.mark.parametrize("path", NATIVE_CORPUS, ids=lambda p: p.name)
+def test_corpus_native_thinking_passes_byte_identical_at_any_chunking(path):
+    data = corpus_bytes(path)
+    if path.suffix == ".json":
+        assert messages.rewrite_body(data, ctx_for()) is None
+        return
+    rng = random.Random(path.name)
+    for _ in range(20):
+        sizes = [rng.randint(1, 64) for _ in range(rng.randint(1, 8))]
+        out, _ = run_stream(data, rechunk(data, sizes))
+        assert out == data
+    sdk_stream(data)  # and the SDK reads it
+
+
+@pytest.mark.parametrize("path", MIMICRY_CORPUS, ids=lambda p: p.name)
+def test_corpus_thinking_markup_in_claude_text_becomes_a_thinking_block(path):
+    data = corpus_bytes(path)
+    original = json.loads(data)["content"][0]["text"]
+    out, changed, _ = run_body(data)
+    assert changed
+    msg = sdk_body(out)
+    assert block_types(msg) == ["thinking", "text"]
+    assert msg["content"][0]["thinking"].startswith("Each day net progress")
+    assert msg["content"][1]["text"].startswith("**28 days.**")
+    # The same output, streamed at random chunkings, accumulates to the same message.
+    rng = random.Random(1)
+    for _ in range(5):
+        pieces, i = [], 0
+        while i < len(original):
+            n = rng.randint(1, 12)
+            pieces.append(original[i:i + n])
+            i += n
+        streamed = sdk_stream(run_stream(stream(text(*pieces)))[0])
+        assert streamed["content"] == msg["content"]
+
+
+# -- properties -------------------------------------------------------------------------------
+PAIRS = [("<think>", "</think>"), ("<thinking>", "</thinking>")]
+plain = st.text(alphabet="ab yz.\n\u00e9\u4e2d>", max_size=12)
+
+
+@st.composite
+def model_output(draw):
+    """(text, reasoning blocks, content parts): a model's text with well-formed markup."""
+    lead = draw(plain)
+    if lead and not lead.endswith("\n"):
+        lead += "\n"  # an opening tag counts at the start of a line
+    parts, reasoning, content = [lead], [], [lead]
+    for k in range(draw(st.integers(0, 3))):
+        o, c = draw(st.sampled_from(PAIRS))
+        r, t = draw(plain), draw(plain)
+        last = k == 2 or draw(st.booleans())
+        closed = not last or draw(st.booleans())
+        parts += [o, r] + ([c, t] if closed else [])
+        reasoning.append(r)
+        content.append(t if closed else "")
+        if last:
+            break
+    return "".join(parts), reasoning, content
+
+
+def cut(s: str, points: list[int]) -> list[str]:
+    points = sorted({p % (len(s) + 1) for p in points})
+    out, prev = [], 0
+    for p in points + [len(s)]:
+        out.append(s[prev:p])
+        prev = p
+    return [x for x in out if x] or [""]
+
+
+SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MODES = st.sampled_from([("off", None), ("unsigned", None), ("redacted", None),
+                         ("off", {"thinking": {"display": "omitted"}})])
+
+
+def normalise(msg):
+    """Marks are sealed with a random nonce: compare what they open to."""
+    out = []
+    for b in msg["content"]:
+        b = dict(b)
+        if b["type"] == "redacted_thinking":
+            b["data"] = SEALER.open(b["data"])
+        elif b.get("signature"):
+            b["signature"] = SEALER.open(b["signature"])
+        out.append(b)
+    return out
+
+
+@SLOW
+@given(model_output(), st.lists(st.integers(0, 10_000), max_size=8), st.lists(st.integers(1, 40), min_size=1, max_size=6),
+       st.booleans(), MODES)
+def test_property_any_chunking_gives_the_same_message(out_, text_cuts, byte_sizes, with_tool, mode):
+    signature, request = mode
+    blocks = [text(*cut(out_[0], text_cuts))] + ([tool()] if with_tool else [])
+    data = stream(*blocks)
+    whole = normalise(sdk_stream(run_stream(data, signature=signature, request=request)[0]))
+    pieces = rechunk(data, byte_sizes)
+    chunked = normalise(sdk_stream(run_stream(data, pieces, signature=signature, request=request)[0]))
+    assert chunked == whole
+
+
+@SLOW
+@given(model_output(), st.lists(st.integers(0, 10_000), max_size=8), st.booleans(), st.booleans(), MODES)
+def test_property_stream_accumulated_equals_body_rewrite(out_, text_cuts, with_tool, trim, mode):
+    signature, request = mode
+    opts = dict(signature=signature, request=request, trim="on" if trim else "off")
+    blocks = [text(*cut(out_[0], text_cuts))] + ([tool()] if with_tool else []) + [text("after")]
+    streamed = sdk_stream(run_stream(stream(*blocks), **opts)[0])
+    bodied = sdk_body(run_body(body(*blocks), **opts)[0])
+    assert normalise(streamed) == normalise(bodied)
+
+
+@SLOW
+@given(model_output(), st.lists(st.integers(0, 10_000), max_size=8))
+def test_property_nothing_lost(out_, text_cuts):
+    full, reasoning, content = out_
+    msg = sdk_stream(run_stream(stream(text(*cut(full, text_cuts))), trim="off")[0])
+    thinking = [b["thinking"] for b in msg["content"] if b["type"] == "thinking"]
+    texts = "".join(b["text"] for b in msg["content"] if b["type"] == "text")
+    assert thinking == [r for r in reasoning if r]
+    assert texts == "".join(content)
+    # With trimming on, only whitespace at block edges goes.
+    msg = sdk_stream(run_stream(stream(text(*cut(full, text_cuts))))[0])
+    thinking = [b["thinking"] for b in msg["content"] if b["type"] == "thinking"]
+    assert thinking == [r.strip(" \n") for r in reasoning if r.strip(" \n")]
+    strip = lambda s: "".join(s.split())  # noqa: E731
+    assert strip("".join(b.get("text", "") for b in msg["content"])) == strip("".join(content))
+
+
+@SLOW
+@given(st.lists(st.one_of(model_output().map(lambda o: ("text", o[0])), st.just(("tool", ""))),
+                min_size=1, max_size=4),
+       st.lists(st.integers(1, 40), min_size=1, max_size=6), MODES)
+def test_property_indices_run_0_to_n_minus_1_in_start_order(shape, sizes, mode):
+    signature, request = mode
+    blocks = [text(*cut(s, [3, 7])) if kind == "text" else tool(f"toolu_{k}") for k, (kind, s) in enumerate(shape)]
+    data = stream(*blocks)
+    out, _ = run_stream(data, rechunk(data, sizes), signature=signature, request=request)
+    started, stopped = [], set()
+    for o in objs_of(out):
+        if o["type"] == "content_block_start":
+            started.append(o["index"])
+        elif o["type"] in ("content_block_delta", "content_block_stop"):
+            assert o["index"] in started and o["index"] not in stopped
+            if o["type"] == "content_block_stop":
+                stopped.add(o["index"])
+    assert started == list(range(len(started)))
+    assert stopped == set(started)
+    n_tools = sum(1 for b in blocks if b["type"] == "tool_use")
+    assume(n_tools)
+    assert [b["id"] for b in sdk_stream(out)["content"] if b["type"] == "tool_use"] \
+        == [b["id"] for b in blocks if b["type"] == "tool_use"]

@@ -10,9 +10,9 @@ from .context import FlowContext
 from .marks import LazySealer
 from .settings import Settings
 from .stream import StreamDriver
-from .surfaces import chat, messages
+from .surfaces import chat, messages, responses
 
-SURFACES: dict[str, ModuleType] = {"chat": chat, "messages": messages}
+SURFACES: dict[str, ModuleType] = {"chat": chat, "messages": messages, "responses": responses}
 
 
 def enabled(settings: Settings) -> list[ModuleType]:

@@ -1,0 +1,704 @@
+"""OpenAI Responses (`/responses`): reasoning becomes native `reasoning` output items.
+
+Whole bodies: each `message` output item whose `output_text` carries reasoning becomes, in
+the order the text had them, reasoning item(s) and message item(s). Streams are rewritten event
+by event, never buffered: while a message's `response.output_text.delta` events carry reasoning,
+a reasoning item is streamed instead (`output_item.added`, `content_part.added` with a
+`reasoning_text` part, `reasoning_text.delta` ..., the `.done` events, `output_item.done`), then
+a message item for the answer. Items open lazily, on their first text, so no empty item appears.
+
+Both paths run the same state machine (`_Message`): the body path feeds it whole texts and
+keeps the items it builds, the stream path also sends the events it makes. So a stream,
+accumulated, and the body rewrite of the same output agree by construction.
+
+Stream bookkeeping (`StreamRewriter`):
+- `output_index` is renumbered on every event, so items run 0, 1, 2 ... in the order they are
+  added, across the items this proxy inserts.
+- `sequence_number` stays strictly increasing: an event held back lends its number to the
+  events sent later, and only when more events go out than came in do later numbers shift.
+  An event that comes out as it came in goes out as its original bytes.
+- The final `response.completed` / `incomplete` / `failed` gets an `output` array with the
+  items as they were streamed (the SDK takes its final response from there).
+
+Ids are deterministic: reasoning items are `rs_<message id without "msg_">_<position>`; the first
+message piece keeps the message's id, later ones are `<message id>_<position>` (position = the
+item's place among those the message became). A message without an id uses `<response id>_<index>`.
+
+What the request asks for (`reasoning.summary` auto/concise/detailed, or the option
+`think_responses_summary`) adds the text as a `summary_text` part, streamed as
+`reasoning_summary_part.added` / `reasoning_summary_text.delta` ... `.done` / `part.done`;
+`think_responses_content=off` leaves `content` out (only when the summary carries the text).
+`include: ["reasoning.encrypted_content"]` puts the proxy's sealed mark in `encrypted_content`.
+
+A response in which the upstream already sends reasoning items is native: it passes untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..context import FlowContext
+from ..splitter import CONTENT, END, REASONING, Splitter, TagPair
+from ..sse import Event, dumps, encode
+
+NAME = "responses"
+SHAPE = "'output' item list (object 'response') or response.* events"
+
+_SUMMARY_ASKED = frozenset({"auto", "concise", "detailed"})
+_ENCRYPTED = "reasoning.encrypted_content"
+_LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
+_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_NOT_AN_ID = frozenset({"input_items", "cancel", "input_tokens", "compact"})
+
+
+def matches(path: str) -> bool:
+    """`.../responses` (create) and `.../responses/{id}` (retrieve); not input_items, cancel."""
+    p = path.split("?", 1)[0].rstrip("/")
+    head, _, last = p.rpartition("/")
+    if last == "responses":
+        return True
+    return head.rpartition("/")[2] == "responses" and last not in _NOT_AN_ID
+
+
+def looks_like(obj: dict) -> bool:
+    t = obj.get("type")
+    return (obj.get("object") == "response" or isinstance(obj.get("output"), list)
+            or (isinstance(t, str) and t.startswith("response.")))
+
+
+@dataclass(frozen=True)
+class _Mode:
+    summary: bool      # reasoning items carry their text as a summary_text part
+    content: bool      # ... and as a reasoning_text content part
+    encrypted: bool    # ... and the sealed mark as encrypted_content
+
+
+def _mode(ctx: FlowContext) -> _Mode:
+    req = ctx.request if isinstance(ctx.request, dict) else {}
+    reasoning = req.get("reasoning")
+    asked = isinstance(reasoning, dict) and reasoning.get("summary") in _SUMMARY_ASKED
+    summary = asked or ctx.settings.responses_summary
+    include = req.get("include")
+    encrypted = (ctx.sealer is not None and isinstance(include, list) and _ENCRYPTED in include)
+    # Content may be left out only when the summary carries the text: nothing is lost.
+    return _Mode(summary, ctx.settings.responses_content or not summary, encrypted)
+
+
+def _ev(type_: str, **fields) -> dict:
+    return {"type": type_, "sequence_number": 0, **fields}
+
+
+def _empty_part(part: dict) -> dict:
+    """What a `content_part.added` shows of an output_text part: no text, no annotations yet."""
+    p = dict(part, text="")
+    for k in ("annotations", "logprobs"):
+        if k in p:
+            p[k] = []
+    return p
+
+
+def _is_text_part(part: object) -> bool:
+    return isinstance(part, dict) and part.get("type") == "output_text"
+
+
+# -- the state machine both paths share --------------------------------------------------------
+class _Owner:
+    """What a `_Message` needs from the response around it."""
+
+    def __init__(self, ctx: FlowContext) -> None:
+        self.ctx = ctx
+        self.mode = _mode(ctx)
+        self.resp_id: str | None = None
+        self.model: object = None
+        self.next_index = 0
+
+    def alloc(self) -> int:
+        d = self.next_index
+        self.next_index += 1
+        return d
+
+    def emit(self, ev: dict, src: tuple | None = None) -> None:  # the body path discards events
+        pass
+
+
+class _UPart:
+    """An upstream output_text part being read."""
+    __slots__ = ("c", "template", "added", "splitter", "fed", "made")
+
+    def __init__(self, c: object, template: dict, added: tuple, splitter: Splitter | None) -> None:
+        self.c = c
+        self.template = template      # the part as `content_part.added` showed it
+        self.added = added            # (obj, src) of that event, for reuse
+        self.splitter = splitter      # None once finished (and on the body path)
+        self.fed = False
+        self.made = 0                 # downstream parts made from it so far
+
+
+class _DPart:
+    """A downstream output_text part being written."""
+    __slots__ = ("dc", "chunks", "text_done", "upart", "first")
+
+    def __init__(self, dc: int, upart: _UPart) -> None:
+        self.dc = dc
+        self.chunks: list[str] = []
+        self.text_done = False
+        self.upart = upart
+        self.first = upart.made == 0
+
+
+class _Seg:
+    """A downstream message item being written."""
+    __slots__ = ("d", "id", "content", "cmap", "next_c", "dpart")
+
+    def __init__(self, d: int, id_: str | None) -> None:
+        self.d = d
+        self.id = id_
+        self.content: list = []
+        self.cmap: dict = {}          # upstream content_index -> ours
+        self.next_c = 0
+        self.dpart: _DPart | None = None
+
+
+class _Reason:
+    """A reasoning item being written."""
+    __slots__ = ("d", "id", "chunks")
+
+    def __init__(self, d: int, id_: str) -> None:
+        self.d = d
+        self.id = id_
+        self.chunks: list[str] = []
+
+
+class _Message:
+    """One upstream message item, becoming reasoning and message items in order."""
+
+    def __init__(self, owner: _Owner, u: int, item: dict, added: tuple) -> None:
+        self.o = owner
+        self.u = u
+        self.item = item                      # the item as output_item.added showed it
+        mid = item.get("id")
+        self.mid = mid if isinstance(mid, str) and mid else None
+        self.added = added                    # (obj, src) of output_item.added
+        self.pending: list | None = [added]   # events held while nothing is open yet
+        self.opened = False
+        self.saw_part = False
+        self.pos = 0                          # items made so far (for ids)
+        self.segs = 0                         # message items made so far
+        self.cur: _Seg | _Reason | None = None
+        self.part: _UPart | None = None
+        self.built: list[dict] = []           # the items made, as done
+
+    # -- ids -----------------------------------------------------------------------------------
+    def _base(self) -> str:
+        if self.mid:
+            return self.mid[4:] if self.mid.startswith("msg_") else self.mid
+        return f"{self.o.resp_id or 'resp'}_{self.u}"
+
+    def _opened(self) -> None:
+        self.opened = True
+        self.pending = None
+
+    # -- upstream input ------------------------------------------------------------------------
+    def part_added(self, obj: dict, src: tuple | None, whole: bool = False) -> None:
+        self.saw_part = True
+        part = obj.get("part")
+        if _is_text_part(part):
+            if self.part is not None:
+                self._end_part()
+            splitter = None if whole else self.o.splitter()  # type: ignore[attr-defined]
+            self.part = _UPart(obj.get("content_index"), part, (obj, src), splitter)
+            if self.pending is not None:
+                self.pending.append((obj, src))
+            return
+        seg = self._ensure_seg()
+        dc = seg.next_c
+        seg.next_c += 1
+        seg.cmap[obj.get("content_index")] = dc
+        self._emit_on(seg, obj, src, content_index=dc)
+
+    def delta(self, obj: dict, src: tuple | None) -> None:
+        text = obj.get("delta")
+        p = self.part
+        if not isinstance(text, str) or p is None or p.splitter is None:
+            self.other(obj, src)
+            return
+        if text:
+            p.fed = True
+            self.pieces(p.splitter.feed(text), obj, src)
+
+    def text_done(self, obj: dict | None, src: tuple | None) -> None:
+        p = self.part
+        if p is None:
+            self.other(obj, src)
+            return
+        if p.splitter is not None:
+            sp, p.splitter = p.splitter, None
+            text = obj.get("text") if obj is not None else None
+            pieces = sp.feed(text) if not p.fed and isinstance(text, str) and text else []
+            self.pieces(pieces + sp.finish(), None, None)
+        seg = self.cur
+        if isinstance(seg, _Seg) and seg.dpart is not None and seg.dpart.upart is p:
+            if obj is not None and not seg.dpart.text_done:
+                self._text_done_event(seg, obj, src)
+        elif self.pending is not None and obj is not None:
+            self.pending.append((obj, src))
+
+    def part_done(self, obj: dict, src: tuple | None) -> None:
+        part = obj.get("part")
+        if self.part is None or not _is_text_part(part):
+            seg = self._ensure_seg()
+            if isinstance(part, dict):
+                seg.content.append(part)
+            self._emit_on(seg, obj, src, content_index=seg.cmap.get(obj.get("content_index"),
+                                                                    obj.get("content_index")))
+            return
+        self._end_part(obj, src)
+
+    def _end_part(self, obj: dict | None = None, src: tuple | None = None) -> None:
+        p = self.part
+        assert p is not None
+        if p.splitter is not None:      # the upstream skipped output_text.done
+            self.text_done(None, None)
+        seg = self.cur
+        if isinstance(seg, _Seg) and seg.dpart is not None and seg.dpart.upart is p:
+            self._close_dpart(seg, obj, src)
+        elif self.pending is not None and obj is not None:
+            self.pending.append((obj, src))
+        self.part = None
+
+    def item_done(self, obj: dict, src: tuple | None) -> bool:
+        """Close everything; the items made are in `built`. True when they differ from the item."""
+        item = obj.get("item")
+        item = item if isinstance(item, dict) else dict(self.item, status="completed")
+        if not self.saw_part and not self.opened and isinstance(item.get("content"), list):
+            # No part events at all (the item came whole): split what the done item holds.
+            _drive_parts(self, item, lambda text: _split_pieces(self.o, text))
+        if self.part is not None:
+            self._end_part()
+        if not self.opened:
+            d = self.o.alloc()
+            for pobj, psrc in self.pending or ():
+                self.o.emit(dict(pobj, output_index=d), psrc)
+            self.o.emit(dict(obj, output_index=d), src)
+            self._opened()
+            self.built = [item]
+            return False
+        # A reasoning block cannot be open here: a part's end closes it (the splitter's END).
+        if isinstance(self.cur, _Seg):
+            self._close_seg(item, obj, src)
+        return self.built != [item]
+
+    def other(self, obj: dict, src: tuple | None) -> None:
+        """Any other event of this item (annotations, refusals): on the current message piece."""
+        seg = self._ensure_seg()
+        c = obj.get("content_index")
+        if seg.dpart is None and self.part is not None and c == self.part.c and c is not None:
+            self._open_dpart(seg)   # e.g. an annotation for the part being read
+        fields = {"content_index": seg.cmap[c]} if c in seg.cmap else {}
+        self._emit_on(seg, obj, src, **fields)
+
+    def flush(self) -> None:
+        """The stream ended early: send what is held (text the splitter kept, held events)."""
+        p = self.part
+        if p is not None and p.splitter is not None:
+            sp, p.splitter = p.splitter, None
+            self.pieces(sp.finish(), None, None)
+        if not self.opened:
+            d = self.o.alloc()
+            for pobj, psrc in self.pending or ():
+                self.o.emit(dict(pobj, output_index=d), psrc)
+            self._opened()
+
+    # -- pieces of text ------------------------------------------------------------------------
+    def pieces(self, pieces: list, obj: dict | None, src: tuple | None) -> None:
+        for kind, value in pieces:
+            if kind == REASONING:
+                if not isinstance(self.cur, _Reason):
+                    self._open_reason()
+                self._reason_delta(value)
+            elif kind == CONTENT:
+                self._content(value, obj, src)
+            elif kind == END and isinstance(self.cur, _Reason):
+                self._close_reason(value)
+
+    # -- message pieces ------------------------------------------------------------------------
+    def _emit_on(self, seg: _Seg, obj: dict, src: tuple | None, **fields) -> None:
+        ev = dict(obj, output_index=seg.d, **fields)
+        if seg.id is not None and "item_id" in ev:
+            ev["item_id"] = seg.id
+        self.o.emit(ev, src)
+
+    def _ensure_seg(self) -> _Seg:
+        if isinstance(self.cur, _Seg):
+            return self.cur
+        if isinstance(self.cur, _Reason):
+            self._close_reason(None)
+        self._opened()
+        d = self.o.alloc()
+        p = self.pos
+        self.pos += 1
+        if self.segs == 0:
+            sid = self.mid
+        else:
+            sid = f"{self.mid}_{p}" if self.mid else f"msg_{self._base()}_{p}"
+        self.segs += 1
+        item = dict(self.item)
+        if sid is not None:
+            item["id"] = sid
+        seg = self.cur = _Seg(d, sid)
+        aobj, asrc = self.added
+        self.o.emit(dict(aobj, output_index=d, item=item), asrc)
+        return seg
+
+    def _content(self, text: str, obj: dict | None, src: tuple | None) -> None:
+        seg = self._ensure_seg()
+        dp = seg.dpart or self._open_dpart(seg)
+        dp.chunks.append(text)
+        if obj is not None:
+            self._emit_on(seg, obj, src, content_index=dp.dc, delta=text)
+        else:
+            self.o.emit(_ev("response.output_text.delta", item_id=seg.id, output_index=seg.d,
+                            content_index=dp.dc, delta=text, logprobs=[]))
+
+    def _open_dpart(self, seg: _Seg) -> _DPart:
+        up = self.part
+        assert up is not None
+        dp = seg.dpart = _DPart(seg.next_c, up)
+        seg.next_c += 1
+        seg.cmap[up.c] = dp.dc
+        up.made += 1
+        aobj, asrc = up.added
+        self._emit_on(seg, aobj, asrc if dp.first else None, content_index=dp.dc, part=dict(up.template))
+        return dp
+
+    def _text_done_event(self, seg: _Seg, obj: dict | None, src: tuple | None) -> None:
+        dp = seg.dpart
+        assert dp is not None
+        text = "".join(dp.chunks)
+        dp.chunks = [text]
+        dp.text_done = True
+        if obj is not None:
+            self._emit_on(seg, obj, src, content_index=dp.dc, text=text)
+        else:
+            self.o.emit(_ev("response.output_text.done", item_id=seg.id, output_index=seg.d,
+                            content_index=dp.dc, text=text, logprobs=[]))
+
+    def _close_dpart(self, seg: _Seg, obj: dict | None = None, src: tuple | None = None) -> None:
+        dp = seg.dpart
+        assert dp is not None
+        if not dp.text_done:
+            self._text_done_event(seg, None, None)
+        # The piece the upstream's content_part.done closes keeps that part's other fields
+        # (annotations, logprobs); a piece closed earlier, by a reasoning block, has them empty.
+        base = obj.get("part") if obj is not None else None
+        part = dict(base if _is_text_part(base) else dp.upart.template, text=dp.chunks[0])
+        if obj is not None:
+            self._emit_on(seg, obj, src, content_index=dp.dc, part=part)
+        else:
+            self.o.emit(_ev("response.content_part.done", item_id=seg.id, output_index=seg.d,
+                            content_index=dp.dc, part=part))
+        seg.content.append(part)
+        seg.dpart = None
+
+    def _close_seg(self, done_item: dict | None = None, obj: dict | None = None,
+                   src: tuple | None = None) -> None:
+        seg = self.cur
+        assert isinstance(seg, _Seg)
+        if seg.dpart is not None:
+            self._close_dpart(seg)
+        item = dict(done_item) if done_item is not None else dict(self.item, status="completed")
+        if seg.id is not None:
+            item["id"] = seg.id
+        item["content"] = seg.content
+        if obj is not None:
+            self.o.emit(dict(obj, output_index=seg.d, item=item), src)
+        else:
+            self.o.emit(_ev("response.output_item.done", output_index=seg.d, item=item))
+        self.built.append(item)
+        self.cur = None
+
+    # -- reasoning items -----------------------------------------------------------------------
+    def _open_reason(self) -> None:
+        if isinstance(self.cur, _Seg):
+            self._close_seg()
+        self._opened()
+        mode = self.o.mode
+        r = self.cur = _Reason(self.o.alloc(), f"rs_{self._base()}_{self.pos}")
+        self.pos += 1
+        item: dict = {"id": r.id, "type": "reasoning", "summary": []}
+        if mode.content:
+            item["content"] = []
+        emit = self.o.emit
+        emit(_ev("response.output_item.added", output_index=r.d, item=item))
+        if mode.summary:
+            emit(_ev("response.reasoning_summary_part.added", item_id=r.id, output_index=r.d,
+                     summary_index=0, part={"type": "summary_text", "text": ""}))
+        if mode.content:
+            emit(_ev("response.content_part.added", item_id=r.id, output_index=r.d,
+                     content_index=0, part={"type": "reasoning_text", "text": ""}))
+
+    def _reason_delta(self, text: str) -> None:
+        r = self.cur
+        assert isinstance(r, _Reason)
+        r.chunks.append(text)
+        mode = self.o.mode
+        if mode.summary:
+            self.o.emit(_ev("response.reasoning_summary_text.delta", item_id=r.id, output_index=r.d,
+                            summary_index=0, delta=text))
+        if mode.content:
+            self.o.emit(_ev("response.reasoning_text.delta", item_id=r.id, output_index=r.d,
+                            content_index=0, delta=text))
+
+    def _close_reason(self, pair: TagPair | None) -> None:
+        r = self.cur
+        assert isinstance(r, _Reason)
+        text = "".join(r.chunks)
+        mode = self.o.mode
+        emit = self.o.emit
+        item: dict = {"id": r.id, "type": "reasoning", "summary": []}
+        if mode.summary:
+            part = {"type": "summary_text", "text": text}
+            emit(_ev("response.reasoning_summary_text.done", item_id=r.id, output_index=r.d,
+                     summary_index=0, text=text))
+            emit(_ev("response.reasoning_summary_part.done", item_id=r.id, output_index=r.d,
+                     summary_index=0, part=part))
+            item["summary"] = [part]
+        if mode.content:
+            part = {"type": "reasoning_text", "text": text}
+            emit(_ev("response.reasoning_text.done", item_id=r.id, output_index=r.d,
+                     content_index=0, text=text))
+            emit(_ev("response.content_part.done", item_id=r.id, output_index=r.d,
+                     content_index=0, part=part))
+            item["content"] = [part]
+        if mode.encrypted:
+            ctx = self.o.ctx
+            item["encrypted_content"] = ctx.sealer.seal(text, pair or ctx.rules().pairs[0])
+        item["status"] = "completed"
+        emit(_ev("response.output_item.done", output_index=r.d, item=item))
+        self.built.append(item)
+        self.cur = None
+
+
+def _split_pieces(owner: _Owner, text: str) -> list:
+    return owner.ctx.split(text, owner.model).pieces
+
+
+def _drive_parts(m: _Message, item: dict, split) -> None:
+    """Feed a whole message item's parts through `m`, as a stream of them would."""
+    u = m.u
+    for c, part in enumerate(item.get("content") or ()):
+        if _is_text_part(part) and isinstance(part.get("text"), str):
+            m.part_added(_ev("response.content_part.added", output_index=u, content_index=c,
+                             part=_empty_part(part)), None, whole=True)
+            m.pieces(split(part["text"]), None, None)
+            m.text_done(_ev("response.output_text.done", output_index=u, content_index=c,
+                            text=part["text"]), None)
+            m.part_done(_ev("response.content_part.done", output_index=u, content_index=c,
+                            part=part), None)
+        else:
+            m.part_added(_ev("response.content_part.added", output_index=u, content_index=c,
+                             part=part), None)
+            m.part_done(_ev("response.content_part.done", output_index=u, content_index=c,
+                            part=part), None)
+
+
+# -- whole bodies -------------------------------------------------------------------------------
+def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
+    """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
+    obj = json.loads(data)
+    if not isinstance(obj, dict) or not isinstance(obj.get("output"), list):
+        return None
+    output = obj["output"]
+    if any(isinstance(it, dict) and it.get("type") == "reasoning" for it in output):
+        ctx.stats.native = True
+        return None
+    owner = _Owner(ctx)
+    owner.resp_id = obj.get("id") if isinstance(obj.get("id"), str) else None
+    owner.model = obj.get("model")
+    new: list = []
+    changed = False
+    for u, item in enumerate(output):
+        if isinstance(item, dict) and item.get("type") == "message" and isinstance(item.get("content"), list):
+            added = dict(item, content=[])
+            m = _Message(owner, u, added, (_ev("response.output_item.added", output_index=u, item=added), None))
+            _drive_parts(m, item, lambda text: _split_pieces(owner, text))
+            if m.item_done(_ev("response.output_item.done", output_index=u, item=item), None):
+                new.extend(m.built)
+                changed = True
+                continue
+        new.append(item)
+    return dumps(dict(obj, output=new)).encode() if changed else None
+
+
+# -- streams --------------------------------------------------------------------------------------
+class StreamRewriter(_Owner):
+    """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
+
+    def __init__(self, ctx: FlowContext) -> None:
+        super().__init__(ctx)
+        self.passthrough = False
+        self.map: dict = {}            # upstream output_index -> ours, for items passed through
+        self.active: dict = {}         # upstream output_index -> _Message still open
+        self.records: dict = {}        # message key -> the items it became (changed ones only)
+        self.offset = 0                # our sequence_number minus the upstream's
+        self.last: int | None = None   # the last sequence_number sent
+        self.dirty = False             # something went out other than it came in
+        self.event_lines = False
+        self.eol = b"\n"
+        self._batch: list = []
+
+    # -- the Owner side ------------------------------------------------------------------------
+    def emit(self, ev: dict, src: tuple | None = None) -> None:
+        self._batch.append((ev, src))
+
+    def splitter(self) -> Splitter:
+        return self.ctx.splitter(self.model)
+
+    # -- events --------------------------------------------------------------------------------
+    def on_event(self, ev: Event) -> list[bytes]:
+        if self.passthrough or ev.data is None:
+            return [ev.raw]
+        if ev.data.strip() == "[DONE]":
+            return self._flush() + [ev.raw]
+        try:
+            obj = json.loads(ev.data)
+        except ValueError:
+            self.ctx.stats.malformed_events += 1
+            return [ev.raw]
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            return [ev.raw]
+        self.event_lines = ev.event is not None
+        self.eol = ev.eol
+        self._batch = []
+        self._dispatch(obj, (ev, obj))
+        return self._send(obj.get("sequence_number"))
+
+    def _dispatch(self, obj: dict, src: tuple) -> None:
+        t = obj["type"]
+        if t in _LIFECYCLE:
+            resp = obj.get("response")
+            if isinstance(resp, dict) and self.resp_id is None:
+                self.resp_id = resp.get("id") if isinstance(resp.get("id"), str) else None
+                self.model = resp.get("model")
+            self.emit(dict(obj), src)
+            return
+        if t in _FINAL:
+            self._final(obj, src)
+            return
+        u = obj.get("output_index")
+        if t == "response.output_item.added" and isinstance(u, int) and isinstance(obj.get("item"), dict):
+            self._added(u, obj, src)
+            return
+        m = self.active.get(u) if isinstance(u, int) else None
+        if m is None:
+            if u in self.map:
+                self.emit(dict(obj, output_index=self.map[u]), src)
+            else:
+                self.emit(dict(obj), src)
+            return
+        if t == "response.output_text.delta":
+            m.delta(obj, src)
+        elif t == "response.content_part.added":
+            m.part_added(obj, src)
+        elif t == "response.output_text.done":
+            m.text_done(obj, src)
+        elif t == "response.content_part.done":
+            m.part_done(obj, src)
+        elif t == "response.output_item.done":
+            del self.active[u]
+            self._record(m, m.item_done(obj, src))
+        else:
+            m.other(obj, src)
+
+    def _added(self, u: int, obj: dict, src: tuple) -> None:
+        item = obj["item"]
+        kind = item.get("type")
+        if kind == "reasoning":
+            self.ctx.stats.native = True
+            if not self.dirty and not self.active:
+                self.passthrough = True   # nothing changed so far: the rest goes as it comes
+        if kind == "message" and u not in self.active:
+            self.active[u] = _Message(self, u, item, (obj, src))
+            return
+        d = self.map[u] = self.alloc()
+        self.emit(dict(obj, output_index=d), src)
+
+    def _record(self, m: _Message, changed: bool) -> None:
+        if changed:
+            self.records[("id", m.mid) if m.mid else ("pos", m.u)] = m.built
+
+    def _final(self, obj: dict, src: tuple) -> None:
+        resp = obj.get("response")
+        output = resp.get("output") if isinstance(resp, dict) else None
+        # Messages the upstream never closed: close them now, as the final output shows them.
+        for u, m in list(self.active.items()):
+            del self.active[u]
+            item = None
+            for i, it in enumerate(output if isinstance(output, list) else ()):
+                if isinstance(it, dict) and it.get("type") == "message" and (
+                        it.get("id") == m.mid if m.mid else i == u):
+                    item = it
+            if item is None:
+                status = resp.get("status") if isinstance(resp, dict) else None
+                item = dict(m.item, status="completed" if status == "completed" else "incomplete")
+            self._record(m, m.item_done(_ev("response.output_item.done", output_index=u, item=item), None))
+        if not isinstance(output, list) or not self.records:
+            self.emit(dict(obj), src)
+            return
+        new: list = []
+        for i, it in enumerate(output):
+            if isinstance(it, dict) and it.get("type") == "message":
+                key = ("id", it["id"]) if isinstance(it.get("id"), str) and it["id"] else ("pos", i)
+                built = self.records.get(key)
+                if built is not None:
+                    new.extend(built)
+                    continue
+            new.append(it)
+        self.emit(dict(obj, response=dict(resp, output=new)), src)
+
+    # -- out -----------------------------------------------------------------------------------
+    def _send(self, seq: object) -> list[bytes]:
+        """Number and encode the batch. Events keep their upstream number (plus the offset
+        insertions caused) where they can; inserted ones take the next free number."""
+        batch, self._batch = self._batch, []
+        prev = self.last
+        out: list[bytes] = []
+        for ev, src in batch:
+            if "sequence_number" in ev:
+                s0 = src[1].get("sequence_number") if src is not None else None
+                want = s0 + self.offset if isinstance(s0, int) and not isinstance(s0, bool) else None
+                if want is not None:
+                    prev = want if prev is None else max(prev + 1, want)
+                    ev["sequence_number"] = prev
+                elif prev is not None:
+                    prev += 1
+                    ev["sequence_number"] = prev
+                elif src is None:
+                    ev.pop("sequence_number")   # a stream without numbers gets none
+            if src is not None and ev == src[1]:
+                out.append(src[0].raw)
+                continue
+            self.dirty = True
+            out.append(encode(dumps(ev), ev["type"] if self.event_lines else None, self.eol))
+        if isinstance(seq, int) and prev is not None:
+            self.offset = max(self.offset, prev - seq)
+        self.last = prev
+        return out
+
+    def _flush(self) -> list[bytes]:
+        self._batch = []
+        for m in self.active.values():
+            m.flush()
+        return self._send(None)
+
+    def finish(self) -> list[bytes]:
+        if self.passthrough:
+            return []
+        return self._flush()
+
+    def abort(self) -> list[bytes]:
+        if self.passthrough:
+            return []
+        self.passthrough = True
+        return self._flush()

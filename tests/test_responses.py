@@ -1,0 +1,918 @@
+"""The Responses surface: whole bodies, streams, the real corpus, and properties."""
+
+import json
+import random
+
+import httpx2 as httpx
+import openai
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+from conftest import corpus_bytes, corpus_files, make_ctx
+from harness import rechunk
+from thinkwire import engine
+from thinkwire.marks import Sealer
+from thinkwire.sse import SSEParser
+from thinkwire.surfaces import responses
+
+MODEL = "qwen3"
+RESP = {"id": "resp_1", "object": "response", "created_at": 1, "model": MODEL, "status": "in_progress",
+        "output": [], "usage": None, "store": False, "custom_field": {"kept": True}}
+USAGE = {"input_tokens": 3, "output_tokens": 9, "total_tokens": 12}
+
+
+# -- building upstream responses ------------------------------------------------------------
+def msg(*parts, id="msg_1"):
+    """A message item; each part is a list of output_text deltas."""
+    return {"type": "message", "id": id, "parts": [list(p) for p in parts]}
+
+
+def fn(*args, id="fc_1", name="get_weather"):
+    return {"type": "function_call", "id": id, "call_id": "call_" + id, "name": name, "args": list(args)}
+
+
+def native(summary="I thought", id="rs_up"):
+    return {"type": "reasoning", "id": id, "summary": summary}
+
+
+def _text_part(text):
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def final_item(spec, status="completed"):
+    if spec["type"] == "message":
+        return {"id": spec["id"], "type": "message", "role": "assistant", "status": status,
+                "content": [_text_part("".join(p)) for p in spec["parts"]]}
+    if spec["type"] == "function_call":
+        return {"id": spec["id"], "type": "function_call", "status": status, "call_id": spec["call_id"],
+                "name": spec["name"], "arguments": "".join(spec["args"])}
+    return {"id": spec["id"], "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": spec["summary"]}]}
+
+
+def final_response(items, status="completed", unclosed=False):
+    out = [final_item(s) for s in items]
+    if unclosed:
+        out[-1]["status"] = "incomplete"
+    extra = {"incomplete_details": {"reason": "max_output_tokens"}} if status == "incomplete" else {}
+    return dict(RESP, status=status, output=out, usage=USAGE, **extra)
+
+
+def upstream_events(items, status="completed", unclosed=False, seq=True):
+    """The event dicts a Responses server streams for these items."""
+    evs = []
+
+    def e(t, **kw):
+        evs.append({"type": t, **kw})
+
+    e("response.created", response=RESP)
+    e("response.in_progress", response=RESP)
+    for i, spec in enumerate(items):
+        last_open = unclosed and i == len(items) - 1
+        done = final_item(spec)
+        iid = spec["id"]
+        if spec["type"] == "message":
+            e("response.output_item.added", output_index=i, item=dict(done, status="in_progress", content=[]))
+            for c, deltas in enumerate(spec["parts"]):
+                e("response.content_part.added", item_id=iid, output_index=i, content_index=c,
+                  part={"type": "output_text", "text": "", "annotations": [], "logprobs": []})
+                for d in deltas:
+                    e("response.output_text.delta", item_id=iid, output_index=i, content_index=c, delta=d,
+                      logprobs=[])
+                if last_open:
+                    break
+                text = "".join(deltas)
+                e("response.output_text.done", item_id=iid, output_index=i, content_index=c, text=text,
+                  logprobs=[])
+                e("response.content_part.done", item_id=iid, output_index=i, content_index=c,
+                  part=_text_part(text))
+        elif spec["type"] == "function_call":
+            e("response.output_item.added", output_index=i, item=dict(done, status="in_progress", arguments=""))
+            for d in spec["args"]:
+                e("response.function_call_arguments.delta", item_id=iid, output_index=i, delta=d)
+            e("response.function_call_arguments.done", item_id=iid, output_index=i, arguments=done["arguments"])
+        else:
+            e("response.output_item.added", output_index=i, item=dict(done, summary=[]))
+            e("response.reasoning_summary_part.added", item_id=iid, output_index=i, summary_index=0,
+              part={"type": "summary_text", "text": ""})
+            e("response.reasoning_summary_text.delta", item_id=iid, output_index=i, summary_index=0,
+              delta=spec["summary"])
+            e("response.reasoning_summary_text.done", item_id=iid, output_index=i, summary_index=0,
+              text=spec["summary"])
+            e("response.reasoning_summary_part.done", item_id=iid, output_index=i, summary_index=0,
+              part={"type": "summary_text", "text": spec["summary"]})
+        if not last_open:
+            e("response.output_item.done", output_index=i, item=done)
+    e(f"response.{status}", response=final_response(items, status, unclosed))
+    if seq:
+        for n, ev in enumerate(evs):
+            ev["sequence_number"] = n
+    return evs
+
+
+def sse_bytes(evs, event_lines=True, eol="\n"):
+    out = []
+    for ev in evs:
+        head = f"event: {ev['type']}{eol}" if event_lines else ""
+        out.append(f"{head}data: {json.dumps(ev, ensure_ascii=False)}{eol}{eol}")
+    return "".join(out).encode()
+
+
+def stream_of(items, **kw):
+    el = kw.pop("event_lines", True)
+    return sse_bytes(upstream_events(items, **kw), event_lines=el)
+
+
+def body_of(items, **kw):
+    return json.dumps(final_response(items, **kw)).encode()
+
+
+# -- running the rewrite ----------------------------------------------------------------------
+def run_stream(data, pieces=None, ctx=None, **opts):
+    ctx = ctx or make_ctx(**opts)
+    driver = engine.stream_driver(responses, ctx)
+    out = []
+    for c in (pieces if pieces is not None else [data]):
+        out += driver(c)
+    out += driver(b"")
+    assert all(out), "never an empty chunk"
+    assert driver.failure is None, driver.failure
+    return b"".join(out), ctx
+
+
+def parse(data):
+    p = SSEParser()
+    return p.feed(data) + p.finish()
+
+
+def objs(data):
+    return [json.loads(e.data) for e in parse(data) if e.data]
+
+
+def types(data):
+    return [o["type"] for o in objs(data)]
+
+
+class _Served:
+    """One openai client for the whole module; each call says what its server answers."""
+    data = b""
+    client = None
+
+    @classmethod
+    def handler(cls, request):
+        ctype = "application/json" if cls.data.lstrip().startswith(b"{") else "text/event-stream"
+        return httpx.Response(200, headers={"content-type": ctype}, content=cls.data)
+
+
+def sdk_client(data):
+    """An openai client whose server answers the next requests with `data` (SSE or JSON)."""
+    _Served.data = data
+    if _Served.client is None:
+        _Served.client = openai.OpenAI(api_key="x", base_url="http://test/v1", max_retries=0,
+                                       http_client=httpx.Client(transport=httpx.MockTransport(_Served.handler)))
+    return _Served.client
+
+
+def sdk_final(data, **kw):
+    """The openai SDK's `responses.stream()` accumulation of a stream: get_final_response()."""
+    with sdk_client(data).responses.stream(model=MODEL, input="q", **kw) as s:
+        for _ in s:
+            pass
+        return s.get_final_response()
+
+
+def sdk_events(data):
+    """`responses.create(stream=True)`: the SDK's parsed events (dicts)."""
+    return [e.to_dict() for e in sdk_client(data).responses.create(model=MODEL, input="q", stream=True)]
+
+
+def shape(output):
+    """Output items as (type, text) pairs, for reading."""
+    out = []
+    for it in output:
+        it = it if isinstance(it, dict) else it.to_dict()
+        if it["type"] == "reasoning":
+            texts = [p["text"] for p in it.get("content") or []] or [p["text"] for p in it["summary"]]
+            out.append(("reasoning", "".join(texts)))
+        elif it["type"] == "message":
+            out.append(("message", "|".join(p.get("text", "") for p in it["content"])))
+        else:
+            out.append((it["type"], it.get("arguments")))
+    return out
+
+
+def check_invariants(data):
+    """The SDK's stream rules, on every event: numbering, identity, part order."""
+    seqs, items, done, parts = [], {}, set(), set()
+    for ev in parse(data):
+        o = json.loads(ev.data)
+        if ev.event is not None:
+            assert ev.event == o["type"]
+        if "sequence_number" in o:
+            seqs.append(o["sequence_number"])
+        t = o["type"]
+        i = o.get("output_index")
+        if t == "response.output_item.added":
+            assert i == len(items), f"output_index {i} added out of order"
+            items[i] = (o["item"]["type"], o["item"].get("id"))
+        elif t == "response.output_item.done":
+            assert items[i] == (o["item"]["type"], o["item"].get("id"))
+            assert i not in done
+            done.add(i)
+        elif i is not None:
+            assert i in items and i not in done, f"{t} for output_index {i}"
+            if "item_id" in o:
+                assert o["item_id"] == items[i][1]
+            if t == "response.content_part.added":
+                parts.add((i, o["content_index"]))
+            elif "content_index" in o:
+                assert (i, o["content_index"]) in parts, f"{t} before its content_part.added"
+            if t == "response.output_text.delta":
+                assert items[i][0] == "message"
+            if t.startswith("response.reasoning"):
+                assert items[i][0] == "reasoning"
+        if t in ("response.completed", "response.incomplete", "response.failed"):
+            out = o["response"]["output"]
+            assert [(x["type"], x.get("id")) for x in out] == [items[k] for k in sorted(items)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "sequence_number must strictly increase"
+    return items
+
+
+SUMMARY = {"model": MODEL, "reasoning": {"summary": "auto"}}
+
+
+# -- paths ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["/v1/responses", "/responses", "/api/openai/v1/responses?x=1",
+                                  "/v1/responses/", "/v1/responses/resp_123", "/v1/responses/resp_1?stream=true"])
+def test_responses_paths_match(path):
+    assert responses.matches(path)
+
+
+@pytest.mark.parametrize("path", ["/v1/responses/resp_1/input_items", "/v1/responses/resp_1/cancel",
+                                  "/v1/responses/input_tokens", "/v1/chat/completions", "/v1/responsesx",
+                                  "/v1/my_responses"])
+def test_other_paths_do_not_match(path):
+    assert not responses.matches(path)
+
+
+def test_looks_like_bodies_and_events_but_not_chat():
+    assert responses.looks_like({"object": "response", "output": []})
+    assert responses.looks_like({"type": "response.output_text.delta"})
+    assert not responses.looks_like({"choices": []})
+
+
+def test_registered_in_the_engine_behind_its_switch():
+    from conftest import make_settings
+    assert engine.surface_for_path("/v1/responses", make_settings()) is responses
+    assert engine.surface_for_path("/v1/responses", make_settings(responses="off")) is None
+
+
+# -- whole bodies ------------------------------------------------------------------------------
+def rewrite(items, request=None, sealer=None, **opts):
+    ctx = make_ctx(request or {"model": MODEL}, sealer, **opts)
+    new = responses.rewrite_body(body_of(items), ctx)
+    return (json.loads(new) if new is not None else None), ctx
+
+
+def test_body_reasoning_becomes_a_reasoning_item_before_the_message():
+    out, ctx = rewrite([msg(["<think>\nx\n</think>\n\nhi"])])
+    rs, m = out["output"]
+    assert rs == {"id": "rs_1_0", "type": "reasoning", "summary": [],
+                  "content": [{"type": "reasoning_text", "text": "x"}], "status": "completed"}
+    assert m["id"] == "msg_1" and m["content"] == [_text_part("hi")] and m["status"] == "completed"
+    assert ctx.stats.blocks == 1 and ctx.stats.reasoning_chars == 1
+
+
+def test_body_plain_answer_is_unchanged():
+    out, _ = rewrite([msg(["just an answer"])])
+    assert out is None
+
+
+def test_body_several_blocks_make_items_in_text_order_with_deterministic_ids():
+    items = [msg(["<think>a</think>b\n<think>c</think>d"])]
+    out, _ = rewrite(items)
+    assert shape(out["output"]) == [("reasoning", "a"), ("message", "b\n"), ("reasoning", "c"), ("message", "d")]
+    assert [x["id"] for x in out["output"]] == ["rs_1_0", "msg_1", "rs_1_2", "msg_1_3"]
+    assert rewrite(items)[0] == out
+
+
+def test_body_answer_before_a_block_closes_that_message_as_completed():
+    out, _ = rewrite([msg(["<think>a</think>b\n<think>c"])], status="incomplete", unclosed=True)
+    assert shape(out["output"]) == [("reasoning", "a"), ("message", "b\n"), ("reasoning", "c")]
+    assert out["output"][1]["status"] == "completed"
+
+
+def test_body_function_call_usage_and_unknown_fields_pass():
+    items = [msg(["<think>plan</think>calling"]), fn('{"city":"Paris"}')]
+    out, _ = rewrite(items)
+    before = final_response(items)
+    assert out["output"][2] == before["output"][1]
+    assert {k: v for k, v in out.items() if k != "output"} == {k: v for k, v in before.items() if k != "output"}
+
+
+def test_body_with_native_reasoning_is_unchanged():
+    out, ctx = rewrite([native(), msg(["<think>x</think>y"])])
+    assert out is None and ctx.stats.native
+
+
+def test_body_not_json_raises_value_error():
+    with pytest.raises(ValueError):
+        responses.rewrite_body(b"not json", make_ctx())
+
+
+@pytest.mark.parametrize("b", [b"[]", b'{"output": "x"}', b'{"object": "response"}',
+                               b'{"output": [{"type": "message", "content": "text"}]}',
+                               b'{"output": [{"type": "message", "id": "m", "content": []}, 3]}'])
+def test_body_unexpected_shapes_pass_unchanged(b):
+    assert responses.rewrite_body(b, make_ctx()) is None
+
+
+def test_body_text_entirely_reasoning_leaves_no_empty_message():
+    out, _ = rewrite([msg(["<think>only thoughts</think>"])])
+    assert shape(out["output"]) == [("reasoning", "only thoughts")]
+
+
+def test_body_message_with_several_parts_keeps_each_part():
+    items = [msg(["<think>x</think>a"], ["b"])]
+    out, _ = rewrite(items)
+    assert shape(out["output"]) == [("reasoning", "x"), ("message", "a|b")]
+
+
+def test_body_annotations_stay_with_the_last_piece_of_a_part():
+    body = final_response([msg(["a\n<think>x</think>b"])])
+    part = body["output"][0]["content"][0]
+    part["annotations"] = [{"type": "url_citation", "url": "u"}]
+    del part["logprobs"]  # servers that send no logprobs key
+    out = json.loads(responses.rewrite_body(json.dumps(body).encode(), make_ctx()))["output"]
+    assert shape(out) == [("message", "a\n"), ("reasoning", "x"), ("message", "b")]
+    assert out[0]["content"] == [{"type": "output_text", "text": "a\n", "annotations": []}]
+    assert out[2]["content"] == [{"type": "output_text", "text": "b", "annotations": [{"type": "url_citation", "url": "u"}]}]
+
+
+def test_body_non_text_part_is_kept_in_place():
+    body = final_response([msg(["<think>x</think>a"])])
+    body["output"][0]["content"].append({"type": "refusal", "refusal": "no"})
+    new = json.loads(responses.rewrite_body(json.dumps(body).encode(), make_ctx()))
+    assert new["output"][1]["content"] == [_text_part("a"), {"type": "refusal", "refusal": "no"}]
+
+
+def test_body_message_without_id_gets_ids_from_the_response_id():
+    body = final_response([msg(["<think>x</think>a\n<think>y</think>b"])])
+    del body["output"][0]["id"]
+    out = json.loads(responses.rewrite_body(json.dumps(body).encode(), make_ctx()))
+    assert [x.get("id") for x in out["output"]] == ["rs_resp_1_0_0", None, "rs_resp_1_0_2", "msg_resp_1_0_3"]
+
+
+def test_body_summary_when_the_request_asks_for_one():
+    out, _ = rewrite([msg(["<think>x</think>hi"])], request=SUMMARY)
+    assert out["output"][0]["summary"] == [{"type": "summary_text", "text": "x"}]
+    assert out["output"][0]["content"] == [{"type": "reasoning_text", "text": "x"}]
+
+
+@pytest.mark.parametrize("summary", [None, "none", "off"])
+def test_body_no_summary_when_the_request_does_not_ask(summary):
+    out, _ = rewrite([msg(["<think>x</think>hi"])], request={"reasoning": {"summary": summary}})
+    assert out["output"][0]["summary"] == []
+
+
+def test_body_summary_option_forces_summaries():
+    out, _ = rewrite([msg(["<think>x</think>hi"])], responses_summary="on")
+    assert out["output"][0]["summary"] == [{"type": "summary_text", "text": "x"}]
+
+
+def test_body_content_off_leaves_content_out_when_the_summary_has_the_text():
+    out, _ = rewrite([msg(["<think>x</think>hi"])], request=SUMMARY, responses_content="off")
+    assert "content" not in out["output"][0] and out["output"][0]["summary"][0]["text"] == "x"
+
+
+def test_body_content_off_without_a_summary_still_keeps_the_text():
+    out, _ = rewrite([msg(["<think>x</think>hi"])], responses_content="off")
+    assert out["output"][0]["content"] == [{"type": "reasoning_text", "text": "x"}]
+
+
+def test_body_encrypted_content_is_a_mark_that_opens_with_the_key():
+    sealer = Sealer(b"k1")
+    req = {"model": MODEL, "include": ["reasoning.encrypted_content"]}
+    out, _ = rewrite([msg(["<thinking>x</thinking>hi"])], request=req, sealer=sealer,
+                     tags="<think> </think>,<thinking> </thinking>")
+    opened = sealer.open(out["output"][0]["encrypted_content"])
+    assert opened.text == "x" and (opened.pair.open, opened.pair.close) == ("<thinking>", "</thinking>")
+    assert Sealer(b"other").open(out["output"][0]["encrypted_content"]) is None
+
+
+def test_body_encrypted_content_left_out_without_a_sealer_or_when_not_asked():
+    req = {"model": MODEL, "include": ["reasoning.encrypted_content"]}
+    assert "encrypted_content" not in rewrite([msg(["<think>x</think>hi"])], request=req)[0]["output"][0]
+    out, _ = rewrite([msg(["<think>x</think>hi"])], sealer=Sealer(b"k"))
+    assert "encrypted_content" not in out["output"][0]
+
+
+# -- streams ---------------------------------------------------------------------------------------
+def test_stream_plain_answer_passes_byte_identical():
+    data = stream_of([msg(["Hello", " world", "!"]), fn('{"a":', "1}")])
+    assert run_stream(data)[0] == data
+
+
+def test_stream_reasoning_then_answer_as_native_events():
+    out, ctx = run_stream(stream_of([msg(["<think>", "x y", "</think>", "hi"])]))
+    assert types(out) == [
+        "response.created", "response.in_progress",
+        "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
+        "response.reasoning_text.done", "response.content_part.done", "response.output_item.done",
+        "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+        "response.output_text.done", "response.content_part.done", "response.output_item.done",
+        "response.completed"]
+    check_invariants(out)
+    assert shape(objs(out)[-1]["response"]["output"]) == [("reasoning", "x y"), ("message", "hi")]
+    assert ctx.tally().blocks == 1
+
+
+def test_stream_reasoning_is_sent_before_the_block_closes():
+    evs = upstream_events([msg(["<think>first", " second", "</think>answer"])])
+    driver = engine.stream_driver(responses, make_ctx())
+    sent = []
+    for ev in evs[:6]:  # up to the delta " second"
+        sent += driver(sse_bytes([ev]))
+    deltas = [o["delta"] for o in objs(b"".join(sent)) if o["type"] == "response.reasoning_text.delta"]
+    assert deltas == ["first", " second"]
+
+
+def test_stream_sdk_final_response_matches_what_was_streamed():
+    data = run_stream(stream_of([msg(["<think>x</think>a\n<th", "ink>y</think>b"])]))[0]
+    final = sdk_final(data)
+    assert shape(final.output) == [("reasoning", "x"), ("message", "a\n"), ("reasoning", "y"), ("message", "b")]
+    assert final.output_text == "a\nb"
+
+
+def test_stream_sdk_create_events_carry_reasoning_deltas():
+    data = run_stream(stream_of([msg(["<think>x</think>hi"])]))[0]
+    evs = sdk_events(data)
+    assert [e["delta"] for e in evs if e["type"] == "response.reasoning_text.delta"] == ["x"]
+    assert [e["delta"] for e in evs if e["type"] == "response.output_text.delta"] == ["hi"]
+
+
+def test_stream_event_lines_follow_the_rewritten_types():
+    out = run_stream(stream_of([msg(["<think>x</think>hi"])]))[0]
+    assert all(e.event == json.loads(e.data)["type"] for e in parse(out))
+
+
+def test_stream_without_event_lines_sends_none():
+    out = run_stream(stream_of([msg(["<think>x</think>hi"])], event_lines=False))[0]
+    assert all(e.event is None for e in parse(out)) and b"event:" not in out
+
+
+def test_stream_without_sequence_numbers_adds_none():
+    out = run_stream(stream_of([msg(["<think>x</think>hi"])], seq=False))[0]
+    assert not any("sequence_number" in o for o in objs(out))
+    assert shape(objs(out)[-1]["response"]["output"]) == [("reasoning", "x"), ("message", "hi")]
+
+
+def test_stream_crlf_line_endings_are_kept():
+    evs = upstream_events([msg(["<think>x</think>hi"])])
+    out = run_stream(sse_bytes(evs, eol="\r\n"))[0]
+    assert out.count(b"\r\n\r\n") == len(parse(out)) and b"\n\n" not in out.replace(b"\r\n", b"")
+
+
+def test_stream_function_call_after_reasoning_is_renumbered_and_intact():
+    items = [msg(["<think>need weather</think>"]), fn('{"city":', '"Paris"}')]
+    out = run_stream(stream_of(items))[0]
+    check_invariants(out)
+    args = "".join(o["delta"] for o in objs(out) if o["type"] == "response.function_call_arguments.delta")
+    assert args == '{"city":"Paris"}'
+    assert {o["output_index"] for o in objs(out) if o["type"].startswith("response.function_call")} == {1}
+    final = sdk_final(out)
+    assert shape(final.output) == [("reasoning", "need weather"), ("function_call", '{"city":"Paris"}')]
+
+
+def test_stream_native_reasoning_passes_untouched():
+    data = stream_of([native(), msg(["<think>x</think>y"])])
+    out, ctx = run_stream(data)
+    assert out == data and ctx.stats.native
+
+
+def test_stream_native_reasoning_after_a_rewritten_message_is_renumbered():
+    out, ctx = run_stream(stream_of([msg(["<think>x</think>a"]), native(), msg(["b"], id="msg_2")]))
+    check_invariants(out)
+    assert ctx.stats.native
+    assert shape(sdk_final(out).output) == [("reasoning", "x"), ("message", "a"), ("reasoning", "I thought"),
+                                            ("message", "b")]
+
+
+def test_stream_incomplete_with_an_unclosed_block_closes_the_reasoning_item():
+    items = [msg(["<think>x</think>a\n<think>cut of", "f mid"])]
+    out = run_stream(stream_of(items, status="incomplete"))[0]
+    check_invariants(out)
+    last = objs(out)[-1]
+    assert last["type"] == "response.incomplete"
+    assert shape(last["response"]["output"]) == [("reasoning", "x"), ("message", "a\n"), ("reasoning", "cut off mid")]
+
+
+def test_stream_incomplete_without_any_done_events_closes_the_items_it_opened():
+    items = [msg(["<think>x</think>a\n<think>cut of", "f mid"])]
+    out = run_stream(stream_of(items, status="incomplete", unclosed=True))[0]
+    check_invariants(out)
+    last = objs(out)[-1]["response"]["output"]
+    assert shape(last) == [("reasoning", "x"), ("message", "a\n"), ("reasoning", "cut off mid")]
+
+
+def test_stream_unclosed_message_ending_in_answer_gets_the_final_status():
+    out = run_stream(stream_of([msg(["<think>x</think>ans", "wer"])], status="incomplete", unclosed=True))[0]
+    items = check_invariants(out)
+    assert len(items) == 2
+    last = objs(out)[-1]["response"]["output"]
+    assert last[1]["status"] == "incomplete" and last[1]["content"][0]["text"] == "answer"
+
+
+def test_stream_unclosed_message_missing_from_the_final_output_is_closed_by_status():
+    evs = upstream_events([msg(["<think>x</think>ans"])], status="failed", unclosed=True)
+    evs[-1]["response"]["output"] = []
+    out = run_stream(sse_bytes(evs))[0]
+    done = [o for o in objs(out) if o["type"] == "response.output_item.done"]
+    assert done[-1]["item"]["status"] == "incomplete"
+    assert objs(out)[-1]["response"]["output"] == []
+
+
+def test_stream_failed_response_output_is_rewritten():
+    out = run_stream(stream_of([msg(["<think>x</think>a"])], status="failed"))[0]
+    check_invariants(out)
+    assert objs(out)[-1]["type"] == "response.failed"
+
+
+def test_stream_summary_events_when_the_request_asks():
+    out = run_stream(stream_of([msg(["<think>x", "y</think>hi"])]), request=SUMMARY)[0]
+    check_invariants(out)
+    got = [(o["type"], o.get("summary_index"), o.get("delta", o.get("text"))) for o in objs(out)
+           if "summary" in o["type"]]
+    assert got == [("response.reasoning_summary_part.added", 0, None),
+                   ("response.reasoning_summary_text.delta", 0, "x"),
+                   ("response.reasoning_summary_text.delta", 0, "y"),
+                   ("response.reasoning_summary_text.done", 0, "xy"),
+                   ("response.reasoning_summary_part.done", 0, None)]
+    assert sdk_final(out).output[0].summary[0].text == "xy"
+
+
+def test_stream_content_off_sends_only_summary_events():
+    out = run_stream(stream_of([msg(["<think>x</think>hi"])]), request=SUMMARY, responses_content="off")[0]
+    assert not [t for t in types(out) if t.startswith("response.reasoning_text")]
+    rs = objs(out)[-1]["response"]["output"][0]
+    assert "content" not in rs and rs["summary"] == [{"type": "summary_text", "text": "x"}]
+
+
+def test_stream_encrypted_content_on_output_item_done_and_in_the_final_output():
+    sealer = Sealer(b"k1")
+    req = {"model": MODEL, "include": ["reasoning.encrypted_content"]}
+    ctx = make_ctx(req, sealer)
+    out = run_stream(stream_of([msg(["<think>x</think>hi"])]), ctx=ctx)[0]
+    done = [o for o in objs(out) if o["type"] == "response.output_item.done"][0]
+    assert sealer.open(done["item"]["encrypted_content"]).text == "x"
+    assert objs(out)[-1]["response"]["output"][0]["encrypted_content"] == done["item"]["encrypted_content"]
+
+
+def test_stream_block_cut_by_an_unknown_event_is_sealed_with_the_first_pair():
+    sealer = Sealer(b"k1")
+    ctx = make_ctx({"include": ["reasoning.encrypted_content"]}, sealer)
+    evs = upstream_events([msg(["<think>x", "</think>hi"])])
+    note = {"type": "response.output_text.annotation.added", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "annotation_index": 0, "annotation": {"type": "url_citation"},
+            "sequence_number": 5}
+    evs.insert(5, note)  # after the delta "<think>x"
+    for n, ev in enumerate(evs):
+        ev["sequence_number"] = n
+    out = run_stream(sse_bytes(evs), ctx=ctx)[0]
+    check_invariants(out)
+    rs = objs(out)[-1]["response"]["output"][0]
+    assert sealer.open(rs["encrypted_content"]).pair.open == "<think>"
+
+
+def test_stream_annotation_event_lands_on_the_current_message_piece():
+    evs = upstream_events([msg(["<think>x</think>a"])])
+    k = next(i for i, e in enumerate(evs) if e["type"] == "response.output_text.done")
+    evs.insert(k, {"type": "response.output_text.annotation.added", "item_id": "msg_1", "output_index": 0,
+                   "content_index": 0, "annotation_index": 0, "annotation": {"type": "url_citation"}})
+    for n, ev in enumerate(evs):
+        ev["sequence_number"] = n
+    out = run_stream(sse_bytes(evs))[0]
+    check_invariants(out)
+    note = [o for o in objs(out) if o["type"] == "response.output_text.annotation.added"][0]
+    assert (note["output_index"], note["content_index"], note["item_id"]) == (1, 0, "msg_1")
+
+
+def test_stream_several_parts_and_a_refusal_part():
+    evs = upstream_events([msg(["<think>x</think>a"], ["b"])])
+    k = next(i for i, e in enumerate(evs) if e["type"] == "response.output_item.done")
+    refusal = [{"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 2,
+                "part": {"type": "refusal", "refusal": ""}},
+               {"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 0, "content_index": 2,
+                "delta": "no"},
+               {"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 2,
+                "part": {"type": "refusal", "refusal": "no"}}]
+    evs[k:k] = refusal
+    evs[k + 3]["item"]["content"].append({"type": "refusal", "refusal": "no"})
+    evs[-1]["response"]["output"][0]["content"].append({"type": "refusal", "refusal": "no"})
+    for n, ev in enumerate(evs):
+        ev["sequence_number"] = n
+    out = run_stream(sse_bytes(evs))[0]
+    check_invariants(out)
+    final = sdk_final(out)
+    assert shape(final.output)[0] == ("reasoning", "x")
+    assert [p.type for p in final.output[1].content] == ["output_text", "output_text", "refusal"]
+    assert [o["content_index"] for o in objs(out) if o["type"] == "response.refusal.delta"] == [2]
+
+
+def test_stream_refusal_only_message_passes_unchanged():
+    evs = upstream_events([msg()])
+    refusal = {"type": "refusal", "refusal": "no"}
+    evs[3:3] = [{"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0,
+                 "content_index": 0, "part": {"type": "refusal", "refusal": ""}},
+                {"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+                 "delta": "no"},
+                {"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0,
+                 "content_index": 0, "part": refusal}]
+    evs[6]["item"]["content"] = evs[7]["response"]["output"][0]["content"] = [refusal]
+    for n, ev in enumerate(evs):
+        ev["sequence_number"] = n
+    data = sse_bytes(evs)
+    assert run_stream(data)[0] == data
+
+
+def test_stream_message_without_part_events_is_split_at_its_done_event():
+    evs = [e for e in upstream_events([msg(["<think>x</think>hi"])])
+           if "content_part" not in e["type"] and "output_text" not in e["type"]]
+    for n, ev in enumerate(evs):
+        ev["sequence_number"] = n
+    out = run_stream(sse_bytes(evs))[0]
+    check_invariants(out)
+    assert shape(sdk_final(out).output) == [("reasoning", "x"), ("message", "hi")]
+
+
+def test_stream_output_text_done_without_deltas_is_split():
+    evs = [e for e in upstream_events([msg(["<think>x</think>hi"])]) if e["type"] != "response.output_text.delta"]
+    out = run_stream(sse_bytes(evs))[0]
+    check_invariants(out)
+    assert shape(sdk_final(out).output) == [("reasoning", "x"), ("message", "hi")]
+
+
+def test_stream_part_without_text_done_event_is_finished_at_part_done():
+    evs = [e for e in upstream_events([msg(["<think>x</think>hi <"])]) if e["type"] != "response.output_text.done"]
+    out = run_stream(sse_bytes(evs))[0]
+    check_invariants(out)
+    assert shape(sdk_final(out).output) == [("reasoning", "x"), ("message", "hi <")]
+
+
+def test_stream_next_part_without_the_previous_part_done_closes_it():
+    evs = [e for e in upstream_events([msg(["<think>x</think>a"], ["b"])])
+           if not (e["type"] in ("response.output_text.done", "response.content_part.done")
+                   and e["content_index"] == 0)]
+    out = run_stream(sse_bytes(evs))[0]
+    check_invariants(out)
+    assert shape(sdk_final(out).output) == [("reasoning", "x"), ("message", "a|b")]
+
+
+def test_stream_delta_before_its_part_passes_on_the_message():
+    evs = upstream_events([msg(["<think>x</think>a"])])
+    evs.insert(3, {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+                   "content_index": 0, "delta": "early"})
+    for n, ev in enumerate(evs):
+        ev["sequence_number"] = n
+    out = run_stream(sse_bytes(evs))[0]
+    early = [o for o in objs(out) if o.get("delta") == "early"]
+    assert early and early[0]["output_index"] == 0 and early[0]["item_id"] == "msg_1"
+
+
+def test_stream_empty_deltas_are_dropped():
+    out = run_stream(stream_of([msg(["", "<think>x</think>", "", "hi"])]))[0]
+    assert [o["delta"] for o in objs(out) if o["type"].endswith("text.delta")] == ["x", "hi"]
+
+
+def test_stream_done_events_without_a_part_pass_on_the_message():
+    evs = upstream_events([msg(["<think>x</think>hi"])])
+    k = next(i for i, e in enumerate(evs) if e["type"] == "response.output_item.done")
+    evs[k:k] = [{"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0, "content_index": 5,
+                 "text": "stray"},
+                {"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 6}]
+    for n, ev in enumerate(evs):
+        ev["sequence_number"] = n
+    out = run_stream(sse_bytes(evs))[0]
+    stray = [o for o in objs(out) if o.get("content_index") in (5, 6)]
+    assert [(o["type"], o["output_index"], o["item_id"]) for o in stray] == [
+        ("response.output_text.done", 1, "msg_1"), ("response.content_part.done", 1, "msg_1")]
+
+
+def test_stream_cut_before_any_text_sends_the_held_events():
+    data = sse_bytes(upstream_events([msg(["hi"])])[:4])   # created, in_progress, item and part added
+    assert run_stream(data)[0] == data
+
+
+def test_stream_null_sequence_numbers_stay_null():
+    evs = upstream_events([msg(["<think>x</think>hi"])], seq=False)
+    for ev in evs:
+        ev["sequence_number"] = None
+    out = run_stream(sse_bytes(evs))[0]
+    assert {o.get("sequence_number", "absent") for o in objs(out)} == {None, "absent"}
+    assert shape(objs(out)[-1]["response"]["output"]) == [("reasoning", "x"), ("message", "hi")]
+
+
+def test_stream_empty_message_passes_unchanged():
+    data = stream_of([msg([]), fn("{}")])
+    assert run_stream(data)[0] == data
+
+
+def test_stream_whitespace_only_message_passes_unchanged():
+    data = stream_of([msg(["  ", "\n"])])
+    out = run_stream(data)[0]
+    assert shape(objs(out)[-1]["response"]["output"]) == [("message", "  \n")]
+
+
+def test_stream_held_text_is_flushed_at_the_end_without_completion():
+    evs = upstream_events([msg(["<think>x</think>a <"])])
+    evs = evs[: next(i for i, e in enumerate(evs) if e["type"] == "response.output_text.done")]
+    out = run_stream(sse_bytes(evs))[0]
+    text = "".join(o["delta"] for o in objs(out) if o["type"] == "response.output_text.delta")
+    assert text == "a <"
+    assert sorted(o["sequence_number"] for o in objs(out)) == [o["sequence_number"] for o in objs(out)]
+
+
+def test_stream_held_events_of_an_unstarted_message_are_flushed_at_the_end():
+    evs = upstream_events([msg(["<"])])[:4]   # created, in_progress, item added, part added
+    data = sse_bytes(evs)
+    out = run_stream(data + sse_bytes([{"type": "response.output_text.delta", "item_id": "msg_1",
+                                         "output_index": 0, "content_index": 0, "delta": "<",
+                                         "sequence_number": 4}]))[0]
+    assert out.startswith(data) and types(out)[-1] == "response.output_text.delta"
+
+
+def test_stream_done_marker_flushes_held_text_first():
+    evs = upstream_events([msg(["<think>x</think>a <"])])
+    evs = evs[: next(i for i, e in enumerate(evs) if e["type"] == "response.output_text.done")]
+    out = run_stream(sse_bytes(evs) + b"data: [DONE]\n\n")[0]
+    assert out.endswith(b"data: [DONE]\n\n")
+    assert "".join(o["delta"] for o in objs(out[:-14]) if o["type"] == "response.output_text.delta") == "a <"
+
+
+def test_stream_comments_malformed_and_other_events_pass():
+    data = (b": keep-alive\n\n" + b"data: {not json\n\n" + b'data: [1, 2]\n\n'
+            + b'data: {"type": "error", "message": "x"}\n\n' + stream_of([msg(["<think>x</think>y"])]))
+    out, ctx = run_stream(data)
+    assert out.startswith(b": keep-alive\n\ndata: {not json\n\ndata: [1, 2]\n\n")
+    assert ctx.stats.malformed_events == 1
+    assert shape(objs(out[out.index(b"data: {\"type\": \"error\""):])[-1]["response"]["output"]) == [("reasoning", "x"), ("message", "y")]
+
+
+def test_stream_event_for_an_unknown_item_passes():
+    evs = upstream_events([msg(["<think>x</think>a"])])
+    evs.insert(2, {"type": "response.output_text.delta", "output_index": 7, "delta": "?", "sequence_number": 1})
+    evs[3:] = [dict(e, sequence_number=e["sequence_number"] + 1) for e in evs[3:]]
+    out = run_stream(sse_bytes(evs))[0]
+    assert objs(out)[2]["output_index"] == 7
+
+
+def test_stream_abort_sends_the_held_text():
+    rw = responses.StreamRewriter(make_ctx())
+    evs = upstream_events([msg(["<think>x</think>a <"])])
+    sent = []
+    for ev in parse(sse_bytes(evs[:5])):
+        sent += rw.on_event(ev)
+    held = b"".join(rw.abort())
+    assert held
+    out = b"".join(sent) + held
+    assert "".join(o["delta"] for o in objs(out) if o["type"] == "response.output_text.delta") == "a <"
+    assert rw.abort() == [] and rw.finish() == []
+
+
+def test_stream_internal_error_fails_open_with_original_bytes(monkeypatch):
+    data = stream_of([msg(["<think>x</think>a"])])
+
+    def boom(self, obj, src):
+        raise RuntimeError("bug")
+    monkeypatch.setattr(responses._Message, "part_done", boom)
+    ctx = make_ctx()
+    driver = engine.stream_driver(responses, ctx)
+    out = b"".join(driver(data) + driver(b""))
+    assert driver.failure and ctx.stats.fell_back
+    tail = data[data.index(b"event: response.content_part.done"):]
+    assert out.endswith(tail)
+
+
+def test_stream_sequence_numbers_reuse_the_numbers_of_held_events():
+    out = run_stream(stream_of([msg(["<think>", "x", "</think>", "hi"])]))[0]
+    seqs = [o["sequence_number"] for o in objs(out)]
+    assert seqs == list(range(len(seqs)))  # held events' numbers went to inserted ones: no gaps
+
+
+# -- the real corpus ----------------------------------------------------------------------------------
+CORPUS = corpus_files("responses__")
+
+
+@pytest.mark.skipif(not CORPUS, reason="corpus not present")
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_corpus_passes_through_unchanged_whole_and_at_any_chunking(path):
+    data = corpus_bytes(path)
+    if path.suffix == ".json":
+        ctx = make_ctx()
+        assert responses.rewrite_body(data, ctx) is None and ctx.stats.native
+        return
+    rnd = random.Random(path.name)
+    for sizes in ([len(data)], [1], [rnd.randint(1, 300) for _ in range(20)], [7, 4096]):
+        out, ctx = run_stream(data, rechunk(data, sizes))
+        assert out == data, sizes
+        assert ctx.stats.native
+
+
+@pytest.mark.skipif(not CORPUS, reason="corpus not present")
+def test_corpus_streams_read_by_the_sdk_after_the_proxy():
+    for path in CORPUS:
+        if path.suffix == ".sse":
+            final = sdk_final(run_stream(corpus_bytes(path))[0])
+            assert final.output and final.output[0].type == "reasoning"
+
+
+# -- properties ---------------------------------------------------------------------------------------
+_ALPHA = st.text(alphabet="ab <>/\né𝄞", min_size=1, max_size=12)
+_TAGS = ("<think>", "</think>")
+
+
+@st.composite
+def model_text(draw):
+    """Content and closed reasoning blocks; each block starts at a line start."""
+    segs = draw(st.lists(st.tuples(st.sampled_from("cr"), _ALPHA), min_size=1, max_size=6))
+    text, blocks = "", 0
+    for kind, s in segs:
+        if kind == "r":
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += f"<think>{s}</think>"
+            blocks += 1
+        else:
+            text += s
+    assume(text.count(_TAGS[0]) == blocks and text.count(_TAGS[1]) == blocks)
+    return text
+
+
+def cut(text, points):
+    pts = sorted({p % (len(text) + 1) for p in points})
+    bounds = [0, *pts, len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a] or [""]
+
+
+def final_output(data):
+    return [o for o in objs(data) if o["type"] == "response.completed"][0]["response"]["output"]
+
+
+_PROP = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_PROP
+@given(model_text(), st.lists(st.integers(0, 400), max_size=8), st.lists(st.integers(1, 50), min_size=1, max_size=5))
+def test_property_any_chunking_gives_the_same_final_response(text, points, sizes):
+    items = [msg([text]), fn('{"x":1}')]
+    reference = run_stream(stream_of(items))[0]
+    data = stream_of([msg(cut(text, points)), fn('{"x":', "1}")])
+    out = run_stream(data, rechunk(data, sizes))[0]
+    assert final_output(out) == final_output(reference)
+    assert sdk_final(out).to_dict()["output"] == sdk_final(reference).to_dict()["output"]
+
+
+@_PROP
+@given(model_text(), st.lists(st.integers(0, 400), max_size=8), st.booleans())
+def test_property_stream_accumulated_equals_the_body_rewrite(text, points, summary):
+    items = [msg(cut(text, points)), fn("{}")]
+    request = SUMMARY if summary else {"model": MODEL}
+    out = run_stream(stream_of(items), request=request)[0]
+    body = responses.rewrite_body(body_of(items), make_ctx(request))
+    expected = json.loads(body)["output"] if body is not None else final_response(items)["output"]
+    assert final_output(out) == expected
+    whole = sdk_client(body or body_of(items)).responses.parse(model=MODEL, input="q")
+    assert sdk_final(out).to_dict()["output"] == whole.to_dict()["output"]
+
+
+@_PROP
+@given(model_text(), st.lists(st.integers(0, 400), max_size=8))
+def test_property_nothing_lost(text, points):
+    out = run_stream(stream_of([msg(cut(text, points))]), trim="off")[0]
+    rebuilt = ""
+    for kind, t in shape(final_output(out)):
+        rebuilt += f"<think>{t}</think>" if kind == "reasoning" else t
+    assert rebuilt == text
+    streamed = "".join(o["delta"] for o in objs(out) if o["type"] in (
+        "response.output_text.delta", "response.reasoning_text.delta"))
+    assert streamed == text.replace(_TAGS[0], "").replace(_TAGS[1], "")
+
+
+@_PROP
+@given(st.lists(model_text(), min_size=1, max_size=3), st.lists(st.integers(0, 400), max_size=6),
+       st.booleans(), st.booleans(), st.booleans())
+def test_property_output_index_and_sequence_number_hold_on_every_event(texts, points, summary, event_lines,
+                                                                       unclosed):
+    items = []
+    for k, t in enumerate(texts):
+        items.append(msg(cut(t, points), id=f"msg_{k}"))
+        items.append(fn("{}", id=f"fc_{k}"))
+    if unclosed:
+        items.pop()
+    request = SUMMARY if summary else {}
+    status = "incomplete" if unclosed else "completed"
+    data = stream_of(items, status=status, unclosed=unclosed, event_lines=event_lines)
+    out = run_stream(data, request=request)[0]
+    check_invariants(out)
+    if not unclosed:
+        sdk_final(out)  # raises on any index or identity mistake

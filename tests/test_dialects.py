@@ -191,3 +191,100 @@ def test_loader_rejects_a_strip_that_is_not_a_list(tmp_path):
     p.write_text('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n    strip: x\n')
     with pytest.raises(tagsets.TagsetError, match="must be a list of strings"):
         tagsets.load(p)
+
+
+# -- the other surfaces ---------------------------------------------------------------------
+import test_messages as M  # noqa: E402  (reuse each surface's builders and SDK readers)
+import test_responses as R  # noqa: E402
+from thinkwire.surfaces import messages, responses  # noqa: E402
+
+
+def messages_result(msg):
+    thinking = "".join(b["thinking"] for b in msg["content"] if b["type"] == "thinking")
+    text = "".join(b["text"] for b in msg["content"] if b["type"] == "text")
+    return thinking, text
+
+
+def messages_body(model, text):
+    data = M.body(M.text(text), model=request_for(model)["model"])
+    out, _, _ = M.run_body(data, ctx=make_ctx(request_for(model)))
+    return messages_result(M.sdk_body(out))
+
+
+def messages_stream(model, chunks):
+    data = M.stream(M.text(*chunks), model=request_for(model)["model"])
+    out, _ = M.run_stream(data, ctx=make_ctx(request_for(model)))
+    return messages_result(M.sdk_stream(out))
+
+
+def responses_result(final):
+    out = final if isinstance(final, list) else [it.to_dict() for it in final.output]
+    reasoning = "".join(p["text"] for it in out if it["type"] == "reasoning" for p in it.get("content") or [])
+    answer = "".join(p.get("text", "") for it in out if it["type"] == "message" for p in it["content"])
+    return reasoning, answer
+
+
+def responses_body(model, text):
+    data = R.body_of([R.msg([text])])
+    new = responses.rewrite_body(data, make_ctx(request_for(model)))
+    return responses_result(json.loads(new if new is not None else data)["output"])
+
+
+def responses_stream(model, chunks):
+    out, _ = R.run_stream(R.stream_of([R.msg(chunks)]), ctx=make_ctx(request_for(model)))
+    return responses_result(R.sdk_final(out))
+
+
+SURFACE_CHECKS = {
+    "messages": (messages_body, messages_stream),
+    "responses": (responses_body, responses_stream),
+}
+# Splitting at every position through the SDK is slow; a spread of positions covers the tags.
+POSITIONS = 12
+
+
+@pytest.mark.parametrize("surface", sorted(SURFACE_CHECKS))
+@pytest.mark.parametrize("name,model,text,reasoning,content", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_dialect_on_other_surfaces_body_and_stream(surface, name, model, text, reasoning, content):
+    body_check, stream_check = SURFACE_CHECKS[surface]
+    assert body_check(model, text) == (reasoning, content)
+    step = max(1, len(text) // POSITIONS)
+    for k in list(range(0, len(text) + 1, step)) + [len(text)]:
+        assert stream_check(model, [text[:k], text[k:]]) == (reasoning, content), k
+
+
+@pytest.mark.parametrize("surface", sorted(SURFACE_CHECKS))
+def test_every_tag_position_on_other_surfaces_for_think(surface):
+    text = "<think>\nr\n</think>\n\nanswer"
+    _, stream_check = SURFACE_CHECKS[surface]
+    for k in range(len(text) + 1):
+        assert stream_check("m", [text[:k], text[k:]]) == ("r", "answer"), k
+
+
+# -- through mitmdump -----------------------------------------------------------------------
+@pytest.mark.e2e
+def test_bad_tagsets_file_stops_mitmdump_naming_file_line_and_problem(tmp_path):
+    from harness import start_fails
+    bad = tmp_path / "tags.yaml"
+    bad.write_text('default:\n  pairs:\n    - ["<x>", ""]\n')
+    out = start_fails({}, tmp_path, env={"THINK_TAGSETS": str(bad)})
+    assert f"{bad}:3" in out and "a closing tag is empty" in out and "[exit 0]" not in out
+
+
+@pytest.mark.e2e
+def test_stray_closing_tag_in_a_stream_is_removed_and_the_log_suggests_a_profile(proxy, up):
+    from harness import post, sse_reply
+    chunks = [{"model": "mystery-model", "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
+              for c in ("thought", "</think>", "answer")]
+    up.route("/chat/completions", sse_reply([b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks]))
+    r = post(proxy.url + "/v1/chat/completions", {"model": "mystery-model", "stream": True})
+    assert b"</think>" not in r.content
+    got = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                  for line in r.content.split(b"\n") if line.startswith(b"data: {"))
+    assert got == "thoughtanswer"
+    import time
+    for _ in range(50):
+        if any("mystery-model" in line and "starts_inside" in line for line in proxy.lines):
+            break
+        time.sleep(0.1)
+    assert any("mystery-model" in line and "starts_inside: true" in line for line in proxy.lines)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .settings import Settings
@@ -67,7 +67,7 @@ class FlowContext:
               starts_inside: bool | None = None) -> Split:
         rules = self.rules(response_model)
         if starts_inside is not None and starts_inside != rules.starts_inside:
-            rules = replace(rules, starts_inside=starts_inside)
+            rules = _rules(rules.pairs, rules.trim, rules.anywhere, starts_inside, rules.strip)
         result = split_text(text, rules)
         if not count:
             return result

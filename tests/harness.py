@@ -270,3 +270,257 @@ def post(url: str, obj: object = None, raw: bytes | None = None, method: str = "
     got = Got(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
     conn.close()
     return got
+
+
+# -- strict upstreams for the way back ------------------------------------------------------
+# Scripted model servers that check requests the way the real APIs do on the way in: they
+# accept only the reasoning objects they issued themselves, and they check that every earlier
+# assistant turn reads as the model wrote it. Route one with `up.route(path, strict.handle)`.
+# Each scripted turn is the raw text the model writes (with its <think> markup) plus an
+# optional tool call; `native` turns come with genuine reasoning objects instead.
+
+_WS = " \t\r\n\f\v"   # the whitespace thinkwire trims (ASCII, like its splitter)
+_TAG_SPACE = re.compile(r"[ \t\r\n\f\v]*(</?think>)[ \t\r\n\f\v]*")
+
+
+def as_written(text: str) -> str:
+    """Text compared modulo the whitespace thinkwire trims at reasoning block edges."""
+    return _TAG_SPACE.sub(r"\1", text).strip(_WS)
+
+
+@dataclass
+class Turn:
+    text: str                               # what the model writes, markup included
+    tool: tuple[str, dict] | None = None    # (name, arguments)
+    native: str | None = None               # genuine reasoning text the upstream signs itself
+
+
+class StrictAnthropic:
+    """A Messages upstream that, like the real API, rejects a thinking block whose signature it
+    did not issue and a redacted_thinking block whose data it did not issue (400, the real
+    error shape), requires each tool_use to be answered by a tool_result right after, and
+    checks that assistant turns read as the model wrote them."""
+
+    def __init__(self, turns: list[Turn]) -> None:
+        self.turns = turns
+        self.signatures: dict[str, str] = {}   # signature -> thinking text it signs
+        self.redacted: set[str] = set()
+        self.bodies: list[bytes] = []          # every request body, as received
+        self.errors: list[str] = []
+        self._n = 0
+
+    def _error(self, message: str) -> Reply:
+        self.errors.append(message)
+        return json_reply({"type": "error", "error": {"type": "invalid_request_error", "message": message}}, 400)
+
+    def handle(self, seen: Seen) -> Reply:
+        self.bodies.append(seen.body)
+        req = seen.json()
+        msgs = req.get("messages", [])
+        assistant = 0
+        for i, m in enumerate(msgs):
+            if m.get("role") != "assistant":
+                continue
+            blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            if not blocks:
+                return self._error(f"messages.{i}: all messages must have non-empty content")
+            texts, uses = [], []
+            for j, b in enumerate(blocks):
+                t = b.get("type")
+                if t == "thinking" and self.signatures.get(b.get("signature")) != b.get("thinking"):
+                    return self._error(f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block")
+                if t == "redacted_thinking" and b.get("data") not in self.redacted:
+                    return self._error(f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block")
+                if t == "text":
+                    if not b.get("text"):
+                        return self._error(f"messages.{i}.content.{j}: text content blocks must be non-empty")
+                    texts.append(b["text"])
+                if t == "tool_use":
+                    uses.append(b["id"])
+            if assistant < len(self.turns):
+                want = as_written(self.turns[assistant].text)
+                got = as_written("".join(texts))
+                if got != want:
+                    return self._error(f"messages.{i}: assistant turn reads {got!r}, the model wrote {want!r}")
+            if uses:
+                nxt = msgs[i + 1] if i + 1 < len(msgs) else {}
+                results = [b.get("tool_use_id") for b in nxt.get("content", []) if isinstance(b, dict)
+                           and b.get("type") == "tool_result"] if isinstance(nxt.get("content"), list) else []
+                if results[:len(uses)] != uses:
+                    return self._error(f"messages.{i}: `tool_use` ids were found without `tool_result` "
+                                       "blocks immediately after")
+            assistant += 1
+        if self._n >= len(self.turns):
+            return self._error("the script has no more turns")
+        turn = self.turns[self._n]
+        self._n += 1
+        return self._reply(turn, self._n, bool(req.get("stream")))
+
+    def _reply(self, turn: Turn, n: int, stream: bool) -> Reply:
+        blocks: list[dict] = []
+        if turn.native is not None:
+            sig = f"EqSig{n}{os.urandom(6).hex()}"
+            self.signatures[sig] = turn.native
+            data = f"EmwRed{n}{os.urandom(6).hex()}"
+            self.redacted.add(data)
+            blocks += [{"type": "thinking", "thinking": turn.native, "signature": sig},
+                       {"type": "redacted_thinking", "data": data}]
+        if turn.text:
+            blocks.append({"type": "text", "text": turn.text})
+        if turn.tool:
+            blocks.append({"type": "tool_use", "id": f"toolu_{n}", "name": turn.tool[0], "input": turn.tool[1]})
+        stop = "tool_use" if turn.tool else "end_turn"
+        msg = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": "m", "content": blocks,
+               "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 9}}
+        if not stream:
+            return json_reply(msg)
+        evs: list[dict] = [{"type": "message_start", "message": dict(msg, content=[], stop_reason=None)}]
+        for i, b in enumerate(blocks):
+            if b["type"] == "text":
+                evs.append({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
+                t = b["text"]
+                for k in range(0, len(t), 5):   # small deltas: tags split across events
+                    evs.append({"type": "content_block_delta", "index": i,
+                                "delta": {"type": "text_delta", "text": t[k:k + 5]}})
+            elif b["type"] == "thinking":
+                evs.append({"type": "content_block_start", "index": i,
+                            "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+                evs.append({"type": "content_block_delta", "index": i,
+                            "delta": {"type": "thinking_delta", "thinking": b["thinking"]}})
+                evs.append({"type": "content_block_delta", "index": i,
+                            "delta": {"type": "signature_delta", "signature": b["signature"]}})
+            elif b["type"] == "tool_use":
+                evs.append({"type": "content_block_start", "index": i,
+                            "content_block": dict(b, input={})})
+                evs.append({"type": "content_block_delta", "index": i,
+                            "delta": {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}})
+            else:
+                evs.append({"type": "content_block_start", "index": i, "content_block": b})
+            evs.append({"type": "content_block_stop", "index": i})
+        evs.append({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 9}})
+        evs.append({"type": "message_stop"})
+        return sse_reply(sse(*evs, event=True))
+
+
+class StrictResponses:
+    """A Responses upstream that, like OpenAI, answers an unknown reasoning id with 404 ("Item
+    with id 'rs_…' not found.") and encrypted_content it did not issue with 400
+    invalid_encrypted_content, requires each function_call_output to answer a function_call
+    sent before it, and checks that assistant turns (the assistant messages between two user
+    or tool-output items) read as the model wrote them."""
+
+    def __init__(self, turns: list[Turn]) -> None:
+        self.turns = turns
+        self.ids: set[str] = set()
+        self.blobs: set[str] = set()
+        self.bodies: list[bytes] = []
+        self.errors: list[str] = []
+        self._n = 0
+
+    def _error(self, status: int, message: str, code: str | None = None, param: str | None = None) -> Reply:
+        self.errors.append(message)
+        return json_reply({"error": {"message": message, "type": "invalid_request_error",
+                                     "param": param, "code": code}}, status)
+
+    def handle(self, seen: Seen) -> Reply:
+        self.bodies.append(seen.body)
+        req = seen.json()
+        items = req.get("input")
+        items = items if isinstance(items, list) else []
+        calls: set[str] = set()
+        turns: list[list[str]] = []
+        current: list[str] | None = None
+        for it in items:
+            t = it.get("type", "message")
+            if t == "reasoning":
+                if it.get("id") is not None and it["id"] not in self.ids:
+                    return self._error(404, f"Item with id '{it['id']}' not found.", param="input")
+                enc = it.get("encrypted_content")
+                if enc is not None and enc not in self.blobs:
+                    return self._error(400, "The encrypted content for item could not be verified.",
+                                       code="invalid_encrypted_content")
+                continue
+            if t == "message" and it.get("role") == "assistant":
+                c = it.get("content")
+                text = c if isinstance(c, str) else "".join(p.get("text", "") for p in c)
+                if current is None:
+                    current = []
+                    turns.append(current)
+                current.append(text)
+            elif t == "function_call":
+                calls.add(it["call_id"])
+                if current is None:
+                    current = []
+                    turns.append(current)
+            elif t == "function_call_output":
+                if it.get("call_id") not in calls:
+                    return self._error(400, f"No tool call found for function call output with call_id "
+                                            f"{it.get('call_id')}.", param="input")
+                current = None
+            else:
+                current = None
+        for k, texts in enumerate(turns[:len(self.turns)]):
+            want, got = as_written(self.turns[k].text), as_written("".join(texts))
+            if got != want:
+                return self._error(400, f"assistant turn {k} reads {got!r}, the model wrote {want!r}")
+        if self._n >= len(self.turns):
+            return self._error(400, "the script has no more turns")
+        turn = self.turns[self._n]
+        self._n += 1
+        return self._reply(turn, self._n, bool(req.get("stream")),
+                           "reasoning.encrypted_content" in (req.get("include") or []))
+
+    def _reply(self, turn: Turn, n: int, stream: bool, include: bool) -> Reply:
+        out: list[dict] = []
+        if turn.native is not None:
+            rid = f"rs_{os.urandom(8).hex()}"
+            self.ids.add(rid)
+            item = {"id": rid, "type": "reasoning", "summary": [{"type": "summary_text", "text": turn.native}]}
+            if include:
+                blob = "gAAAA" + os.urandom(12).hex()
+                self.blobs.add(blob)
+                item["encrypted_content"] = blob
+            out.append(item)
+        if turn.text:
+            out.append({"id": f"msg_{n}", "type": "message", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": turn.text, "annotations": []}]})
+        if turn.tool:
+            out.append({"id": f"fc_{n}", "type": "function_call", "status": "completed", "call_id": f"call_{n}",
+                        "name": turn.tool[0], "arguments": json.dumps(turn.tool[1])})
+        resp = {"id": f"resp_{n}", "object": "response", "created_at": 1, "model": "qwen3",
+                "status": "completed", "output": out, "usage": {"input_tokens": 3, "output_tokens": 9,
+                                                                "total_tokens": 12}}
+        if not stream:
+            return json_reply(resp)
+        evs: list[dict] = []
+
+        def e(t: str, **kw) -> None:
+            evs.append({"type": t, "sequence_number": len(evs), **kw})
+
+        start = dict(resp, status="in_progress", output=[], usage=None)
+        e("response.created", response=start)
+        e("response.in_progress", response=start)
+        for i, it in enumerate(out):
+            if it["type"] == "message":
+                text = it["content"][0]["text"]
+                e("response.output_item.added", output_index=i, item=dict(it, status="in_progress", content=[]))
+                e("response.content_part.added", item_id=it["id"], output_index=i, content_index=0,
+                  part={"type": "output_text", "text": "", "annotations": []})
+                for k in range(0, len(text), 5):
+                    e("response.output_text.delta", item_id=it["id"], output_index=i, content_index=0,
+                      delta=text[k:k + 5])
+                e("response.output_text.done", item_id=it["id"], output_index=i, content_index=0, text=text)
+                e("response.content_part.done", item_id=it["id"], output_index=i, content_index=0,
+                  part=it["content"][0])
+            elif it["type"] == "function_call":
+                e("response.output_item.added", output_index=i, item=dict(it, status="in_progress", arguments=""))
+                e("response.function_call_arguments.delta", item_id=it["id"], output_index=i,
+                  delta=it["arguments"])
+                e("response.function_call_arguments.done", item_id=it["id"], output_index=i,
+                  arguments=it["arguments"])
+            else:
+                e("response.output_item.added", output_index=i, item=dict(it, summary=[]))
+            e("response.output_item.done", output_index=i, item=it)
+        e("response.completed", response=resp)
+        return sse_reply(sse(*evs, event=True))

@@ -702,3 +702,125 @@ class StreamRewriter(_Owner):
             return []
         self.passthrough = True
         return self._flush()
+
+
+# -- the way back -------------------------------------------------------------------------------
+# Codex (and any client keeping the conversation itself, `store: false`) sends earlier output
+# items back in `input`, reasoning items included, often without their ids. This proxy's
+# reasoning items are recognised without any memory of earlier flows:
+#   - `encrypted_content` is a mark that opens with the proxy key: ours, and the mark holds the
+#     exact text and tag pair (the client may have left the visible text empty);
+#   - no `encrypted_content` (absent, null or "") and an id of the shape this surface makes,
+#     `rs_<base>_<position>` (see the ids above): ours, text read from the item. Real OpenAI and
+#     vLLM reasoning ids are `rs_` + one run of hex, with no `_<digits>` tail, and a real
+#     OpenAI upstream would answer an id it never issued with 404 anyway.
+# Everything else is foreign and passes untouched: `encrypted_content` that does not open (a
+# real OpenAI blob, a tampered mark, a mark under another key), or an item with neither a mark
+# nor our id shape (the proxy cannot tell whose it is).
+#
+# inline: each item of ours attaches to the assistant turn that follows it: `<open>text</close>`
+# is prepended to the next assistant message's first text part, or, when the next item is a tool
+# call (`function_call`, `custom_tool_call`, any `*_call`), carried by an assistant message
+# placed just before it. Several items before one turn join in order with "\n"; foreign
+# reasoning items in between do not end the turn. An item with no assistant turn after it
+# (a user message, a tool output, the end of input) is dropped, never attached to a later
+# unrelated turn. Empty reasoning injects nothing. Text is read from `content`, else from
+# `summary`, accepting part types reasoning_text, summary_text, text and output_text.
+# drop: items of ours are removed. keep: the request goes as it came.
+_PART_TYPES = frozenset({"reasoning_text", "summary_text", "text", "output_text"})
+_MESSAGE_TEXT = frozenset({"output_text", "text", "input_text"})
+
+
+def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
+    """The request with this proxy's reasoning items restored, or None when nothing is ours."""
+    how = ctx.settings.restore
+    if how == "keep":
+        return None
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    items = obj.get("input") if isinstance(obj, dict) else None
+    if not isinstance(items, list):
+        return None
+    ours = [_ours_item(it, ctx) for it in items]
+    restored = sum(o is not None for o in ours)
+    if not restored:
+        return None
+    out: list = []
+    pending: list[str] = []     # inline reasoning waiting for its assistant turn
+    for item, got in zip(items, ours):
+        if got is not None:
+            text, pair = got
+            if how == "inline" and text:
+                pending.append(f"{pair.open}{text}{pair.close}")
+            continue
+        if pending:
+            inline = "\n".join(pending)
+            if _is_assistant_message(item):
+                item = _prepend(item, inline)
+                pending = []
+            elif _is_call(item):
+                out.append({"type": "message", "role": "assistant",
+                            "content": [{"type": "output_text", "text": inline}]})
+                pending = []
+            elif not (isinstance(item, dict) and item.get("type") == "reasoning"):
+                pending = []    # the turn ended without an answer: this reasoning is dropped
+        out.append(item)
+    obj["input"] = out
+    ctx.stats.restored += restored
+    return dumps(obj).encode()
+
+
+def _ours_item(item: object, ctx: FlowContext) -> tuple[str, TagPair] | None:
+    """(text, pair) when `item` is a reasoning item this proxy made, else None."""
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return None
+    enc = item.get("encrypted_content")
+    if enc is not None and enc != "":
+        opened = ctx.sealer.open(enc) if ctx.sealer is not None else None
+        return (opened.text, opened.pair) if opened is not None else None
+    rid = item.get("id")
+    if _our_id(rid):
+        return _item_text(item), ctx.rules().pairs[0]
+    return None
+
+
+def _our_id(rid: object) -> bool:
+    """`rs_<base>_<digits>`: the shape of the reasoning ids this surface makes."""
+    if not isinstance(rid, str) or not rid.startswith("rs_"):
+        return False
+    base, sep, pos = rid[3:].rpartition("_")
+    return bool(base and sep and pos.isascii() and pos.isdigit())
+
+
+def _item_text(item: dict) -> str:
+    for key, sep in (("content", ""), ("summary", "\n\n")):
+        parts = item.get(key)
+        if isinstance(parts, list):
+            text = sep.join(p["text"] for p in parts if isinstance(p, dict)
+                            and p.get("type") in _PART_TYPES and isinstance(p.get("text"), str))
+            if text:
+                return text
+    return ""
+
+
+def _is_assistant_message(item: object) -> bool:
+    return (isinstance(item, dict) and item.get("role") == "assistant"
+            and item.get("type", "message") == "message"
+            and isinstance(item.get("content"), (str, list)))
+
+
+def _is_call(item: object) -> bool:
+    t = item.get("type") if isinstance(item, dict) else None
+    return isinstance(t, str) and t.endswith("_call")
+
+
+def _prepend(item: dict, inline: str) -> dict:
+    content = item["content"]
+    if isinstance(content, str):
+        return dict(item, content=inline + content)
+    for i, part in enumerate(content):
+        if isinstance(part, dict) and part.get("type") in _MESSAGE_TEXT and isinstance(part.get("text"), str):
+            return dict(item, content=content[:i] + [dict(part, text=inline + part["text"])] + content[i + 1:])
+    return dict(item, content=[{"type": "output_text", "text": inline}] + content)

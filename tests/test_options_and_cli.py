@@ -271,3 +271,16 @@ def test_cli_tags_for_a_model():
 def test_console_script_is_installed():
     exe = os.path.join(os.path.dirname(sys.executable), "thinkwire")
     assert os.path.exists(exe)
+
+
+def test_addon_reports_a_stream_whose_client_disconnected():
+    from mitmproxy import flow as mflow
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("", stream=True)
+        tw.responseheaders(f)
+        f.response.stream(b'data: {"choices":[{"index":0,"delta":{"content":"<think>x</think>y"}}]}\n\n')
+        f.error = mflow.Error("client disconnected")
+        tw.error(f)
+        assert f.marked == MARK_REWRITTEN and "stream ended early (client disconnected)" in f.comment

@@ -6,7 +6,7 @@ import logging
 
 from mitmproxy import ctx, exceptions, http
 
-from . import engine
+from . import bodies, contentview, engine
 from .context import FlowContext
 from .marks import LazySealer
 from .settings import OPTIONS, SettingError, Settings, env_default
@@ -29,6 +29,7 @@ class ThinkWire:
     def load(self, loader) -> None:
         for o in OPTIONS:
             loader.add_option(o.name, str, env_default(o), f"{o.help}. Env: {o.env}.")
+        contentview.register()  # [inspect] the "thinkwire" and "thinkwire upstream" views
 
     def configure(self, updated: set[str]) -> None:
         if self.sealer is None or "confdir" in updated:
@@ -75,6 +76,8 @@ class ThinkWire:
             flow.metadata[META + "_restored"] = fctx.stats.restored
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
+        if _recorded(flow):  # [inspect]
+            return
         surface = self._surface(flow)
         if surface is None or not engine.is_event_stream(flow.response.headers.get("content-type")):
             return
@@ -86,6 +89,8 @@ class ThinkWire:
             self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported")
             return
         flow.response.stream = engine.stream_driver(surface, fctx, decoder)
+        if bodies.wanted(ctx.options):  # [inspect] keep both bodies for mitmweb / saved flows
+            flow.response.stream = bodies.Recorder(flow.response.stream, encoding)
         headers = flow.response.headers
         headers.pop("content-length", None)
         if decoder is not None:
@@ -95,11 +100,14 @@ class ThinkWire:
         self._streams[flow.id] = (surface.NAME, fctx)
 
     def response(self, flow: http.HTTPFlow) -> None:
+        if _recorded(flow):  # [inspect]
+            return
         streamed = self._streams.pop(flow.id, None)
         if streamed is not None:
             name, fctx = streamed
             fctx.tally()
             self._finish(flow, name, fctx, fctx.stats.fell_back)
+            bodies.settle(flow, flow.response.stream)  # [inspect] no-op unless a Recorder kept bodies
             return
         surface = self._surface(flow)
         if surface is None or engine.is_event_stream(flow.response.headers.get("content-type")):
@@ -115,16 +123,27 @@ class ThinkWire:
             log.debug("thinkwire: body rewrite failed", exc_info=True)
             self._finish(flow, surface.NAME, fctx, f"{type(e).__name__}: {e}")
             return
+        if bodies.wanted(ctx.options):  # [inspect] the upstream's body, to compare
+            bodies.keep_upstream(flow, body, new)
         if new is not None:
             flow.response.content = new  # re-encodes to the response's Content-Encoding
         fctx.tally()
         self._finish(flow, surface.NAME, fctx, None)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        self._streams.pop(flow.id, None)
+        # A client that stops reading once it has what it needs (Codex closes right after
+        # `response.completed`) ends the flow here, not in `response`: report it all the same.
+        streamed = self._streams.pop(flow.id, None)
+        if streamed is not None:
+            name, fctx = streamed
+            fctx.tally()
+            self._finish(flow, name, fctx, fctx.stats.fell_back,
+                         ended=f"; the stream ended early ({flow.error.msg if flow.error else 'error'})")
+            bodies.settle(flow, flow.response.stream if flow.response else None)  # [inspect] what was kept so far
 
     # -- reporting --------------------------------------------------------------------------
-    def _finish(self, flow: http.HTTPFlow, surface: str, fctx: FlowContext, fell_back: str | None) -> None:
+    def _finish(self, flow: http.HTTPFlow, surface: str, fctx: FlowContext, fell_back: str | None,
+                ended: str = "") -> None:
         """One comment, marker and INFO line per handled flow; never any body text."""
         stats = fctx.stats
         restored = flow.metadata.get(META + "_restored", 0)
@@ -147,9 +166,19 @@ class ThinkWire:
                 flow.marked = MARK_REWRITTEN
         if restored:
             summary += f"; {restored} object(s) restored on the request"
+        summary += ended
         flow.comment = summary
         flow.metadata[META] = {"surface": surface, "profile": profile, "blocks": stats.blocks,
                                "reasoning_chars": stats.reasoning_chars, "restored": restored,
                                "fell_back": fell_back}
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
+
+
+def _recorded(flow: http.HTTPFlow) -> bool:  # [inspect]
+    """A saved flow thinkwire already handled, being loaded (`mitmweb -r file`): keep it as it is.
+
+    Loading runs every hook again; rewriting the rewritten body would wipe its tallies and the
+    kept upstream body. Live flows, replays included, are always handled.
+    """
+    return not flow.live and META in flow.metadata

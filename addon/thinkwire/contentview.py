@@ -1,0 +1,693 @@
+"""mitmweb / mitmproxy content views: a reader's view of LLM requests and responses.
+
+`thinkwire` renders a request or response of any of the three surfaces (chat completions,
+Responses, Anthropic Messages), JSON body or SSE stream, as a person reads it: the model, then
+reasoning and answer as separate sections in the order they came, tool calls, the finish
+reason, usage. It parses the wire format generically (it does not use the rewriters), so it
+shows exactly what the bytes say, whoever produced them.
+
+`thinkwire upstream` renders the response as the upstream sent it, before thinkwire rewrote it,
+when the addon kept a copy (see `bodies.py`), followed by the raw original bytes. Pick it from
+the view menu to compare.
+
+The `thinkwire` view wins over the JSON view only for flows the addon handled (it set
+`flow.metadata["thinkwire"]`); deciding that costs a dict lookup and no parsing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mitmproxy import contentviews, http
+from mitmproxy.contentviews import Contentview, Metadata
+
+from .sse import SSEParser
+
+UPSTREAM_KEY = "thinkwire_upstream"   # flow.metadata key of the kept original body (bodies.py)
+PRIORITY = 2.0                        # above the JSON view (1)
+
+_SURFACE_TITLES = {"chat": "OpenAI chat completions", "responses": "OpenAI responses",
+                   "messages": "Anthropic messages"}
+_RULE = "─"
+
+
+# -- the reader's model of a response -----------------------------------------------------
+@dataclass
+class Section:
+    kind: str              # "reasoning", "answer", "tool call", "refusal", "note", ...
+    text: str
+    label: str = ""        # e.g. the tool's name and call id
+
+
+@dataclass
+class Reading:
+    surface: str = ""
+    streamed: bool = False
+    events: int = 0
+    head: list[tuple[str, str]] = field(default_factory=list)      # model, id, status ...
+    groups: list[tuple[str, list[Section]]] = field(default_factory=list)  # per choice
+    tail: list[tuple[str, str]] = field(default_factory=list)      # finish reason, usage ...
+
+    def group(self, name: str = "") -> list[Section]:
+        for n, secs in self.groups:
+            if n == name:
+                return secs
+        secs: list[Section] = []
+        self.groups.append((name, secs))
+        return secs
+
+
+def _add(secs: list[Section], kind: str, text: str, label: str = "") -> None:
+    """Append text, merging with the previous section when it is the same kind and label."""
+    if not text:
+        return
+    if secs and secs[-1].kind == kind and secs[-1].label == label:
+        secs[-1].text += text
+    else:
+        secs.append(Section(kind, text, label))
+
+
+def _s(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def _args(raw: Any) -> str:
+    """Tool arguments, pretty-printed when they are JSON."""
+    if isinstance(raw, (dict, list)):
+        return json.dumps(raw, indent=2, ensure_ascii=False)
+    if not isinstance(raw, str):
+        return "" if raw is None else str(raw)
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except ValueError:
+        return raw
+
+
+def _usage(u: Any) -> str:
+    if not isinstance(u, dict):
+        return ""
+    parts = []
+    for k, v in u.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            parts.append(f"{k}={v}")
+        elif isinstance(v, dict):
+            inner = [f"{k}.{k2}={v2}" for k2, v2 in v.items()
+                     if isinstance(v2, (int, float)) and not isinstance(v2, bool) and v2]
+            parts.extend(inner)
+    return " ".join(parts)
+
+
+# -- detecting the surface -------------------------------------------------------------------
+def surface_of_path(path: str) -> str | None:
+    p = path.split("?", 1)[0].rstrip("/")
+    if p.endswith("/chat/completions"):
+        return "chat"
+    if p.endswith("/responses"):
+        return "responses"
+    if p.endswith("/messages"):
+        return "messages"
+    return None
+
+
+def _surface_of_body(obj: dict) -> str | None:
+    if isinstance(obj.get("choices"), list):
+        return "chat"
+    if obj.get("object") == "response" or isinstance(obj.get("output"), list):
+        return "responses"
+    if obj.get("type") == "message" or (isinstance(obj.get("content"), list) and "role" in obj):
+        return "messages"
+    return None
+
+
+def _surface_of_event(obj: dict) -> str | None:
+    if isinstance(obj.get("choices"), list) or obj.get("object") == "chat.completion.chunk":
+        return "chat"
+    t = obj.get("type")
+    if isinstance(t, str):
+        if t.startswith("response."):
+            return "responses"
+        if t in ("message_start", "content_block_start", "content_block_delta",
+                 "content_block_stop", "message_delta", "message_stop", "ping"):
+            return "messages"
+    return None
+
+
+def _events(data: bytes) -> list[tuple[str | None, Any]]:
+    """(event name, parsed JSON or the raw data string) for every SSE event with data."""
+    p = SSEParser()
+    out = []
+    for ev in p.feed(data) + p.finish():
+        if ev.data is None:
+            continue
+        try:
+            out.append((ev.event, json.loads(ev.data)))
+        except ValueError:
+            out.append((ev.event, ev.data))
+    return out
+
+
+def is_sse(data: bytes, content_type: str | None) -> bool:
+    if content_type:
+        return content_type == "text/event-stream"
+    head = data.lstrip()[:16]
+    return head.startswith((b"data:", b"event:", b":"))
+
+
+# -- responses: JSON bodies --------------------------------------------------------------------
+def read_response(data: bytes, surface: str | None = None, content_type: str | None = None) -> Reading:
+    """Parse a response body or stream of any surface. Raises ValueError when it is neither."""
+    if is_sse(data, content_type):
+        events = _events(data)
+        if not surface:
+            for _, obj in events:
+                if isinstance(obj, dict) and (surface := _surface_of_event(obj)):
+                    break
+        reader = {"chat": _chat_stream, "responses": _responses_stream,
+                  "messages": _messages_stream}.get(surface or "")
+        if reader is None:
+            raise ValueError("not an LLM event stream thinkwire knows")
+        r = Reading(surface or "", True, len(events))
+        reader(events, r)
+        return r
+    obj = json.loads(data)
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    surface = _surface_of_body(obj) or surface
+    reader = {"chat": _chat_body, "responses": _responses_body,
+              "messages": _messages_body}.get(surface or "")
+    if reader is None:
+        raise ValueError("not an LLM response thinkwire knows")
+    r = Reading(surface or "")
+    reader(obj, r)
+    return r
+
+
+def _chat_body(obj: dict, r: Reading) -> None:
+    r.head += [("model", _s(obj.get("model"))), ("id", _s(obj.get("id")))]
+    choices = [c for c in obj["choices"] if isinstance(c, dict)]
+    for ch in choices:
+        name = f"choice {ch.get('index', 0)}" if len(choices) > 1 else ""
+        secs = r.group(name)
+        msg = ch.get("message") if isinstance(ch.get("message"), dict) else {}
+        _chat_delta(msg, secs, {})
+        if ch.get("finish_reason") is not None:
+            r.tail.append((f"{name} finish reason".strip(), str(ch["finish_reason"])))
+    if _usage(obj.get("usage")):
+        r.tail.append(("usage", _usage(obj.get("usage"))))
+    _pretty_tools(r)
+
+
+def _chat_delta(d: dict, secs: list[Section], tools: dict) -> None:
+    """One message or delta: reasoning, then answer, then tool calls (by index)."""
+    for k in ("reasoning_content", "reasoning"):
+        if isinstance(d.get(k), str) and d[k]:
+            _add(secs, "reasoning", d[k])
+            break
+    _add(secs, "answer", _s(d.get("content")))
+    _add(secs, "refusal", _s(d.get("refusal")))
+    for tc in d.get("tool_calls") or []:
+        if not isinstance(tc, dict):
+            continue
+        idx = tc.get("index", len(tools))
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        sec = tools.get(idx)
+        if sec is None:
+            sec = tools[idx] = Section("tool call", "", "")
+            secs.append(sec)
+        name, cid = _s(fn.get("name")), _s(tc.get("id"))
+        if name or cid:
+            old_name, _, old_id = sec.label.partition(" · ")
+            sec.label = f"{name or old_name} · {cid or old_id}".strip(" ·")
+        args = fn.get("arguments")
+        sec.text += args if isinstance(args, str) else _args(args)
+
+
+def _chat_stream(events: list, r: Reading) -> None:
+    tools: dict[int, dict] = {}
+    model = rid = ""
+    finish: dict[int, str] = {}
+    usage = ""
+    indices: set = set()
+    for _, obj in events:
+        if not isinstance(obj, dict):
+            continue
+        model = model or _s(obj.get("model"))
+        rid = rid or _s(obj.get("id"))
+        if _usage(obj.get("usage")):
+            usage = _usage(obj.get("usage"))
+        for ch in obj.get("choices") or []:
+            if not isinstance(ch, dict):
+                continue
+            idx = ch.get("index", 0)
+            indices.add(idx)
+            secs = r.group(f"choice {idx}")
+            d = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+            _chat_delta(d, secs, tools.setdefault(idx, {}))
+            if ch.get("finish_reason") is not None:
+                finish[idx] = str(ch["finish_reason"])
+        if isinstance(obj.get("error"), dict):
+            r.group("").append(Section("error", _args(obj["error"])))
+    if len(indices) <= 1:  # one choice: no "choice 0" headings
+        r.groups = [("", secs) for _, secs in r.groups]
+    r.head += [("model", model), ("id", rid)]
+    for idx in sorted(finish):
+        r.tail.append(("finish reason" if len(indices) <= 1 else f"choice {idx} finish reason", finish[idx]))
+    if usage:
+        r.tail.append(("usage", usage))
+    _pretty_tools(r)
+
+
+def _pretty_tools(r: Reading) -> None:
+    for _, secs in r.groups:
+        for s in secs:
+            if s.kind == "tool call":
+                s.text = _args(s.text)
+
+
+# -- Responses ----------------------------------------------------------------------------------
+def _responses_item(item: dict, secs: list[Section]) -> None:
+    t = item.get("type")
+    if t == "reasoning":
+        for p in item.get("summary") or []:
+            if isinstance(p, dict):
+                _add(secs, "reasoning summary", _s(p.get("text")))
+        for p in item.get("content") or []:
+            if isinstance(p, dict):
+                _add(secs, "reasoning", _s(p.get("text")))
+        if item.get("encrypted_content"):
+            secs.append(Section("note", f"encrypted_content: {len(item['encrypted_content'])} chars"))
+    elif t == "message":
+        content = item.get("content")
+        if isinstance(content, str):
+            _add(secs, "answer", content)
+        for p in content if isinstance(content, list) else []:
+            if isinstance(p, dict):
+                if p.get("type") == "refusal":
+                    _add(secs, "refusal", _s(p.get("refusal")))
+                else:
+                    _add(secs, "answer", _s(p.get("text")))
+    elif t in ("function_call", "custom_tool_call"):
+        label = " · ".join(x for x in (_s(item.get("name")), _s(item.get("call_id"))) if x)
+        secs.append(Section("tool call", _args(item.get("arguments", item.get("input"))), label))
+    elif isinstance(t, str):
+        secs.append(Section("item", _args({k: v for k, v in item.items() if k != "id"}), t))
+
+
+def _responses_body(obj: dict, r: Reading) -> None:
+    r.head += [("model", _s(obj.get("model"))), ("id", _s(obj.get("id"))),
+               ("status", _s(obj.get("status")))]
+    secs = r.group()
+    for item in obj.get("output") or []:
+        if isinstance(item, dict):
+            _responses_item(item, secs)
+    _responses_tail(obj, r)
+
+
+def _responses_tail(obj: dict, r: Reading) -> None:
+    inc = obj.get("incomplete_details")
+    if isinstance(inc, dict) and inc.get("reason"):
+        r.tail.append(("incomplete", str(inc["reason"])))
+    if isinstance(obj.get("error"), dict):
+        r.tail.append(("error", _s(obj["error"].get("message")) or json.dumps(obj["error"])))
+    if _usage(obj.get("usage")):
+        r.tail.append(("usage", _usage(obj.get("usage"))))
+
+
+def _responses_stream(events: list, r: Reading) -> None:
+    items: dict[int, dict] = {}           # output_index -> {"item": added item, "secs": [...]}
+    final: dict | None = None
+    for _, obj in events:
+        if not isinstance(obj, dict):
+            continue
+        t = _s(obj.get("type"))
+        oi = obj.get("output_index")
+        if t in ("response.created", "response.in_progress", "response.completed",
+                 "response.incomplete", "response.failed"):
+            if isinstance(obj.get("response"), dict):
+                final = obj["response"]
+            continue
+        if t == "error":
+            r.group().append(Section("error", _args({k: v for k, v in obj.items() if k != "type"})))
+            continue
+        if not isinstance(oi, int):
+            continue
+        slot = items.setdefault(oi, {"item": {}, "secs": [], "deltas": False})
+        secs = slot["secs"]
+        if t == "response.output_item.added" and isinstance(obj.get("item"), dict):
+            slot["item"] = obj["item"]
+        elif t == "response.reasoning_text.delta":
+            slot["deltas"] = True
+            _add(secs, "reasoning", _s(obj.get("delta")))
+        elif t == "response.reasoning_summary_text.delta":
+            slot["deltas"] = True
+            _add(secs, "reasoning summary", _s(obj.get("delta")))
+        elif t == "response.output_text.delta":
+            slot["deltas"] = True
+            _add(secs, "answer", _s(obj.get("delta")))
+        elif t == "response.refusal.delta":
+            slot["deltas"] = True
+            _add(secs, "refusal", _s(obj.get("delta")))
+        elif t == "response.output_item.done" and isinstance(obj.get("item"), dict):
+            slot["item"] = obj["item"]
+            if not slot["deltas"]:  # items without text deltas: tool calls, whole items
+                _responses_item(obj["item"], secs)
+                slot["deltas"] = True
+    if final:
+        r.head += [("model", _s(final.get("model"))), ("id", _s(final.get("id"))),
+                   ("status", _s(final.get("status")))]
+    out = r.group()
+    for oi in sorted(items):
+        slot = items[oi]
+        if not slot["deltas"] and slot["item"]:
+            _responses_item(slot["item"], slot["secs"])
+        for s in slot["secs"]:
+            _add(out, s.kind, s.text, s.label) if s.kind in ("reasoning", "answer") else out.append(s)
+    if not items and final and final.get("output"):  # a stream with only the final event
+        for item in final["output"]:
+            if isinstance(item, dict):
+                _responses_item(item, out)
+    if final:
+        _responses_tail(final, r)
+
+
+# -- Anthropic Messages ---------------------------------------------------------------------------
+def _messages_block(b: dict, secs: list[Section]) -> None:
+    t = b.get("type")
+    if t == "thinking":
+        _add(secs, "reasoning", _s(b.get("thinking")))
+        if b.get("signature"):
+            secs.append(Section("note", f"signature: {len(b['signature'])} chars"))
+    elif t == "redacted_thinking":
+        secs.append(Section("reasoning (redacted)", f"{len(_s(b.get('data')))} chars of data"))
+    elif t == "text":
+        _add(secs, "answer", _s(b.get("text")))
+    elif t in ("tool_use", "server_tool_use"):
+        label = " · ".join(x for x in (_s(b.get("name")), _s(b.get("id"))) if x)
+        secs.append(Section("tool call", _args(b.get("input")), label))
+    elif isinstance(t, str):
+        secs.append(Section("block", _args(b), t))
+
+
+def _messages_body(obj: dict, r: Reading) -> None:
+    r.head += [("model", _s(obj.get("model"))), ("id", _s(obj.get("id")))]
+    secs = r.group()
+    for b in obj.get("content") or []:
+        if isinstance(b, dict):
+            _messages_block(b, secs)
+    _messages_tail(obj.get("stop_reason"), obj.get("stop_sequence"), obj.get("usage"), r)
+
+
+def _messages_tail(stop: Any, seq: Any, usage: Any, r: Reading) -> None:
+    if stop is not None:
+        r.tail.append(("stop reason", str(stop) + (f" ({seq!r})" if seq else "")))
+    if _usage(usage):
+        r.tail.append(("usage", _usage(usage)))
+
+
+def _messages_stream(events: list, r: Reading) -> None:
+    blocks: dict[int, dict] = {}     # index -> block as accumulated
+    order: list[int] = []
+    msg: dict = {}
+    stop = seq = None
+    usage: dict = {}
+    errors = []
+    for name, obj in events:
+        if not isinstance(obj, dict):
+            continue
+        t = obj.get("type") or name
+        if t == "message_start" and isinstance(obj.get("message"), dict):
+            msg = obj["message"]
+            if isinstance(msg.get("usage"), dict):
+                usage.update(msg["usage"])
+        elif t == "content_block_start" and isinstance(obj.get("content_block"), dict):
+            idx = obj.get("index", len(order))
+            b = dict(obj["content_block"])
+            if b.get("type") in ("tool_use", "server_tool_use"):
+                b["_json"] = ""
+            if idx not in blocks:
+                order.append(idx)
+            blocks[idx] = b
+        elif t == "content_block_delta" and isinstance(obj.get("delta"), dict):
+            b = blocks.get(obj.get("index"))
+            if b is None:
+                continue
+            d = obj["delta"]
+            dt = d.get("type")
+            if dt == "thinking_delta":
+                b["thinking"] = _s(b.get("thinking")) + _s(d.get("thinking"))
+            elif dt == "text_delta":
+                b["text"] = _s(b.get("text")) + _s(d.get("text"))
+            elif dt == "signature_delta":
+                b["signature"] = _s(d.get("signature"))
+            elif dt == "input_json_delta":
+                b["_json"] = _s(b.get("_json")) + _s(d.get("partial_json"))
+        elif t == "message_delta":
+            d = obj.get("delta") if isinstance(obj.get("delta"), dict) else {}
+            stop, seq = d.get("stop_reason", stop), d.get("stop_sequence", seq)
+            if isinstance(obj.get("usage"), dict):
+                usage.update(obj["usage"])
+        elif t == "error":
+            errors.append(Section("error", _args(obj.get("error", obj))))
+    r.head += [("model", _s(msg.get("model"))), ("id", _s(msg.get("id")))]
+    secs = r.group()
+    for idx in order:
+        b = blocks[idx]
+        if "_json" in b:
+            b["input"] = b.pop("_json") or b.get("input")
+        _messages_block(b, secs)
+    secs.extend(errors)
+    _messages_tail(stop, seq, usage, r)
+
+
+# -- requests ---------------------------------------------------------------------------------
+def read_request(data: bytes, surface: str | None) -> Reading:
+    obj = json.loads(data)
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    if surface is None:
+        if "messages" in obj and ("max_tokens" in obj or "system" in obj) and "n" not in obj:
+            surface = "messages"
+        elif "input" in obj:
+            surface = "responses"
+        elif "messages" in obj:
+            surface = "chat"
+        else:
+            raise ValueError("not an LLM request thinkwire knows")
+    r = Reading(surface, bool(obj.get("stream")))
+    r.head.append(("model", _s(obj.get("model"))))
+    if obj.get("stream"):
+        r.head.append(("stream", "yes"))
+    for k in ("reasoning_effort", "reasoning", "thinking", "chat_template_kwargs", "enable_thinking",
+              "max_tokens", "max_completion_tokens", "max_output_tokens", "temperature",
+              "tool_choice", "previous_response_id", "store"):
+        if k in obj and obj[k] is not None:
+            v = obj[k]
+            r.head.append((k, v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)))
+    tools = [t for t in obj.get("tools") or [] if isinstance(t, dict)]
+    if tools:
+        names = [_s(t.get("name")) or _s((t.get("function") or {}).get("name")) or _s(t.get("type"))
+                 for t in tools]
+        r.head.append(("tools", ", ".join(n for n in names if n)))
+    if surface == "messages":
+        _messages_request(obj, r)
+    elif surface == "responses":
+        _responses_request(obj, r)
+    else:
+        _chat_request(obj, r)
+    return r
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for p in content if isinstance(content, list) else []:
+        if isinstance(p, dict):
+            if isinstance(p.get("text"), str):
+                parts.append(p["text"])
+            else:
+                parts.append(f"[{p.get('type', 'part')}]")
+    return "\n".join(parts)
+
+
+def _chat_request(obj: dict, r: Reading) -> None:
+    for i, m in enumerate(obj.get("messages") or []):
+        if not isinstance(m, dict):
+            continue
+        secs = r.group(f"#{i} {m.get('role', '?')}")
+        for k in ("reasoning_content", "reasoning"):
+            if isinstance(m.get(k), str) and m[k]:
+                _add(secs, "reasoning", m[k])
+                break
+        text = _content_text(m.get("content"))
+        _add(secs, "tool result" if m.get("role") == "tool" else "text", text,
+             _s(m.get("tool_call_id")))
+        for tc in m.get("tool_calls") or []:
+            if isinstance(tc, dict):
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                label = " · ".join(x for x in (_s(fn.get("name")), _s(tc.get("id"))) if x)
+                secs.append(Section("tool call", _args(fn.get("arguments")), label))
+
+
+def _responses_request(obj: dict, r: Reading) -> None:
+    if isinstance(obj.get("instructions"), str):
+        _add(r.group("instructions"), "text", obj["instructions"])
+    inp = obj.get("input")
+    if isinstance(inp, str):
+        _add(r.group("#0 user"), "text", inp)
+        return
+    for i, item in enumerate(inp if isinstance(inp, list) else []):
+        if not isinstance(item, dict):
+            continue
+        t = item.get("type") or ("message" if "role" in item else "?")
+        if t == "message":
+            _add(r.group(f"#{i} {item.get('role', '?')}"), "text", _content_text(item.get("content")))
+        elif t == "function_call_output":
+            _add(r.group(f"#{i} tool result"), "tool result", _content_text(item.get("output")),
+                 _s(item.get("call_id")))
+        else:
+            _responses_item(item, r.group(f"#{i} {t}"))
+
+
+def _messages_request(obj: dict, r: Reading) -> None:
+    system = obj.get("system")
+    if system:
+        _add(r.group("system"), "text", _content_text(system))
+    for i, m in enumerate(obj.get("messages") or []):
+        if not isinstance(m, dict):
+            continue
+        secs = r.group(f"#{i} {m.get('role', '?')}")
+        content = m.get("content")
+        if isinstance(content, str):
+            _add(secs, "text", content)
+            continue
+        for b in content if isinstance(content, list) else []:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "text":
+                _add(secs, "text", _s(b.get("text")))
+            elif b.get("type") == "tool_result":
+                secs.append(Section("tool result", _content_text(b.get("content")), _s(b.get("tool_use_id"))))
+            else:
+                _messages_block(b, secs)
+
+
+# -- rendering --------------------------------------------------------------------------------------
+def render(r: Reading, extra: list[tuple[str, str]] = (), request: bool = False) -> str:
+    lines: list[str] = []
+    kind = _SURFACE_TITLES.get(r.surface, r.surface or "?")
+    how = f"stream, {r.events} events" if r.streamed and not request else (
+        "request" if request else "body")
+    head = [("surface", f"{kind} ({how})")] + [(k, v) for k, v in r.head if v] + list(extra)
+    width = max(len(k) for k, _ in head + r.tail) if head + r.tail else 0
+    lines += [f"{k.ljust(width)}  {v}" for k, v in head]
+    for name, secs in r.groups:
+        if name:
+            lines += ["", f"══ {name} " + "═" * max(3, 60 - len(name))]
+        for s in secs:
+            if s.kind == "note":
+                lines.append(f"({s.text})")
+                continue
+            if s.kind == "text" and not s.label:  # a request message's text: under its heading
+                lines += [""] + s.text.split("\n")
+                continue
+            title = s.kind + (f": {s.label}" if s.label else "")
+            lines += ["", f"── {title} " + _RULE * max(3, 60 - len(title))]
+            lines += s.text.split("\n") if s.text else ["(empty)"]
+    if not any(secs for _, secs in r.groups):
+        lines += ["", "(no content)"]
+    if r.tail:
+        lines.append("")
+        lines += [f"{k.ljust(width)}  {v}" for k, v in r.tail]
+    return "\n".join(lines) + "\n"
+
+
+def _flow_surface(flow: Any, message: Any) -> str | None:
+    md = getattr(flow, "metadata", None)
+    tw = md.get("thinkwire") if isinstance(md, dict) else None
+    if isinstance(tw, dict) and tw.get("surface") in _SURFACE_TITLES:
+        return tw["surface"]
+    req = getattr(flow, "request", None)
+    return surface_of_path(req.path) if isinstance(req, http.Request) else None
+
+
+def _summary(flow: Any) -> list[tuple[str, str]]:
+    md = getattr(flow, "metadata", None)
+    tw = md.get("thinkwire") if isinstance(md, dict) else None
+    if not isinstance(tw, dict):
+        return []
+    if tw.get("fell_back"):
+        return [("thinkwire", f"passed through unchanged ({tw['fell_back']})")]
+    return [("thinkwire", f"{tw.get('blocks', 0)} reasoning block(s), "
+                          f"{tw.get('reasoning_chars', 0)} chars moved")]
+
+
+def prettify_message(data: bytes, metadata: Metadata) -> str:
+    flow = metadata.flow
+    surface = _flow_surface(flow, metadata.http_message)
+    if isinstance(metadata.http_message, http.Request):
+        return render(read_request(data, surface), request=True)
+    return render(read_response(data, surface, metadata.content_type), _summary(flow))
+
+
+class ThinkwireContentview(Contentview):
+    """Model, reasoning, answer, tool calls, finish reason and usage, as a reader wants them."""
+
+    name = "thinkwire"
+    syntax_highlight = "none"
+
+    def prettify(self, data: bytes, metadata: Metadata) -> str:
+        return prettify_message(data, metadata)
+
+    def render_priority(self, data: bytes, metadata: Metadata) -> float:
+        # Cheap: a dict lookup on the flow, no parsing. Only flows the addon handled.
+        flow = metadata.flow
+        if flow is None or not data or metadata.http_message is None:
+            return 0
+        md = flow.metadata
+        if "thinkwire" not in md:
+            return 0
+        ct = metadata.content_type
+        if ct in ("application/json", "text/event-stream") or (ct is None and data[:1] == b"{"):
+            return PRIORITY
+        return 0
+
+
+class UpstreamContentview(Contentview):
+    """The response as the upstream sent it (kept by the addon), read and raw."""
+
+    name = "thinkwire upstream"
+    syntax_highlight = "none"
+
+    def prettify(self, data: bytes, metadata: Metadata) -> str:
+        flow = metadata.flow
+        if isinstance(metadata.http_message, http.Request):
+            return "thinkwire upstream: the request went upstream as shown in the other views.\n"
+        kept = flow.metadata.get(UPSTREAM_KEY) if flow is not None else None
+        if not isinstance(kept, dict) or not isinstance(kept.get("text"), str):
+            if isinstance(kept, dict) and kept.get("same"):
+                note = "The upstream sent exactly what the client got (thinkwire changed nothing)"
+            else:
+                note = ("No upstream copy kept for this flow. thinkwire keeps one for the flows it "
+                        "rewrites when store_streamed_bodies is on, when flows are saved (-w), "
+                        "or under mitmweb / mitmproxy's console")
+            return f"{note}. The body as the client got it:\n\n" + data.decode("utf-8", "replace")
+        original = kept["text"].encode("utf-8")
+        surface = _flow_surface(flow, metadata.http_message)
+        try:
+            reading = render(read_response(original, surface, kept.get("content_type") or metadata.content_type))
+        except Exception as e:  # noqa: BLE001 - show the raw bytes whatever they are
+            reading = f"(cannot read it as an LLM response: {e})\n"
+        return ("as the upstream sent it, before thinkwire rewrote it\n\n" + reading
+                + "\n══ raw " + "═" * 60 + "\n" + kept["text"])
+
+    def render_priority(self, data: bytes, metadata: Metadata) -> float:
+        return -1  # only when picked by name
+
+
+def register() -> None:
+    """Add both views to mitmproxy (re-adding replaces them by name)."""
+    contentviews.add(ThinkwireContentview)
+    contentviews.add(UpstreamContentview)

@@ -1,0 +1,190 @@
+"""(3) End to end through real mitmdump processes, and (4) memory per open stream."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+
+import client
+import workload
+from procs import CONFIGS, Mitmdump, Upstream, start_proxies
+
+
+def _pct(sorted_vals: list[int], q: float) -> float:
+    if not sorted_vals:
+        return float("nan")
+    return sorted_vals[min(len(sorted_vals) - 1, int(len(sorted_vals) * q))] / 1e6  # ns -> ms
+
+
+def _plan(shapes: list, streams: int, query: str) -> list:
+    return [(shapes[i % len(shapes)], f"{query}&seed={i}") for i in range(streams)]
+
+
+def _sent_events(plan: list, n: int) -> int:
+    """Events the upstream writes: each shape's head and tail plus n text deltas."""
+    total = 0
+    for shape, _ in plan:
+        st: dict = {}
+        total += len(shape.head(st)) + n + len(shape.tail(st, ""))
+    return total
+
+
+def _one(p: Mitmdump, plan: list, n: int) -> dict:
+    c0 = p.cpu()
+    r = asyncio.run(client.run(p.port, plan))
+    cpu = p.cpu() - c0
+    events = _sent_events(plan, n)
+    d = sorted(r.delays_ns)
+    by_surface: dict = {}
+    for s in r.streams:
+        b = by_surface.setdefault(s.surface, {"streams": 0, "rewritten": 0, "tags_left": 0})
+        b["streams"] += 1
+        b["rewritten"] += s.rewritten
+        b["tags_left"] += s.tags_left
+    return {"cpu_s": cpu, "wall_s": r.wall, "events": events, "client_events": r.events,
+            "stamps": len(d), "p50_ms": _pct(d, 0.50), "p99_ms": _pct(d, 0.99), "max_ms": _pct(d, 1.0),
+            "errors": r.errors[:5], "surfaces": by_surface}
+
+
+def _summarise(runs: list[dict]) -> dict:
+    """Several runs of one configuration: CPU and throughput summed, delays from the best run."""
+    cpu = sum(r["cpu_s"] for r in runs)
+    ev = sum(r["events"] for r in runs)
+    wall = sum(r["wall_s"] for r in runs)
+    return {"runs": len(runs), "events": ev, "cpu_s": cpu,
+            "cpu_ms_per_1k_events": cpu / ev * 1e6 if ev else float("nan"),
+            "events_per_s": ev / wall if wall else float("nan"),
+            "p50_ms": min(r["p50_ms"] for r in runs), "p99_ms": min(r["p99_ms"] for r in runs),
+            "max_ms": min(r["max_ms"] for r in runs),
+            "errors": [e for r in runs for e in r["errors"]][:5],
+            "surfaces": runs[-1]["surfaces"]}
+
+
+def _ratios(res: dict) -> dict:
+    a, b, c = res.get("a"), res.get("b"), res.get("c")
+    out = {}
+    if a and c:
+        out["cpu_c_over_a"] = c["cpu_ms_per_1k_events"] / a["cpu_ms_per_1k_events"]
+    if b and c:
+        out["cpu_c_over_b"] = c["cpu_ms_per_1k_events"] / b["cpu_ms_per_1k_events"]
+        out["added_p50_ms"] = c["p50_ms"] - b["p50_ms"]
+        out["added_p99_ms"] = c["p99_ms"] - b["p99_ms"]
+        out["thinkwire_us_per_event"] = (c["cpu_ms_per_1k_events"] - b["cpu_ms_per_1k_events"])
+    return out
+
+
+def run_e2e(streams: int, n: int, interval_ms: float, burst_rounds: int, paced_rounds: int,
+            log=print) -> dict:
+    shapes = [workload.SHAPES[name] for name in _surfaces()]
+    up = Upstream()
+    proxies = {}
+    try:
+        proxies = start_proxies(list(CONFIGS), up.url)
+        # Warm up: imports, caches and the first flow's set-up are not what is measured.
+        for p in proxies.values():
+            asyncio.run(client.run(p.port, _plan(shapes, len(shapes), "n=50")))
+        out: dict = {"streams": streams, "events_per_stream": n, "interval_ms": interval_ms,
+                     "surfaces": [s.name for s in shapes], "config": {k: v[0] for k, v in CONFIGS.items()}}
+        for mode, rounds, iv in (("burst", burst_rounds, 0.0), ("paced", paced_rounds, interval_ms / 1000)):
+            if rounds <= 0:
+                continue
+            runs: dict = {c: [] for c in CONFIGS}
+            plan = _plan(shapes, streams, f"n={n}&iv={iv}")
+            for rnd in range(rounds):
+                order = list(CONFIGS) if rnd % 2 == 0 else list(reversed(CONFIGS))
+                for c in order:
+                    r = _one(proxies[c], plan, n)
+                    runs[c].append(r)
+                    log(f"  {mode:>5} ({c}) round {rnd + 1}: {r['cpu_s']:.2f} cpu s, "
+                        f"{r['events'] / r['wall_s']:.0f} events/s, delay p50 {r['p50_ms']:.2f} ms "
+                        f"p99 {r['p99_ms']:.2f} ms" + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
+            res = {c: _summarise(v) for c, v in runs.items()}
+            res["ratios"] = _ratios(res)
+            out[mode] = res
+        for c, p in proxies.items():
+            for mode in ("burst", "paced"):
+                if mode in out:
+                    out[mode][c]["peak_rss_mb"] = p.hwm_kb() / 1024
+            out.setdefault("log_warnings", {})[c] = p.warnings()[:5]
+        return out
+    finally:
+        for p in proxies.values():
+            p.stop()
+        up.stop()
+
+
+def _surfaces() -> list[str]:
+    from thinkwire import engine
+    return [name for name in engine.SURFACES if name in workload.SHAPES]
+
+
+# -- (4) memory per open stream ------------------------------------------------------------
+async def _hold_run(p: Mitmdump, shape, streams: int, n1: int, n2: int, iv: float,
+                    gates: tuple[str, str], settle: float, timeout: float) -> dict:
+    progress = [0] * streams
+    q = f"n={n2}&iv={iv}&n1={n1}&g1={gates[0]}&g2={gates[1]}"
+    plan = [(shape, f"{q}&seed={i}") for i in range(streams)]
+    readings: dict = {}
+
+    async def watch() -> None:
+        for key, target, gate in (("n1", n1, gates[0]), ("n2", n2, gates[1])):
+            deadline = time.monotonic() + timeout
+            while min(progress) < target - 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            readings[f"reached_{key}"] = min(progress)
+            await asyncio.sleep(settle)
+            readings[f"rss_at_{key}_kb"] = p.rss_kb()
+            open(gate, "w").close()
+
+    r = await client.run(p.port, plan, progress, watch)
+    readings["errors"] = r.errors[:5]
+    readings["rewritten_streams"] = sum(s.rewritten for s in r.streams)
+    return readings
+
+
+def run_memory(streams: int, n1: int, n2: int, interval_ms: float, configs: list[str], settle: float,
+               log=print) -> dict:
+    """Streams trickle (one event per `interval_ms`) so nothing queues inside the proxy: what is
+    measured is what an open stream holds, not a backlog. All streams are held open at n1
+    events, RSS read; then at n2 events, RSS read; then they finish."""
+    shapes = [workload.SHAPES[name] for name in _surfaces()]
+    up = Upstream()
+    started: dict = {}
+    tmp = tempfile.TemporaryDirectory(prefix="thinkwire-bench-gates-")
+    out: dict = {"streams": streams, "n1": n1, "n2": n2, "interval_ms": interval_ms}
+    try:
+        # A fresh mitmdump per (surface, config): freed memory is not given back, so reusing one
+        # would hide the second run's streams in the first one's freed blocks.
+        for shape in shapes:
+            for c in configs:
+                started[(shape.name, c)] = Mitmdump(c, up.url)
+        for p in started.values():
+            p.wait_ready()
+        for (name, c), p in started.items():
+            shape = workload.SHAPES[name]
+            asyncio.run(client.run(p.port, [(s, "n=20") for s in shapes]))   # warm-up
+            idle = p.rss_kb()
+            gates = (os.path.join(tmp.name, f"{name}-{c}-1"), os.path.join(tmp.name, f"{name}-{c}-2"))
+            r = asyncio.run(_hold_run(p, shape, streams, n1, n2, interval_ms / 1000, gates, settle,
+                                      timeout=120))
+            per1 = (r["rss_at_n1_kb"] - idle) / streams
+            per2 = (r["rss_at_n2_kb"] - idle) / streams
+            row = {"idle_rss_mb": idle / 1024, "rss_at_n1_mb": r["rss_at_n1_kb"] / 1024,
+                   "rss_at_n2_mb": r["rss_at_n2_kb"] / 1024,
+                   "kb_per_stream_at_n1": per1, "kb_per_stream_at_n2": per2,
+                   "growth_kb_per_stream": per2 - per1,
+                   "peak_rss_mb": p.hwm_kb() / 1024, "errors": r["errors"],
+                   "rewritten_streams": r["rewritten_streams"]}
+            out.setdefault(name, {})[c] = row
+            log(f"  memory {name:>9} ({c}): {per1:6.1f} KB/stream after {n1} events, "
+                f"{per2:6.1f} KB/stream after {n2} (growth {per2 - per1:+.1f} KB)"
+                + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
+            p.stop()
+        return out
+    finally:
+        for p in started.values():
+            p.stop()
+        up.stop()
+        tmp.cleanup()

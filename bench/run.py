@@ -1,0 +1,238 @@
+"""thinkwire benchmark: `./scripts/bench [--quick] [--json FILE] [--only PARTS]`.
+
+Measures, side by side in one run (see bench/README.md for what each figure means):
+  1. splitter  throughput by stream size and chunk size, beside the rescan baseline
+  2. surfaces  per-event cost of each surface's stream rewrite, beside JSON and pass-through
+  3. e2e       64 concurrent streams through real mitmdump: (a) no addon, (b) pass-through
+               stream callable, (c) thinkwire; CPU per 1000 events, events/s, delay p50/p99, RSS
+  4. memory    RSS per open stream with 256 held-open streams, at two stream lengths
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "addon"))
+
+PARTS = ("splitter", "surfaces", "e2e", "memory")
+
+FULL = {
+    "sizes": [10_000, 100_000, 1_000_000, 10_000_000], "rescan_budget": 6.0, "min_total": 0.3,
+    "surface_events": 2000, "surface_reps": 5,
+    "streams": 64, "events": 2000, "interval_ms": 10.0, "burst_rounds": 2, "paced_rounds": 1,
+    "mem_streams": 256, "mem_n1": 20, "mem_n2": 100, "mem_interval_ms": 40.0,
+    "held_lengths": [100, 1000, 2000, 10000], "mem_configs": ["a", "c"],
+    "settle": 0.5,
+}
+QUICK = {
+    "sizes": [10_000, 30_000], "rescan_budget": 1.0, "min_total": 0.0,
+    "surface_events": 100, "surface_reps": 1,
+    "streams": 6, "events": 40, "interval_ms": 2.0, "burst_rounds": 1, "paced_rounds": 1,
+    "mem_streams": 6, "mem_n1": 5, "mem_n2": 20, "mem_interval_ms": 2.0, "held_lengths": [10, 100], "mem_configs": ["a", "c"],
+    "settle": 0.05,
+}
+
+TARGETS = {
+    "e2e_cpu_c_over_b": 1.10,          # thinkwire's CPU at most 10% of mitmproxy's own
+    "e2e_added_p99_ms": 1.0,           # at most 1 ms added at p99 with 64 streams
+    "splitter_flatness": 1.3,          # ns/char from 10 KB to 10 MB within 1.3x
+    "splitter_speedup_at_100k": 50.0,  # beats the rescan baseline by 50x at 100 KB
+}
+
+
+def machine() -> dict:
+    model = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import mitmproxy.version
+    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
+            "mitmproxy": mitmproxy.version.VERSION, "loadavg_start": os.getloadavg()}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def targets(res: dict) -> dict:
+    out = {}
+    paced = res.get("e2e", {}).get("paced", {}).get("ratios", {})
+    burst = res.get("e2e", {}).get("burst", {}).get("ratios", {})
+    if "cpu_c_over_b" in paced:
+        out["e2e_cpu_c_over_b (paced)"] = (paced["cpu_c_over_b"], TARGETS["e2e_cpu_c_over_b"])
+        out["e2e_added_p99_ms (paced)"] = (paced["added_p99_ms"], TARGETS["e2e_added_p99_ms"])
+    if "cpu_c_over_b" in burst:
+        out["e2e_cpu_c_over_b (burst)"] = (burst["cpu_c_over_b"], TARGETS["e2e_cpu_c_over_b"])
+    sp = res.get("splitter", {})
+    for label, v in sp.get("flatness", {}).items():
+        out[f"splitter_flatness ({label} chunks)"] = (v, TARGETS["splitter_flatness"])
+    for label, v in sp.get("flatness_within_stream", {}).items():
+        out[f"splitter_flatness within one stream ({label} chunks)"] = (v, TARGETS["splitter_flatness"])
+    for label, v in sp.get("speedup_at_100k", {}).items():
+        if label == "1-8":  # token-sized deltas: the case streaming proxies live in
+            out[f"splitter_speedup_at_100k ({label} chunks)"] = (v, TARGETS["splitter_speedup_at_100k"])
+    return {k: {"value": v, "target": t, "met": (v >= t) if "speedup" in k else (v <= t)}
+            for k, (v, t) in out.items()}
+
+
+# -- the printed table ---------------------------------------------------------------------
+def _f(v, fmt="{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def table(res: dict) -> str:
+    lines: list[str] = []
+    m = res["machine"]
+    lines.append(f"thinkwire bench  ({'quick' if res['quick'] else 'full'})  {m['nproc']} x {m['cpu']}, "
+                 f"Python {m['python']}, mitmproxy {m['mitmproxy']}, load avg at start "
+                 f"{m['loadavg_start'][0]:.2f}, at end {m.get('loadavg_end', [0])[0]:.2f}, "
+                 f"{res['seconds']:.0f} s")
+    sp = res.get("splitter")
+    if sp:
+        lines += ["", "1. Splitter (ns per character; rescan = append + re-parse the buffer each chunk)",
+                  f"   {'chunks':>7} {'size':>9} {'splitter':>9} {'ns/chunk':>9} {'rescan':>10} {'speedup':>8}"]
+        for r in sp["rows"]:
+            lines.append(f"   {r['chunking']:>7} {r['size'] / 1e3:>7.0f}KB {r['splitter_ns_per_char']:>9.1f} "
+                         f"{r['splitter_ns_per_chunk']:>9.0f} {_f(r['rescan_ns_per_char']):>10} "
+                         f"{_f(r['speedup'], '{:.0f}x'):>8}")
+        lines.append("   flatness (max/min ns per char over sizes): " +
+                     ", ".join(f"{k} chunks {v:.2f}x" for k, v in sp["flatness"].items()))
+        for r in sp["rows"]:
+            if r.get("segments"):
+                lines.append(f"   inside one {r['size'] / 1e6:g} MB stream ({r['chunking']} chunks), ns/char by position: " +
+                             ", ".join(f"{g['from'] / 1e3:.0f}-{g['to'] / 1e3:.0f} KB {g['ns_per_char']:.0f}"
+                                       for g in r["segments"]))
+    su = res.get("surfaces")
+    if su:
+        lines += ["", "2. Per event, one event per call (us/event)",
+                  f"   {'surface':>9} {'kind':>9} {'pass':>6} {'sse':>6} {'json rt':>8} {'surface':>8} "
+                  f"{'driver':>7} {'drv/json':>8}"]
+        for name, kinds in su.items():
+            for kind, r in kinds.items():
+                lines.append(f"   {name:>9} {kind:>9} {r['pass_us']:>6.2f} {r['sse_us']:>6.1f} {r['json_us']:>8.1f} "
+                             f"{r['surface_us']:>8.1f} {r['driver_us']:>7.1f} {r['driver_vs_json']:>7.1f}x"
+                             + ("  FELL BACK" if r.get("fell_back") else ""))
+    e = res.get("e2e")
+    if e:
+        lines += ["", f"3. End to end: {e['streams']} streams x {e['events_per_stream']} events over "
+                      f"{', '.join(e['surfaces'])}; burst = as fast as possible, paced = one event "
+                      f"per {e['interval_ms']:g} ms per stream",
+                  f"   {'mode':>5} {'cfg':>3} {'cpu ms/1k ev':>12} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+                  f"{'peak RSS MB':>11}  rewritten"]
+        for mode in ("burst", "paced"):
+            if mode not in e:
+                continue
+            for c in ("a", "b", "c"):
+                r = e[mode].get(c)
+                if not r:
+                    continue
+                rw = ", ".join(f"{k} {v['rewritten']}/{v['streams']}" for k, v in r["surfaces"].items())
+                lines.append(f"   {mode:>5} {c:>3} {r['cpu_ms_per_1k_events']:>12.1f} {r['events_per_s']:>9.0f} "
+                             f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r.get('peak_rss_mb', 0):>11.1f}  {rw}"
+                             + (f"  ERRORS {r['errors'][:2]}" if r["errors"] else ""))
+            q = e[mode]["ratios"]
+            lines.append(f"   {mode:>5} c/a {q.get('cpu_c_over_a', 0):.2f}, c/b {q.get('cpu_c_over_b', 0):.2f}, "
+                         f"thinkwire {q.get('thinkwire_us_per_event', 0):.1f} us/event, "
+                         f"added delay p50 {q.get('added_p50_ms', 0):+.2f} ms, p99 {q.get('added_p99_ms', 0):+.2f} ms")
+        for c, w in e.get("log_warnings", {}).items():
+            if w:
+                lines.append(f"   mitmdump ({c}) log: {w[:2]}")
+    mem = res.get("memory")
+    if mem:
+        lines += ["", f"4. Memory: {mem['streams']} open streams (one event per {mem['interval_ms']:g} ms each), "
+                      f"RSS over an idle (warmed-up) mitmdump, after {mem['n1']} and after {mem['n2']} events per stream",
+                  f"   {'surface':>9} {'cfg':>3} {'idle MB':>8} {'KB/stream@n1':>13} {'KB/stream@n2':>13} "
+                  f"{'growth KB':>10}"]
+        for name, cfgs in mem.items():
+            if not isinstance(cfgs, dict):
+                continue
+            for c, r in cfgs.items():
+                lines.append(f"   {name:>9} {c:>3} {r['idle_rss_mb']:>8.1f} {r['kb_per_stream_at_n1']:>13.1f} "
+                             f"{r['kb_per_stream_at_n2']:>13.1f} {r['growth_kb_per_stream']:>+10.1f}"
+                             + (f"  ERRORS {r['errors'][:2]}" if r["errors"] else ""))
+    mh = res.get("memory_held")
+    if mh:
+        lines.append("   held by one stream's rewriter (tracemalloc, in process), by events passed:")
+        for name, row in mh.items():
+            lines.append(f"   {name:>9}  " + ", ".join(f"{k}: {v:.1f} KB" for k, v in row.items()))
+    t = res.get("targets")
+    if t:
+        lines += ["", "Targets"]
+        for k, v in t.items():
+            lines.append(f"   {'met   ' if v['met'] else 'MISSED'} {k}: {v['value']:.2f} (target "
+                         f"{'>=' if 'speedup' in k else '<='} {v['target']:g})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test (seconds)")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    ap.add_argument("--streams", type=int, help="end-to-end concurrent streams (default 64)")
+    ap.add_argument("--events", type=int, help="end-to-end text events per stream (default 2000)")
+    ap.add_argument("--interval-ms", type=float, help="paced mode: ms between events of a stream (default 10)")
+    args = ap.parse_args(argv)
+    p = dict(QUICK if args.quick else FULL)
+    for k in ("streams", "events", "interval_ms"):
+        if getattr(args, k) is not None:
+            p[k] = getattr(args, k)
+    only = [x.strip() for x in args.only.split(",") if x.strip()]
+    unknown = set(only) - set(PARTS)
+    if unknown:
+        ap.error(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS)}")
+
+    for k in list(os.environ):  # the defaults, whatever THINK_* the shell has
+        if k.startswith("THINK_"):
+            del os.environ[k]
+
+    import e2e
+    import split_bench
+    import surface_bench
+    from thinkwire.settings import Settings
+
+    t0 = time.monotonic()
+    res: dict = {"quick": args.quick, "machine": machine(), "params": p}
+    if "splitter" in only:
+        log("1. splitter")
+        # The rules a streamed flow for the workload's model gets (the default tag pairs).
+        from thinkwire import engine
+        from workload import MODEL
+        r = engine.new_context(Settings.from_values({}), {"model": MODEL}).rules()
+        res["splitter"] = split_bench.run(r, p["sizes"], p["rescan_budget"], p["min_total"], log)
+    if "surfaces" in only:
+        log("2. surfaces")
+        res["surfaces"] = surface_bench.run(p["surface_events"], p["surface_reps"], log)
+    if "e2e" in only:
+        log("3. end to end")
+        res["e2e"] = e2e.run_e2e(p["streams"], p["events"], p["interval_ms"], p["burst_rounds"],
+                                 p["paced_rounds"], log)
+    if "memory" in only:
+        log("4. memory")
+        res["memory_held"] = surface_bench.held(p["held_lengths"], log)
+        res["memory"] = e2e.run_memory(p["mem_streams"], p["mem_n1"], p["mem_n2"], p["mem_interval_ms"],
+                                       p["mem_configs"], p["settle"], log)
+    res["targets"] = targets(res)
+    res["seconds"] = time.monotonic() - t0
+    res["machine"]["loadavg_end"] = os.getloadavg()
+    print(table(res), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

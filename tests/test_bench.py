@@ -1,0 +1,39 @@
+"""The benchmark's quick mode runs end to end and writes every part of its JSON (no timings checked)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.e2e
+def test_bench_quick_runs_and_writes_every_section(tmp_path):
+    out = tmp_path / "bench.json"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = json.loads(out.read_text())
+    assert {"machine", "splitter", "surfaces", "e2e", "memory", "targets"} <= res.keys()
+    assert {"rows", "flatness"} <= res["splitter"].keys()
+    assert {"chat", "messages", "responses"} & res["surfaces"].keys()
+    for kinds in res["surfaces"].values():
+        assert {"plain", "reasoning", "answer", "boundary"} <= kinds.keys()
+        for row in kinds.values():
+            assert {"pass_us", "json_us", "driver_us"} <= row.keys()
+            assert row["fell_back"] is None
+    for mode in ("burst", "paced"):
+        e = res["e2e"][mode]
+        for c in ("a", "b", "c"):
+            assert {"cpu_ms_per_1k_events", "events_per_s", "p50_ms", "p99_ms", "peak_rss_mb"} <= e[c].keys()
+            assert e[c]["errors"] == []
+        # thinkwire really rewrote every stream; the other two passed the markup through
+        assert all(v["rewritten"] == v["streams"] for v in e["c"]["surfaces"].values())
+        assert {"cpu_c_over_a", "cpu_c_over_b", "added_p99_ms"} <= e["ratios"].keys()
+    for name in res["e2e"]["surfaces"]:
+        for c in ("a", "c"):
+            assert {"kb_per_stream_at_n1", "kb_per_stream_at_n2"} <= res["memory"][name][c].keys()
+    assert "Targets" in p.stdout

@@ -479,11 +479,112 @@ def test_restore_inline_with_content_parts():
 
 
 def test_restore_drop_removes_the_fields():
-    out = json.loads(chat.restore_request(chat_request(ASSISTANT), make_ctx(chat_restore="drop")))
-    assert out["messages"][0] == {"role": "assistant", "content": "hi"}
+    plain = {"role": "assistant", "content": "earlier"}
+    out = json.loads(chat.restore_request(chat_request(plain, ASSISTANT), make_ctx(chat_restore="drop")))
+    assert out["messages"] == [plain, {"role": "assistant", "content": "hi"}]
 
 
 def test_restore_leaves_requests_without_reasoning_byte_identical():
     for body in (chat_request({"role": "user", "content": "q"}), b"not json", b"[]", b'{"messages": 1}',
                  chat_request("x", {"role": "user", "reasoning_content": "u"})):
         assert chat.restore_request(body, make_ctx(chat_restore="inline")) is None
+
+
+# -- the fast path: plain deltas shaped like the last one skip the JSON parse ---------------
+def test_fast_path_matches_the_full_path_for_every_kind_of_delta():
+    pieces = ["<think>", "a", " b", "</th", "ink>", "\n\nans", "wer", "", "x<", "y", "\n<think>r</think>z"]
+    data = text_stream(*pieces)
+    out, _ = run_stream(data)
+    slow = chat.StreamRewriter
+    calls = []
+
+    class NoFast(slow):
+        def _fast(self, *a):
+            calls.append(1)
+            return None
+    ctx = make_ctx()
+    rw = NoFast(ctx)
+    from thinkwire.stream import StreamDriver
+    d = StreamDriver(rw)
+    full = b"".join(d(data) + d(b""))
+    assert calls, "the fast path was tried"
+    assert accumulate(out).choices[0].message.model_extra == accumulate(full).choices[0].message.model_extra
+    assert accumulate(out).choices[0].message.content == accumulate(full).choices[0].message.content
+
+
+def test_fast_path_keeps_original_bytes_for_unchanged_answer_text():
+    data = sse_bytes(chunk({"content": "hello"}), chunk({"content": " world"}), chunk({"content": " again"}))
+    out, _ = run_stream(data)
+    assert out == data
+
+
+def test_fast_path_handles_escaped_literals():
+    data = sse_bytes(chunk({"content": "x\n"})) + \
+        b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,' \
+        b'"delta":{"content":"\\u003cthink\\u003er\\u003c/think\\u003e\\"q\\""},"finish_reason":null}]}\n\n'
+    out, _ = run_stream(data)
+    d = [c["choices"][0]["delta"] for c in chunks_of(out)]
+    assert "".join(x.get("reasoning_content") or "" for x in d) == "r"
+    assert "".join(x.get("content") or "" for x in d) == 'x\n"q"'
+
+
+def test_fast_path_declines_a_middle_that_is_not_one_string():
+    # Same bytes around, but the middle is two strings: must go the full way (and stay valid).
+    first = chunk({"content": "a", "extra": "e"})
+    raw = json.dumps(first).encode()
+    tricky = raw.replace(b'"content": "a"', b'"content": "b", "content": "c"')
+    data = b"data: " + raw + b"\n\ndata: " + tricky + b"\n\n"
+    out, _ = run_stream(data)
+    assert out == data  # both plain answers, unchanged either way
+
+
+def test_learned_shape_requires_a_plain_single_choice_delta():
+    from thinkwire.surfaces.chat import _learn_shape
+    for obj in (chunk({"content": "a"}, finish="stop"), chunk({"reasoning_content": "r", "content": "a"}),
+                chunk({"tool_calls": []}), {"choices": [chunk({"content": "a"})["choices"][0]] * 2}):
+        assert _learn_shape(json.dumps(obj), obj) is None
+    obj = chunk({"content": "a"})
+    before, after, idx = _learn_shape(json.dumps(obj), obj)
+    assert before.endswith('"content": ') and after.startswith("}") and idx == 0
+
+
+def test_fast_path_declines_null_content_and_broken_literals():
+    first = json.dumps(chunk({"content": "a"})).encode()
+    null = first.replace(b'"content": "a"', b'"content": null')
+    broken = first.replace(b'"content": "a"', b'"content": "a\\q"')
+    data = b"".join(b"data: " + x + b"\n\n" for x in (first, broken, null))
+    out, ctx = run_stream(data)
+    assert out == data and ctx.stats.malformed_events == 1
+
+
+def test_usage_stays_on_the_last_of_several_chunks_made_from_one():
+    data = sse_bytes(chunk({"content": "<think>r</think>a"}, usage={"total_tokens": 3}))
+    objs = chunks_of(run_stream(data)[0])
+    assert [o["usage"] for o in objs] == [None, {"total_tokens": 3}]
+
+
+def test_two_adjacent_blocks_in_one_delta_join_with_a_blank_line():
+    out, _ = run_stream(text_stream("<think>a</think><think>b</think>c"))
+    m = accumulate(out).choices[0].message
+    assert (m.model_extra["reasoning_content"], m.content) == ("a\n\nb", "c")
+
+
+def test_stream_of_only_non_choice_events_flushes_nothing():
+    data = sse_bytes({"choices": [], "usage": {"total_tokens": 1}}, "[DONE]")
+    assert run_stream(data)[0] == data
+
+
+def test_learned_shape_skips_other_content_keys():
+    from thinkwire.surfaces.chat import _learn_shape
+    obj = chunk({"content": "a"}, extra={"content": "other"})
+    before, after, _ = _learn_shape(json.dumps(obj), obj)
+    assert after.startswith("}, ") and '"other"' in after
+    obj = chunk({"content": "a"})
+    obj["choices"][0]["delta"]["content"] = "b"
+    assert _learn_shape(json.dumps(chunk({"content": "a"})), obj) is None
+
+
+def test_restore_counts_an_assistant_message_with_empty_reasoning_fields():
+    msg = {"role": "assistant", "content": "hi", "reasoning_content": ""}
+    out = json.loads(chat.restore_request(chat_request(msg), make_ctx(chat_restore="inline")))
+    assert out["messages"][0] == {"role": "assistant", "content": "hi"}

@@ -57,6 +57,7 @@ class Rules:
     _strip_prefixes: frozenset = field(init=False, repr=False, compare=False)
     _strip: frozenset = field(init=False, repr=False, compare=False)
     _longest: int = field(init=False, repr=False, compare=False)
+    _ws_lead: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.pairs:
@@ -86,6 +87,8 @@ class Rules:
         s(self, "_strip_prefixes", prefixes(strip))
         s(self, "_strip", frozenset(strip))
         s(self, "_longest", max(len(t) for t in opens + closes + strip))
+        # Some tag begins with whitespace: held whitespace might be the start of a tag.
+        s(self, "_ws_lead", any(t[:1] in _WS for t in opens + closes + strip))
 
 
 def _partial_tag_len(text: str, prefixes: frozenset, longest: int) -> int:
@@ -102,7 +105,7 @@ class Splitter:
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary",
         "_line_head", "_line_blank", "_ticks", "_fence", "_seen_tag", "_lead_open", "blocks", "reasoning_chars", "stray_closes",
-        "markup_chars",
+        "markup_chars", "_ws_hold", "_ws_more",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
@@ -124,6 +127,11 @@ class Splitter:
         self.reasoning_chars = 0
         self.stray_closes = 0
         self.markup_chars = 0    # characters of tags removed (for accounting: nothing else goes)
+        # Only whitespace is held, and more whitespace would only be held too (trimming: at the
+        # start of the output, or at the end of a reasoning block so far). More whitespace then
+        # goes to _ws_more without re-reading what is held: linear in a long whitespace run.
+        self._ws_hold = False
+        self._ws_more: list[str] = []
 
     @property
     def inside(self) -> bool:
@@ -131,9 +139,12 @@ class Splitter:
 
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list:
+        if self._ws_hold and text and not text.strip(_WS):
+            self._ws_more.append(text)
+            return []
         out: list = []
-        buf = self._held + text if self._held else text
-        self._held = ""
+        held = self._take_held()
+        buf = held + text if held else text
         i = 0
         n = len(buf)
         while i < n:
@@ -142,9 +153,18 @@ class Splitter:
                 break
         return out
 
+    def _take_held(self) -> str:
+        held = self._held
+        if self._ws_more:
+            held += "".join(self._ws_more)
+            self._ws_more.clear()
+        self._held = ""
+        self._ws_hold = False
+        return held
+
     def finish(self) -> list:
         out: list = []
-        held, self._held = self._held, ""
+        held = self._take_held()
         if self._inside:
             text = held.rstrip(_WS) if self.rules.trim else held
             if self._skip_ws:
@@ -220,6 +240,8 @@ class Splitter:
         if rules.trim:
             kept = body.rstrip(_WS)
             self._held = body[len(kept):] + rest[len(body):]
+            self._ws_hold = (not hold and bool(self._held) and not self._lead_open
+                             and not rules._ws_lead)
             body = kept
         else:
             self._held = rest[len(body):]
@@ -249,22 +271,27 @@ class Splitter:
         strays_count = not self._seen_tag
         pattern = rules._open_re if not strays_count else rules._any_re
         pos = i
+        seen = i       # line and fence state are up to date to here
+        kept: list[str] = []  # answer text between strip markers, emitted as one piece
         while True:
             m = pattern.search(buf, pos)
             if m is None:
                 break
             j = m.start()
             tag = m.group()
-            self._observe(buf, i, j)  # line and fence state up to the candidate
+            self._observe(buf, seen, j)  # line and fence state up to the candidate
+            seen = j
             if tag in rules._strip:
-                self._emit_content(buf[i:j], out, before_block=False)
+                kept.append(buf[i:j])
                 self.markup_chars += len(tag)
                 if self._boundary:  # a wrapper opening the answer: trim after it as after a block
+                    self._emit_kept(kept, out)
                     self._skip_ws = rules.trim
                     return j + len(tag)
-                i = pos = j + len(tag)
+                i = pos = seen = j + len(tag)
                 continue
             if tag in rules._by_open and self._opening_counts():
+                self._emit_kept(kept, out)
                 self._emit_content(buf[i:j], out, before_block=True)
                 self._inside = True
                 self._pair = rules._by_open[tag]
@@ -275,6 +302,7 @@ class Splitter:
                 return j + len(tag)
             if strays_count and tag in rules._by_close and not self._fence:
                 # A closing tag with no opening tag: the block was opened in the prompt.
+                self._emit_kept(kept, out)
                 self._emit_content(buf[i:j], out, before_block=False)
                 self.stray_closes += 1
                 self.markup_chars += len(tag)
@@ -282,15 +310,16 @@ class Splitter:
                 self._new_line(boundary=True)
                 self._skip_ws = rules.trim
                 return j + len(tag)
-            self._emit_content(buf[i:j], out, before_block=False)
-            i = j
+            # A tag that does not count here is answer text: keep scanning, emit it all at once
+            # (emitting piece by piece would copy the growing piece each time).
             pos = j + 1
+        self._emit_kept(kept, out)
         # No tag in the rest: hold back a partial tag that could still count where it stands.
         rest_start = i
         prefixes = rules._any_prefixes if strays_count else rules._open_prefixes
         hold = _partial_tag_len(buf[rest_start:] if rest_start else buf, prefixes, rules._longest)
         cut = n - hold
-        self._observe(buf, rest_start, cut)
+        self._observe(buf, seen, cut)
         if hold and not (strays_count and not self._fence) and not self._opening_counts():
             # A partial opening tag that could not count here: no need to wait for it
             # (a strip marker counts anywhere, so a partial one still waits).
@@ -300,6 +329,7 @@ class Splitter:
         if self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "":
             # Only whitespace so far: wait, it is dropped if a block opens next.
             self._held = buf[rest_start:]
+            self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
             return -1
         self._emit_content(buf[rest_start:cut], out, before_block=False)
         self._held = buf[cut:]
@@ -347,6 +377,11 @@ class Splitter:
         self._line_head = last[:8]
         self._line_blank = not last.strip(_HSPACE)
         self._ticks = last.count("`") & 1
+
+    def _emit_kept(self, kept: list[str], out: list) -> None:
+        if kept:
+            self._emit_content("".join(kept), out, before_block=False)
+            kept.clear()
 
     def _emit_content(self, text: str, out: list, before_block: bool) -> None:
         if not text:

@@ -21,24 +21,40 @@ class Event:
     event: str | None        # the value of its `event:` line, if any
     data: str | None         # its `data:` lines joined with "\n"; None when there are none
     eol: bytes = b"\n"       # line ending it used, reused when it is re-serialized
+    complete: bool = True    # False: the stream ended inside it (no blank line after it)
 
 
 class SSEParser:
-    """Incremental parser. `feed(bytes)` returns the complete events; `finish()` the rest."""
+    """Incremental parser. `feed(bytes)` returns the complete events; `finish()` the rest.
 
-    __slots__ = ("_buf", "_scan", "_lines", "_bom_checked")
+    Linear in the stream's length however it is chunked: the unterminated line is kept as a
+    list of pieces and joined only when a line end arrives, and the consumed lines of the event
+    being read are kept as pieces too, joined once when it is dispatched.
+    """
+
+    __slots__ = ("_raw", "_tail", "_lines", "_bom_checked")
 
     def __init__(self) -> None:
-        self._buf = b""
-        self._scan = 0      # where to resume looking for line ends in _buf
+        self._raw: list[bytes] = []    # bytes of the current event's complete lines, line ends included
+        self._tail: list[bytes] = []   # bytes of the current line, not terminated yet
         self._lines: list[bytes] = []  # complete lines of the event being read
         self._bom_checked = False
 
     def feed(self, data: bytes, final: bool = False) -> list[Event]:
-        buf = self._buf + data if self._buf else data
+        tail = self._tail
+        if not final and (not data or (tail and not tail[-1].endswith(b"\r")
+                                       and b"\n" not in data and b"\r" not in data)):
+            if data:
+                tail.append(data)  # still inside one line: nothing to do until its end arrives
+            return []
+        if tail:
+            buf = b"".join(tail) + data if len(tail) > 1 or data else tail[0]
+            self._tail = []
+        else:
+            buf = data
         events: list[Event] = []
-        start = 0           # start of the current event's bytes in buf
-        pos = self._scan
+        start = 0           # start of the current event's bytes not yet in _raw
+        pos = 0
         lines = self._lines
         n = len(buf)
         while True:
@@ -54,30 +70,40 @@ class SSEParser:
                 lines.append(line)
                 continue
             # Blank line: dispatch.
-            events.append(_make_event(buf[start:end], lines, m.group(), self))
+            raw = buf[start:end]
+            if self._raw:
+                self._raw.append(raw)
+                raw = b"".join(self._raw)
+                self._raw = []
+            events.append(_make_event(raw, lines, m.group(), self))
             lines = []
             start = end
         self._lines = lines
-        self._buf = buf[start:]
-        self._scan = pos - start
+        if pos > start:
+            self._raw.append(buf[start:pos])
+        if pos < n:
+            self._tail = [buf[pos:]]
         return events
 
     def finish(self) -> list[Event]:
         """The bytes left at the end of the stream, as a last (unterminated) event."""
-        events = self.feed(b"", final=True) if self._buf else []
-        if not self._buf:
+        events = self.feed(b"", final=True) if self._tail else []
+        if not self._tail and not self._raw:
             return events
-        buf, self._buf = self._buf, b""
+        tail = b"".join(self._tail)
+        buf = b"".join(self._raw) + tail
         lines = self._lines
-        tail = buf[self._scan:]
         if tail:
             lines.append(tail.rstrip(b"\r"))
-        self._lines, self._scan = [], 0
-        return events + [_make_event(buf, lines, b"\n", self)]
+        self._raw, self._tail, self._lines = [], [], []
+        last = _make_event(buf, lines, b"\n", self)
+        last.complete = False
+        return events + [last]
 
     def pending(self) -> bytes:
         """Bytes received but not yet part of a complete event (for a fail-open hand-off)."""
-        buf, self._buf, self._lines, self._scan = self._buf, b"", [], 0
+        buf = b"".join(self._raw) + b"".join(self._tail)
+        self._raw, self._tail, self._lines = [], [], []
         return buf
 
 

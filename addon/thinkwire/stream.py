@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from dataclasses import replace
 from typing import Callable, Protocol
 
 from .sse import Event, SSEParser
@@ -148,17 +149,33 @@ class StreamDriver:
         events = self.parser.feed(data) if data else []
         if final:
             events += self.parser.finish()
+        late: list[bytes] = []
         for k, ev in enumerate(events):
+            cut = None
+            if not ev.complete:
+                # The stream ended inside this event. The rewriter sees it terminated, so any
+                # bytes of it that it reuses (a withheld start event) stay whole events.
+                cut = ev.raw
+                ev = replace(ev, raw=cut + (ev.eol if cut.endswith((b"\n", b"\r")) else ev.eol * 2),
+                             complete=True)
             try:
-                out.extend(self.rewriter.on_event(ev))
+                got = self.rewriter.on_event(ev)
             except Exception as e:
-                self._fail(f"{type(e).__name__}: {e}", out, events[k:])
+                self._fail(f"{type(e).__name__}: {e}", out, [replace(ev, raw=cut)] if cut is not None else events[k:])
                 return self._join(out)
+            if cut is not None and got == [ev.raw]:
+                got = [cut]
+                # The stream ended inside this event and it passes as it came: it goes last, so
+                # what the rewriter still holds is not glued onto its unterminated line.
+                late = got
+                continue
+            out.extend(got)
         if final:
             try:
                 out.extend(self.rewriter.finish())
             except Exception as e:
                 self._fail(f"{type(e).__name__}: {e}", out, [])
+            out.extend(late)
         return self._join(out)
 
     def _decode(self, chunk: bytes, final: bool) -> bytes:

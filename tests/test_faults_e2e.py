@@ -1,0 +1,232 @@
+"""Faults end to end, through a real mitmdump: the upstream or the client misbehaves; the flow
+ends cleanly, every other flow keeps working, nothing crashes, and what the client got is a
+prefix of the correct rewrite (computed offline from the upstream's bytes with the same engine).
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+import zlib
+
+import pytest
+
+from conftest import make_ctx
+from harness import Reply, sse_reply
+from test_fuzz import encode_events, model_objs, parse_events, text_sequence
+from thinkwire import engine
+from thinkwire.surfaces import chat, messages, responses
+
+pytestmark = pytest.mark.e2e
+
+SURFACES = {"chat": chat, "messages": messages, "responses": responses}
+PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
+TEXT = "<think>\nthe reasoning, \u00e9 \U0001d11e\n</think>\n\nthe answer, done."
+FIGURES: dict[str, int] = {}
+
+
+def upstream_bytes(surface: str, text: str = TEXT, step: int = 4) -> bytes:
+    deltas = [text[i:i + step] for i in range(0, len(text), step)]
+    return b"".join(encode_events(surface, model_objs(surface, deltas)))
+
+
+def offline(surface: str, data: bytes) -> bytes:
+    d = engine.stream_driver(SURFACES[surface], make_ctx({"model": "m", "stream": True}))
+    return b"".join(d(data) + d(b""))
+
+
+def fetch(proxy, surface: str, timeout: float = 20) -> tuple[int | None, bytes, str | None]:
+    """POST through the proxy; (status, body bytes received, error if the read broke off)."""
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=timeout)
+    body = json.dumps({"model": "m", "stream": True, "messages": [], "input": "q", "max_tokens": 9})
+    got, err, status = b"", None, None
+    try:
+        conn.request("POST", PATHS[surface], body=body, headers={"content-type": "application/json"})
+        r = conn.getresponse()
+        status = r.status
+        while True:
+            piece = r.read1(65536)
+            if not piece:
+                break
+            got += piece
+    except (http.client.HTTPException, OSError) as e:
+        err = type(e).__name__
+    finally:
+        conn.close()
+    return status, got, err
+
+
+def is_prefix_of_rewrite(got: bytes, *candidates: bytes) -> bool:
+    """The client's events, but for a last partial one, are the first events of a candidate
+    rewrite; a last partial event is a byte prefix of the candidate's next event."""
+    g = parse_events(got)
+    for full in candidates:
+        f = parse_events(full)
+        complete = [e for e in g if e.complete]
+        if [e.raw for e in complete] != [e.raw for e in f[:len(complete)]]:
+            continue
+        partial = [e for e in g if not e.complete]
+        if not partial or (len(f) > len(complete) and f[len(complete)].raw.startswith(partial[0].raw)):
+            return True
+    return False
+
+
+def assert_healthy(proxy, up, surface: str = "chat") -> None:
+    """The proxy still serves: a normal stream right after gets the full correct rewrite."""
+    data = upstream_bytes(surface)
+    up.route(PATHS[surface], sse_reply([data]))
+    status, got, err = fetch(proxy, surface)
+    assert (status, err) == (200, None)
+    assert got == offline(surface, data)
+    assert proxy.alive()
+    log = proxy.log()
+    assert "Traceback" not in log and "addon error" not in log.lower(), log[-3000:]
+
+
+def tally(name: str) -> None:
+    FIGURES[name] = FIGURES.get(name, 0) + 1
+
+
+# -- the upstream breaks off ------------------------------------------------------------------
+def _cut_points(data: bytes) -> dict[str, int]:
+    tag = data.index(b"\n\n", data.index(b"<\"", 20)) + 2   # after an event ending in the "<" of "</think>"
+    ev = data.index(b"\n\n", len(data) // 2) - 10      # inside an event
+    between = data.index(b"\n\n", len(data) // 3) + 2  # between two events
+    return {"mid-tag": tag, "mid-event": ev, "between events": between}
+
+
+@pytest.mark.parametrize("surface", list(SURFACES))
+@pytest.mark.parametrize("where", ["mid-tag", "mid-event", "between events"])
+@pytest.mark.parametrize("framing", ["chunked", "content-length"])
+def test_upstream_closes_mid_stream(proxy, up, surface, where, framing):
+    data = upstream_bytes(surface)
+    at = _cut_points(data)[where]
+    sent = data[:at]
+    if framing == "chunked":
+        reply = sse_reply([sent, data[at:]], close_after=1)
+    else:   # announces the whole length, sends part of it, closes
+        reply = sse_reply([sent, data[at:]], chunked=False, content_length=len(data), close_after=1)
+    up.route(PATHS[surface], reply)
+    status, got, err = fetch(proxy, surface)
+    assert status == 200
+    assert is_prefix_of_rewrite(got, offline(surface, data), offline(surface, sent)), got[-500:]
+    tally("upstream closed mid-stream")
+    assert_healthy(proxy, up, surface)
+
+
+@pytest.mark.parametrize("surface", list(SURFACES))
+def test_upstream_stalls_then_resumes(proxy, up, surface):
+    data = upstream_bytes(surface)
+    k = len(data) // 3
+    up.route(PATHS[surface], sse_reply([data[:k], data[k:2 * k], data[2 * k:]], delay=0.7))
+    status, got, err = fetch(proxy, surface)
+    assert (status, err) == (200, None) and got == offline(surface, data)
+    tally("upstream stalled and resumed")
+
+
+@pytest.mark.parametrize("surface", list(SURFACES))
+def test_upstream_content_length_larger_than_the_body(proxy, up, surface):
+    data = upstream_bytes(surface)
+    up.route(PATHS[surface], sse_reply([data, b"-"], chunked=False, content_length=len(data) + 100, close_after=1))
+    status, got, err = fetch(proxy, surface, timeout=15)
+    assert status == 200 and is_prefix_of_rewrite(got, offline(surface, data))
+    tally("content-length larger than the body")
+    assert_healthy(proxy, up, surface)
+
+
+@pytest.mark.parametrize("surface", list(SURFACES))
+def test_upstream_content_length_smaller_than_the_body(proxy, up, surface):
+    data = upstream_bytes(surface)
+    short = len(data) // 2
+    up.route(PATHS[surface], sse_reply([data], chunked=False, content_length=short))
+    status, got, err = fetch(proxy, surface)
+    # The proxy reads what was announced: the client gets the rewrite of those bytes.
+    assert status == 200 and is_prefix_of_rewrite(got, offline(surface, data[:short]), offline(surface, data))
+    tally("content-length smaller than the body")
+    assert_healthy(proxy, up, surface)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+@pytest.mark.parametrize("surface", list(SURFACES))
+def test_compressed_stream_cut_mid_frame(proxy, up, surface, encoding):
+    data = upstream_bytes(surface)
+    comp = gzip.compress(data) if encoding == "gzip" else zlib.compress(data)
+    at = len(comp) * 2 // 3
+    up.route(PATHS[surface], sse_reply([comp[:at], comp[at:]], close_after=1,
+                                       headers={"content-encoding": encoding}))
+    status, got, err = fetch(proxy, surface)
+    assert status == 200
+    sent = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS).decompress(comp[:at])
+    assert is_prefix_of_rewrite(got, offline(surface, data), offline(surface, sent)), got[-300:]
+    tally("compressed stream cut mid-frame")
+    assert_healthy(proxy, up, surface)
+
+
+# -- the client breaks off --------------------------------------------------------------------
+@pytest.mark.parametrize("surface", list(SURFACES))
+def test_client_disconnects_mid_stream(proxy, up, surface):
+    data = upstream_bytes(surface)
+    pieces = [data[i:i + 40] for i in range(0, len(data), 40)]
+    up.route(PATHS[surface], sse_reply(pieces, delay=0.05))
+    s = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    body = b'{"model":"m","stream":true}'
+    s.sendall(b"POST " + PATHS[surface].encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    assert s.recv(200).startswith(b"HTTP/1.1 200")
+    s.close()   # mid-stream: the upstream is still sending
+    time.sleep(0.5)
+    tally("client disconnected mid-stream")
+    assert_healthy(proxy, up, surface)
+
+
+def test_other_flows_keep_working_while_one_breaks(proxy, up):
+    """A flow broken off mid-stream alongside healthy ones: the healthy ones are whole."""
+    good = upstream_bytes("chat")
+    bad = upstream_bytes("messages")
+    up.route(PATHS["chat"], sse_reply([good[i:i + 50] for i in range(0, len(good), 50)], delay=0.02))
+    up.route(PATHS["messages"], sse_reply([bad[:len(bad) // 2], bad[len(bad) // 2:]], close_after=1, delay=0.2))
+    results: dict = {}
+
+    def run(k, surface):
+        results[k] = (surface, fetch(proxy, surface))
+    threads = [threading.Thread(target=run, args=(k, "messages" if k % 3 == 0 else "chat")) for k in range(9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for surface, (status, got, err) in results.values():
+        if surface == "chat":
+            assert (status, err, got) == (200, None, offline("chat", good))
+        else:
+            assert is_prefix_of_rewrite(got, offline("messages", bad), offline("messages", bad[:len(bad) // 2]))
+    assert len(results) == 9
+
+
+# -- HTTP/2 over TLS to the proxy --------------------------------------------------------------
+def test_http2_client_over_tls_gets_the_rewrite(proxy_factory, up, tmp_path):
+    import httpx2
+    conf = tmp_path / "conf"
+    p = proxy_factory(confdir=conf)
+    ca = conf / "mitmproxy-ca-cert.pem"
+    deadline = time.monotonic() + 10
+    while not ca.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    data = upstream_bytes("chat")
+    up.route(PATHS["chat"], sse_reply([data[i:i + 30] for i in range(0, len(data), 30)]))
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with httpx2.Client(http2=True, verify=ctx, timeout=20) as c:
+        with c.stream("POST", f"https://localhost:{p.port}{PATHS['chat']}",
+                      json={"model": "m", "stream": True, "messages": []}) as r:
+            assert r.http_version == "HTTP/2"
+            assert "transfer-encoding" not in r.headers
+            got = b"".join(r.iter_raw())
+    assert got == offline("chat", data)
+    seq = text_sequence("chat", got)
+    assert "".join(t for k, t in seq if k == "r") == "the reasoning, \u00e9 \U0001d11e"
+    tally("HTTP/2 over TLS")
+    assert "Traceback" not in p.log()

@@ -58,6 +58,9 @@ class Rules:
     _strip: frozenset = field(init=False, repr=False, compare=False)
     _longest: int = field(init=False, repr=False, compare=False)
     _ws_lead: bool = field(init=False, repr=False, compare=False)
+    _first_re: re.Pattern = field(init=False, repr=False, compare=False)
+    _plain_re: re.Pattern = field(init=False, repr=False, compare=False)
+    _plain_any_re: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.pairs:
@@ -90,9 +93,19 @@ class Rules:
         # Some tag begins with whitespace: held whitespace might be the start of a tag.
         s(self, "_ws_lead", any(t[:1] in _WS for t in opens + closes + strip))
 
+        def chars(tags: list[str], extra: str = "") -> re.Pattern:
+            return re.compile("[" + re.escape("".join(sorted({t[0] for t in tags})) + extra) + "]")
 
-def _partial_tag_len(text: str, prefixes: frozenset, longest: int) -> int:
+        s(self, "_first_re", chars(opens + closes + strip))
+        # Answer text without these characters cannot hold a tag, a line start or a code span.
+        s(self, "_plain_re", chars(opens + strip, "\n`"))
+        s(self, "_plain_any_re", chars(opens + closes + strip, "\n`"))
+
+
+def _partial_tag_len(text: str, prefixes: frozenset, longest: int, first: re.Pattern | None = None) -> int:
     """Length of the longest suffix of `text` that is a proper prefix of a tag."""
+    if first is not None and first.search(text, max(0, len(text) - longest + 1)) is None:
+        return 0  # no tag starts anywhere in the tail
     for k in range(min(longest - 1, len(text)), 0, -1):
         if text[-k:] in prefixes:
             return k
@@ -133,13 +146,25 @@ class Splitter:
         self._ws_hold = False
         self._ws_more: list[str] = []
 
-    @property
-    def inside(self) -> bool:
-        return self._inside
-
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list:
-        if self._ws_hold and text and not text.strip(_WS):
+        if not text:
+            return []
+        if not self._held and not self._skip_ws:
+            # The common case, a token in the middle of a block or of the answer: nothing held,
+            # no character that could start a tag (or a line, or code): it goes out as it is.
+            if self._inside:
+                pair = self._pair
+                if (pair is not None and not self._lead_open and pair.close[0] not in text
+                        and not (self.rules.trim and text[-1] in _WS)):
+                    self.reasoning_chars += len(text)
+                    return [(REASONING, text)]
+            elif not self._at_start:
+                plain = self.rules._plain_re if self._seen_tag else self.rules._plain_any_re
+                if plain.search(text) is None:
+                    self._observe(text, 0, len(text))
+                    return [(CONTENT, text)]
+        elif self._ws_hold and not text.strip(_WS):
             self._ws_more.append(text)
             return []
         out: list = []
@@ -233,9 +258,9 @@ class Splitter:
         # No close yet: emit all but a possible partial close tag (and trailing whitespace).
         rest = buf[i:]
         if prefixes is None:
-            hold = _partial_tag_len(rest, _prefix_cache(close), len(close))
+            hold = _partial_tag_len(rest, _prefix_cache(close), len(close), rules._first_re)
         else:
-            hold = _partial_tag_len(rest, prefixes, rules._longest)
+            hold = _partial_tag_len(rest, prefixes, rules._longest, rules._first_re)
         body = rest[: len(rest) - hold]
         if rules.trim:
             kept = body.rstrip(_WS)
@@ -317,7 +342,7 @@ class Splitter:
         # No tag in the rest: hold back a partial tag that could still count where it stands.
         rest_start = i
         prefixes = rules._any_prefixes if strays_count else rules._open_prefixes
-        hold = _partial_tag_len(buf[rest_start:] if rest_start else buf, prefixes, rules._longest)
+        hold = _partial_tag_len(buf[rest_start:] if rest_start else buf, prefixes, rules._longest, rules._first_re)
         cut = n - hold
         self._observe(buf, seen, cut)
         if hold and not (strays_count and not self._fence) and not self._opening_counts():

@@ -700,3 +700,270 @@ def test_property_indices_run_0_to_n_minus_1_in_start_order(shape, sizes, mode):
     assume(n_tools)
     assert [b["id"] for b in sdk_stream(out)["content"] if b["type"] == "tool_use"] \
         == [b["id"] for b in blocks if b["type"] == "tool_use"]
+
+
+# -- the fast path for text deltas (no JSON parse) -------------------------------------------
+import copy  # noqa: E402
+import re  # noqa: E402
+
+from thinkwire.context import Stats  # noqa: E402
+from thinkwire.marks import PREFIX  # noqa: E402
+from thinkwire.sse import dumps, encode  # noqa: E402
+
+
+class FullPath(messages.StreamRewriter):
+    """The rewrite with no fast path, whose deltas are built as dicts and dumped: the reference
+    the fast path and the delta templates must match byte for byte."""
+
+    def _fast(self, *args):
+        return None
+
+    def _delta_event(self, index, head, literal):
+        kind = "text_delta" if head == messages._TEXT_DELTA else "thinking_delta"
+        key = "text" if kind == "text_delta" else "thinking"
+        return self._created(messages._DELTA, {"type": messages._DELTA, "index": index,
+                                               "delta": {"type": kind, key: json.loads(literal)}})
+
+
+_MARK = re.compile(re.escape(PREFIX.encode()) + rb"[A-Za-z0-9_-]+")
+
+
+def unmark(out: bytes, sealer) -> bytes:
+    """Marks carry a random nonce: put what each one opens to in its place."""
+    if sealer is None:
+        return out
+    return _MARK.sub(lambda m: repr(sealer.open(m.group().decode())).encode(), out)
+
+
+class Twin:
+    """Runs each event through the rewrite and through FullPath on a copy of the context, and
+    checks they give the same bytes; what goes on is the rewrite's."""
+
+    def __init__(self, ctx):
+        ref_ctx = copy.copy(ctx)
+        ref_ctx.stats, ref_ctx._splitters = Stats(), []
+        self.fast, self.ref, self.sealer = messages.StreamRewriter(ctx), FullPath(ref_ctx), ctx.sealer
+
+    def _both(self, name, *args):
+        got, want = getattr(self.fast, name)(*args), getattr(self.ref, name)(*args)
+        assert unmark(b"".join(got), self.sealer) == unmark(b"".join(want), self.sealer)
+        assert len(got) == len(want)
+        return got
+
+    def on_event(self, ev):
+        return self._both("on_event", ev)
+
+    def finish(self):
+        return self._both("finish")
+
+    def abort(self):
+        return self._both("abort")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def twin_checks_every_stream():
+    """Every stream the tests of this module drive through engine.stream_driver (examples,
+    corpus, hypothesis properties, at every chunking) is checked event by event against the
+    full path."""
+    real = engine.stream_driver
+
+    def driver(surface, ctx, decoder=None):
+        if surface is not messages:
+            return real(surface, ctx, decoder)
+        from thinkwire.stream import StreamDriver
+        return StreamDriver(Twin(ctx), decoder, lambda reason: setattr(ctx.stats, "fell_back", reason))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine, "stream_driver", driver)
+        yield
+
+
+def rewrite_with(cls, data, **opts):
+    ctx = ctx_for(**opts)
+    rw = cls(ctx)
+    out = []
+    for ev in events(data):
+        out += rw.on_event(ev)
+    return b"".join(out + rw.finish()), rw, ctx
+
+
+def event_seq(out):
+    seq = []
+    for o in objs_of(out):
+        d = o.get("delta") if isinstance(o.get("delta"), dict) else {}
+        block = o.get("content_block") or {}
+        seq.append((o.get("type"), o.get("index"), d.get("type") or block.get("type"),
+                    d.get("text", d.get("thinking", block.get("text")))))
+    return seq
+
+
+SAMPLES = {
+    "plain": stream(text("Hello", " there, ", "friend.", ""), tool(), ping=False),
+    "answer renumbered": stream(text("<think>\nx", "y\n</think>\n\n", "hi", " there", " you"), tool(), text("a", "b")),
+    "reasoning": stream(text("<think>", "plan", " more", " \"quoted\\\"", " \u00e9\u4e2d", "</think>ok", " sure")),
+    "escapes": stream(text("tab\there", "nl\n", "uni \u2028 \U0001F600", "q\"", "<think>r\\", "\x01</think>", "a\\b")),
+    "boundaries": stream(text("<think>a", "</think>b<think>", "c</think>", "d", "e<", "think>f", "</thi", "nk>g")),
+    "several texts": stream(text("a<think>b</think>c", "d"), tool(), text("<think>e", "f", "</think>", "g"), text("h")),
+    "text in the start event": stream(text("b", "c")).replace(b'"text": ""}', b'"text": "<think>a</think>"}', 1),
+    "crlf": stream(text("<think>x", "y</think>hi", " there"), eol="\r\n"),
+    "cr": stream(text("<think>x", "y</think>hi", " there"), eol="\r"),
+    "no event lines": stream(text("<think>x", "y</think>hi", " there"), names=False),
+}
+SIGNATURES = [("off", None), ("unsigned", None), ("redacted", None),
+              ("off", {"thinking": {"display": "omitted"}})]
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+@pytest.mark.parametrize("signature,request_", SIGNATURES)
+def test_fast_path_gives_what_the_full_path_gives(name, signature, request_):
+    data = SAMPLES[name]
+    got, rw, ctx = rewrite_with(messages.StreamRewriter, data, signature=signature, request=request_)
+    want, _, _ = rewrite_with(FullPath, data, signature=signature, request=request_)
+    assert unmark(got, ctx.sealer) == unmark(want, ctx.sealer)
+    assert event_seq(got) == event_seq(want)
+    if name != "no event lines":  # the SDK reads events by their event line
+        assert normalise(sdk_stream(got)) == normalise(sdk_stream(want))
+
+
+def test_twin_notices_a_fast_path_that_differs():
+    """The twin fixture checks every stream of this module; here, that it would notice."""
+    class Wrong(messages.StreamRewriter):
+        def _text(self, ev, st, u, text, literal):
+            return [ev.raw]
+    twin = Twin(ctx_for())
+    twin.fast = Wrong(twin.fast.ctx)
+    with pytest.raises(AssertionError):
+        for ev in events(stream(text("<think>a", "b</think>c", "d"))):
+            twin.on_event(ev)
+
+
+def _count_loads(monkeypatch):
+    calls = []
+    real = json.loads
+
+    def loads(s, *a, **k):
+        calls.append(s)
+        return real(s, *a, **k)
+    monkeypatch.setattr(messages.json, "loads", loads)
+    return calls
+
+
+def _delta(index, text_, **extra):
+    return sse_event({"type": "content_block_delta", "index": index,
+                      "delta": {"type": "text_delta", "text": text_}, **extra})
+
+
+def test_fast_path_plain_deltas_leave_as_their_bytes_without_a_parse(monkeypatch):
+    rw = messages.StreamRewriter(ctx_for())
+    head = stream(text("x"))
+    for ev in events(head)[:4]:  # message_start, start, ping, the first delta (learns the shape)
+        rw.on_event(ev)
+    calls = _count_loads(monkeypatch)
+    for t in ["a", " b\u00e9", "c\\\"d"]:
+        ev = events(_delta(0, t))[0]
+        assert rw.on_event(ev) == [ev.raw]
+    assert rw.on_event(events(_delta(0, "<"))[0]) == []  # a possible tag, held
+    assert rw.on_event(events(_delta(0, "x"))[0]) == [
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"<x"}}\n\n']
+    assert calls == []
+    assert objs_of(b"".join(rw.finish())) == [{"type": "content_block_stop", "index": 0}]
+
+
+def test_fast_path_renumbered_answer_gets_its_index_and_the_same_literal(monkeypatch):
+    rw = messages.StreamRewriter(ctx_for())
+    for ev in events(stream(text("<think>r</think>", "a")))[:5]:
+        rw.on_event(ev)
+    calls = _count_loads(monkeypatch)
+    ev = events(_delta(0, "h\u00e9 \"q\""))[0]
+    out = rw.on_event(ev)
+    assert out == [encode(dumps({"type": "content_block_delta", "index": 1,
+                                 "delta": {"type": "text_delta", "text": "h\u00e9 \"q\""}}), "content_block_delta")]
+    ev = events(_delta(0, "plain"))[0]
+    assert rw.on_event(ev) == [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,'
+                               b'"delta":{"type":"text_delta","text":"plain"}}\n\n']
+    assert calls == []
+
+
+def test_fast_path_reasoning_becomes_thinking_deltas_with_the_stream_eol(monkeypatch):
+    rw = messages.StreamRewriter(ctx_for(signature="unsigned"))
+    for ev in events(stream(text("<think>", "a"), eol="\r\n"))[:5]:
+        rw.on_event(ev)
+    calls = _count_loads(monkeypatch)
+    for t in ["plan", " \u4e2d\\", "\n"]:
+        ev = events(_delta(0, t).replace(b"\n", b"\r\n"))[0]
+        out = rw.on_event(ev)
+        if t == "\n":
+            assert out == []  # whitespace held by the trim
+        else:
+            assert out == [encode(dumps({"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "thinking_delta", "thinking": t}}),
+                                  "content_block_delta", b"\r\n")]
+    assert calls == []
+
+
+@pytest.mark.parametrize("signature,request_", SIGNATURES[2:])
+def test_fast_path_marks_hold_reasoning_and_seal_it_at_the_block_end(signature, request_, monkeypatch):
+    data = stream(text("<think>", "a", "b", "c", "</think>", "x", "y"))
+    calls = _count_loads(monkeypatch)
+    out, _, ctx = rewrite_with(messages.StreamRewriter, data, signature=signature, request=request_)
+    assert len(calls) < len(events(data)) - 3  # the deltas after the first went without a parse
+    msg = normalise(sdk_stream(out))
+    assert msg[0].get("data", msg[0].get("signature")).text == "abc"
+    assert msg[1] == {"type": "text", "text": "xy"}
+
+
+@pytest.mark.parametrize("odd", [
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}',         # not a string
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":[1,2]}}',     # not a string
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\\x"}}',     # a bad escape
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","text":"b"}}',  # two
+])
+def test_fast_path_takes_the_full_path_for_what_it_cannot_read(odd):
+    first = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'  # the same shape
+             b'"delta":{"type":"text_delta","text":"<think>r"}}\n\n')
+    ev_odd = b"event: content_block_delta\ndata: " + odd + b"\n\n"
+    data = stream(text("")).replace(b'event: content_block_stop', first + ev_odd + b'event: content_block_stop', 1)
+    for sig in ("off", "redacted"):
+        got, _, ctx = rewrite_with(messages.StreamRewriter, data, signature=sig)
+        want, _, want_ctx = rewrite_with(FullPath, data, signature=sig)
+        assert unmark(got, ctx.sealer) == unmark(want, ctx.sealer)
+        assert ctx.stats.malformed_events == want_ctx.stats.malformed_events == (b"\\x" in odd)
+
+
+def test_fast_path_delta_after_its_block_stopped_takes_the_full_path():
+    extra = _delta(0, "late")  # shaped like the block's deltas, after its stop: the block is not ours now
+    data = stream(text("<think>a</think>", "b"), tool())
+    cut = data.index(b'event: content_block_start\ndata: {"type": "content_block_start", "index": 1')
+    data = data[:cut] + extra + data[cut:]
+    got, _, _ = rewrite_with(messages.StreamRewriter, data)
+    want, _, _ = rewrite_with(FullPath, data)
+    assert got == want and extra in got
+
+
+@pytest.mark.parametrize("shaped,after", [
+    # the text key of another object, with another value, after the delta's
+    ('{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{t}}},"meta":{{"text":"zz"}}}}',
+     '},"meta":{"text":"zz"}}'),
+    # ... with the same value: the check finds it is not the delta's text, and goes on to it
+    ('{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{t}}},"meta":{{"text":{t}}}}}',
+     '},"meta":{"text":"<think>a"}}'),
+    # the key spelled with an escape: no literal found
+    ('{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","te\\u0078t":{t}}}}}', None),
+    # spaces and other key orders are learnt like the compact form
+    ('{{ "delta" : {{ "text" : {t} , "type" : "text_delta" }} , "index" : 0 , "type" : "content_block_delta" }}',
+     ' , "type" : "text_delta" } , "index" : 0 , "type" : "content_block_delta" }'),
+])
+def test_fast_path_learns_only_the_literal_the_parse_takes_the_text_from(shaped, after):
+    def ev(t):
+        return b"event: content_block_delta\ndata: " + shaped.format(t=json.dumps(t)).encode() + b"\n\n"
+    data = stream(text()).replace(b"event: content_block_stop",
+                                  b"".join(ev(t) for t in ["<think>a", "b", "</think>c", "d", "e"])
+                                  + b"event: content_block_stop", 1)
+    rw = messages.StreamRewriter(ctx_for())
+    for e in events(data)[:4]:
+        rw.on_event(e)
+    assert (rw._shape and rw._shape[1]) == after
+    got, _, _ = rewrite_with(messages.StreamRewriter, data)
+    want, _, _ = rewrite_with(FullPath, data)
+    assert got == want
+    assert sdk_stream(got)["content"] == [{"type": "thinking", "thinking": "ab"}, {"type": "text", "text": "cde"}]

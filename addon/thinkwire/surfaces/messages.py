@@ -21,6 +21,8 @@ later request can be restored to what the model wrote. Without a sealer, marks f
 from __future__ import annotations
 
 import json
+import re
+from json.decoder import scanstring
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
@@ -35,6 +37,7 @@ _STREAM_TYPES = frozenset({
     "message_delta", "message_stop",
 })
 _START, _DELTA, _STOP = "content_block_start", "content_block_delta", "content_block_stop"
+_TEXT_KEY = re.compile(r'"text"\s*:\s*"')  # inside a JSON string a quote is escaped: keys only
 
 
 def matches(path: str) -> bool:
@@ -127,6 +130,8 @@ def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict
 
 # -- streams --------------------------------------------------------------------------------
 _THINK, _TEXT = "thinking", "text"
+_TEXT_DELTA = '"text_delta","text":'             # a delta's type and text key, for _delta_event
+_THINKING_DELTA = '"thinking_delta","thinking":'
 
 
 class _TextBlock:
@@ -162,11 +167,20 @@ class StreamRewriter:
         self.raw = False                    # native from the start: everything passes as it came
         self.changed = False                # something went out that differs from what came in
         self.eol = b"\n"
+        # The text around the text literal of the last text_delta parsed in full (_learn_shape).
+        self._shape: tuple[str, str, int] | None = None
 
     # -- events -------------------------------------------------------------------------
     def on_event(self, ev: Event) -> list[bytes]:
         if self.raw or ev.data is None:
             return [ev.raw]
+        shape = self._shape
+        if shape is not None:
+            data = ev.data
+            if data.startswith(shape[0]) and data.endswith(shape[1]):
+                out = self._fast(ev, data, *shape)
+                if out is not None:
+                    return out
         try:
             obj = json.loads(ev.data)
         except ValueError:
@@ -219,13 +233,8 @@ class StreamRewriter:
         delta = obj.get("delta")
         if isinstance(delta, dict) and delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
             text = delta["text"]
-            pieces = st.splitter.feed(text)
-            if pieces == [(CONTENT, text)] and st.kind != _THINK:
-                out = [] if st.kind == _TEXT else self._open(st, _TEXT)
-                if st.index == u:
-                    return out + [ev.raw]  # the same text into the same block: as it came
-                return out + self._emit(st, pieces)
-            return self._emit(st, pieces)
+            self._shape = _learn_shape(ev.data, text, u)
+            return self._text(ev, st, u, text, None)
         # Any other delta (citations_delta ...) belongs to the text: put it in a text block.
         out = [] if st.kind == _TEXT else self._open(st, _TEXT)
         if st.index == u:
@@ -233,6 +242,34 @@ class StreamRewriter:
         else:
             out.append(self._encode(dict(obj, index=st.index), ev))
         return out
+
+    def _fast(self, ev: Event, data: str, before: str, after: str, u: int) -> list[bytes] | None:
+        """A text_delta shaped like the last one parsed in full (same bytes around its text
+        literal): decode the literal alone, no JSON parse. None: take the full path."""
+        start, stop = len(before), len(data) - len(after)
+        if stop - start < 2 or data[start] != '"':
+            return None
+        try:
+            text, end = scanstring(data, start + 1)
+        except ValueError:
+            return None  # the full path counts it as malformed
+        st = self.texts.get(u)
+        if end != stop or st is None:
+            return None
+        self.eol = ev.eol
+        literal = data[start:stop]
+        # Without a backslash the literal is what dumps(text) gives (compact, non-ASCII kept).
+        return self._text(ev, st, u, text, None if "\\" in literal else literal)
+
+    def _text(self, ev: Event, st: _TextBlock, u: int, text: str, literal: str | None) -> list[bytes]:
+        """A text_delta of the text block `st` (upstream index `u`), fed to its splitter once."""
+        pieces = st.splitter.feed(text)
+        if pieces == [(CONTENT, text)] and st.kind != _THINK:
+            out = [] if st.kind == _TEXT else self._open(st, _TEXT)
+            if st.index == u:
+                return out + [ev.raw]  # the same text into the same block: as it came
+            return out + self._emit(st, pieces, text, literal)
+        return self._emit(st, pieces, text, literal)
 
     def _stop(self, ev: Event, obj: dict) -> list[bytes]:
         u = obj.get("index")
@@ -242,16 +279,18 @@ class StreamRewriter:
         return self._finish_text(st, ev)
 
     # -- one split text block -----------------------------------------------------------
-    def _emit(self, st: _TextBlock, pieces: list) -> list[bytes]:
+    def _emit(self, st: _TextBlock, pieces: list, text: str | None = None,
+              literal: str | None = None) -> list[bytes]:
+        """Output events for split pieces. `literal`: the JSON literal of `text`, reused for a
+        piece that is all of it."""
         out: list[bytes] = []
         for kind, value in pieces:
             if kind == REASONING:
                 if st.kind != _THINK:
                     out += self._open(st, _THINK)
                 if self.mode in ("off", "unsigned"):
-                    out.append(self._created(_DELTA, {
-                        "type": _DELTA, "index": st.index,
-                        "delta": {"type": "thinking_delta", "thinking": value}}))
+                    out.append(self._delta_event(st.index, _THINKING_DELTA,
+                                                 literal if literal is not None and value == text else dumps(value)))
                 else:
                     st.reasoning.append(value)
             elif kind == END:
@@ -260,9 +299,14 @@ class StreamRewriter:
             else:
                 if st.kind != _TEXT:
                     out += self._open(st, _TEXT)
-                out.append(self._created(_DELTA, {
-                    "type": _DELTA, "index": st.index, "delta": {"type": "text_delta", "text": value}}))
+                out.append(self._delta_event(st.index, _TEXT_DELTA,
+                                             literal if literal is not None and value == text else dumps(value)))
         return out
+
+    def _delta_event(self, index: int, head: str, literal: str) -> bytes:
+        """A text or thinking delta, the bytes _created gives for its dict, without building one."""
+        self.changed = True
+        return encode(f'{{"type":"{_DELTA}","index":{index},"delta":{{"type":{head}{literal}}}}}', _DELTA, self.eol)
 
     def _open(self, st: _TextBlock, kind: str) -> list[bytes]:
         """Close the open output block, open one of `kind` (a redacted block waits for its end)."""
@@ -362,6 +406,22 @@ class StreamRewriter:
             return self._close_all()
         finally:
             self.texts.clear()
+
+
+def _learn_shape(data: str, text: str, u: int) -> tuple[str, str, int] | None:
+    """For a text_delta event of upstream block `u` whose text is `text`: the data before and
+    after the text's string literal, and `u`. Servers send the same bytes around every text
+    delta of a block, so a later event that starts and ends the same way differs only in its
+    text and is handled without a JSON parse (StreamRewriter._fast). The literal found is
+    checked to be the one the parse took `delta.text` from (not another `text` key, not an
+    earlier duplicate): the data with a number in its place must parse to that number there."""
+    for m in reversed(list(_TEXT_KEY.finditer(data))):
+        value, end = scanstring(data, m.end())  # the data parsed as JSON: a key's value is a string
+        if value == text:
+            before, after = data[:m.end() - 1], data[end:]
+            if json.loads(before + "0" + after)["delta"]["text"] == 0:
+                return before, after, u
+    return None
 
 
 # -- the way back ---------------------------------------------------------------------------

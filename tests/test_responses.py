@@ -916,3 +916,273 @@ def test_property_output_index_and_sequence_number_hold_on_every_event(texts, po
     check_invariants(out)
     if not unclosed:
         sdk_final(out)  # raises on any index or identity mistake
+
+
+# -- the fast path for output_text.delta (no JSON parse) ----------------------------------------------
+class _FullPath(responses.StreamRewriter):
+    """The rewriter with its fast path off: every event is parsed in full."""
+
+    def _fast(self, ev, shape, vals):
+        return None
+
+
+class _Counted(responses.StreamRewriter):
+    """The rewriter, counting the events its fast path handled."""
+    fast = 0
+
+    def _fast(self, ev, shape, vals):
+        out = super()._fast(ev, shape, vals)
+        type(self).fast += out is not None
+        return out
+
+
+def _drive(cls, data, request=None, sealer=None, **opts):
+    rw = cls(make_ctx(request, sealer, **opts))
+    p = SSEParser()
+    out = []
+    for ev in p.feed(data) + p.finish():
+        out += rw.on_event(ev)
+    out += rw.finish()
+    assert all(out)
+    return b"".join(out)
+
+
+def _wire(evs, compact=False, seq_first=False, obfuscation=None, logprobs=None, event_lines=True, eol="\n"):
+    """Event dicts as SSE bytes in one of the layouts servers use."""
+    out = []
+    for k, ev in enumerate(evs):
+        ev = dict(ev)
+        if ev["type"] == "response.output_text.delta":
+            if obfuscation is not None:
+                ev["obfuscation"] = obfuscation(k)
+            if logprobs is not None:
+                ev["logprobs"] = logprobs
+        if seq_first and "sequence_number" in ev:
+            ev = {"type": ev["type"], "sequence_number": ev["sequence_number"], **ev}
+        j = (json.dumps(ev, ensure_ascii=False, separators=(",", ":")) if compact
+             else json.dumps(ev, ensure_ascii=compact is None))
+        head = f"event: {ev['type']}{eol}" if event_lines else ""
+        out.append(f"{head}data: {j}{eol}{eol}")
+    return "".join(out).encode()
+
+
+def _normalised(data, sealer):
+    """The events, with each mark replaced by what it opens to (marks carry a random nonce)."""
+    def fix(o):
+        if isinstance(o, dict):
+            return {k: (sealer.open(v).text if k == "encrypted_content" else fix(v)) for k, v in o.items()}
+        return [fix(x) for x in o] if isinstance(o, list) else o
+    return [(e.event, fix(json.loads(e.data))) for e in parse(data)]
+
+
+_FAST_ITEMS = {
+    "reasoning then answer": [msg(["<think>\nLet", " me", " think", " it", " over", ".</think>", "\n\nThe",
+                                   " answer", " is", " 42", "."])],
+    "plain answer": [msg(["Just", " an", " answer", " with", " no", " reasoning", "."])],
+    "boundaries inside deltas": [msg(["a<think>x", " y</think>b", " c<think>", "z</think>", " d", "<think>w",
+                                      "</think>", "e", " f"]), fn('{"x":', "1}")],
+    "held text and escapes": [msg(["<", "thi", "nk>", "q\"uo\\te", " é𝄞\u2028", "\t\x01", "</thi", "nk>",
+                                   "<", "b>", " end", "<"])],
+    "empty deltas": [msg(["", "<think>", "", "r", "</think>", "", "a", ""])],
+    "several parts and messages": [msg(["<think>r1</think>", "a1", " b1"], ["c", " <think>r2", "</think>d"]),
+                                   fn("{}"), native(), msg(["x", "<think>y</think>", "z"], id="msg_2")],
+    "answer first then reasoning": [msg(["The", " answer", "\n<think>", "why", " so", "</think>", "ok"])],
+    "message without an id": [msg(["<think>r", "</think>a", " b", "<think>s</think>", "c", " d"], id=None)],
+}
+_FAST_OPTS = {
+    "default": {},
+    "summary": {"request": SUMMARY},
+    "summary without content": {"request": SUMMARY, "responses_content": "off"},
+    "summary option": {"responses_summary": "on"},
+    "trim off": {"trim": "off"},
+}
+_FAST_LAYOUTS = {
+    "sdk-like": {},
+    "ascii escapes": {"compact": None},
+    "compact, number first (the bench)": {"compact": True, "seq_first": True},
+    "obfuscation": {"compact": True, "seq_first": True, "obfuscation": lambda k: "abc"[: k % 4]},
+    "obfuscation with escapes": {"obfuscation": lambda k: "\\u00e9" if k % 2 else "é\""},
+    "logprobs": {"logprobs": [{"token": "x", "logprob": -0.1}]},
+    "no event lines, CRLF": {"event_lines": False, "eol": "\r\n"},
+}
+
+
+@pytest.mark.parametrize("items", _FAST_ITEMS, ids=str)
+@pytest.mark.parametrize("opts", _FAST_OPTS, ids=str)
+@pytest.mark.parametrize("layout", _FAST_LAYOUTS, ids=str)
+def test_fast_path_sends_the_same_bytes_as_the_full_path(items, opts, layout):
+    for unclosed in (False, True):
+        its = _FAST_ITEMS[items]
+        evs = upstream_events(its, status="incomplete" if unclosed else "completed", unclosed=unclosed)
+        data = _wire(evs, **_FAST_LAYOUTS[layout])
+        fast = _drive(_Counted, data, **_FAST_OPTS[opts])
+        full = _drive(_FullPath, data, **_FAST_OPTS[opts])
+        assert fast == full
+        check_invariants(fast)
+        if not unclosed:
+            kw = {"reasoning": {"summary": "auto"}} if "request" in _FAST_OPTS[opts] else {}
+            assert sdk_final(fast, **kw).to_dict() == sdk_final(full, **kw).to_dict()
+
+
+def test_fast_path_handles_most_deltas_and_sends_plain_ones_as_they_came():
+    toks = [f" w{k}" for k in range(200)]
+    _Counted.fast = 0
+    data = _wire(upstream_events([msg(toks)]), compact=True, seq_first=True)
+    assert _drive(_Counted, data) == data
+    assert _Counted.fast >= 198
+    _Counted.fast = 0
+    data = _wire(upstream_events([msg(["<think>\nhm"] + toks + ["</think>\n\nSo"] + toks)]))
+    out = _drive(_Counted, data)
+    assert out == _drive(_FullPath, data)
+    assert _Counted.fast >= 390
+    assert sdk_final(out).output_text == "So" + "".join(toks)
+
+
+def test_fast_path_with_marks_matches_the_full_path():
+    sealer = Sealer(b"k")
+    request = {"model": MODEL, "include": ["reasoning.encrypted_content"]}
+    data = _wire(upstream_events(_FAST_ITEMS["boundaries inside deltas"]), compact=True, seq_first=True)
+    fast = _drive(responses.StreamRewriter, data, request, sealer)
+    assert _normalised(fast, sealer) == _normalised(_drive(_FullPath, data, request, sealer), sealer)
+
+
+def test_fast_path_keeps_the_numbering_of_held_and_inserted_events():
+    # Held text lends its number, a block adds events: every later number shifts the same way.
+    evs = upstream_events([msg(["<", "think>r", "</think>", "a", " b", " c"])])
+    data = _wire(evs, compact=True, seq_first=True)
+    fast = _drive(_Counted, data)
+    assert fast == _drive(_FullPath, data)
+    seqs = [o["sequence_number"] for o in objs(fast)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+def test_fast_path_declines_where_the_full_path_decides():
+    d = lambda i, delta, s, **kw: {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": i,
+                                   "content_index": 0, "delta": delta, "logprobs": [], "sequence_number": s, **kw}
+    evs = upstream_events([msg(["<think>a", "</think>b"])])
+    done = next(k for k, e in enumerate(evs) if e["type"] == "response.output_text.done")
+    # A delta between output_text.done and content_part.done, one after the part, one after the item,
+    # and one for an item that never was: each shaped like the learned one.
+    evs.insert(done + 1, d(0, "late", 0))
+    evs.insert(done + 3, d(0, "later", 0))
+    item_done = next(k for k, e in enumerate(evs) if e["type"] == "response.output_item.done")
+    evs.insert(item_done + 1, d(0, "latest", 0))
+    evs.insert(item_done + 2, d(7, "nowhere", 0))
+    for n, e in enumerate(evs):
+        e["sequence_number"] = n
+    data = _wire(evs)
+    assert _drive(responses.StreamRewriter, data) == _drive(_FullPath, data)
+
+
+def test_fast_path_without_any_number_sent_yet_takes_the_full_path():
+    evs = [e for e in upstream_events([msg(["", "a", "<think>r</think>", "b"])])]
+    for e in evs:   # only the deltas carry numbers; the first one, empty, sends nothing
+        if e["type"] != "response.output_text.delta":
+            e.pop("sequence_number")
+    data = _wire(evs)
+    assert _drive(_Counted, data) == _drive(_FullPath, data)
+
+
+@pytest.mark.parametrize("data", [
+    '{"type":"response.output_text.delta","output_index":0,"delta":"x","logprobs":[{"t":1}],"sequence_number":1}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":"x","sequence_number":true}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":"x","sequence_number":-1}',
+    '{"type":"response.output_text.delta","output_index":"0","delta":"x","sequence_number":1}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":null,"sequence_number":1}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":"x"}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":"x","sequence_number":"1","sequence_number":1}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":"x","sequence_number":2,"sequence_number":1}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":"y","delta":"x","sequence_number":1}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":"x","sequence_number":1,"obfuscation":null}',
+    '{"type":"response.output_text.delta","output_index":0,"d\\u0065lta":"x","sequence_number":1}',
+    '{"type":"response.output_text.delta","output_index":0,"delta":"x","d\\u0065lta":"x","sequence_number":1}',
+])
+def test_no_shape_is_learned_from_events_it_cannot_read_safely(data):
+    ev = parse(f"data: {data}\n\n".encode())[0]
+    assert responses._learn(ev, json.loads(data)) is None
+
+
+def test_a_shape_reads_only_events_with_its_text_around_valid_values():
+    data = '{"type":"response.output_text.delta","sequence_number":5,"output_index":0,"delta":"x","obfuscation":"ab"}'
+    shape = responses._learn(parse(f"data: {data}\n\n".encode())[0], json.loads(data))
+    assert shape.match(data) == [5, "x", '"ab"']
+    assert shape.match(data.replace(":5,", ":50,").replace('"x"', '"\\u00e9"')) == [50, "é", '"ab"']
+    for bad in (data.replace(":5,", ":05,"), data.replace(":5,", ":5.0,"), data.replace('"x"', '"\x01"'),
+                data.replace('"x"', "1"), data.replace('"ab"', '"ab\\q"'), data[:-1] + ',"more":1}',
+                data.replace("output_index", "output_indeks")):
+        assert shape.match(bad) is None, bad
+
+
+def test_text_is_held_once_and_comes_back_whole():
+    t = responses._Text()
+    pieces = [str(k % 10) * (k % 3) for k in range(64 * 64 * 2 + 77)]
+    for k, p in enumerate(pieces):
+        t.add(p)
+        if k == 5000:
+            assert t.value() == "".join(pieces[:k + 1])
+    assert t.value() == "".join(pieces)
+    assert t.value() == "".join(pieces)
+
+
+def test_dumps_falls_back_to_the_json_encoder(monkeypatch):
+    import json.encoder as enc
+    monkeypatch.setattr(enc, "c_make_encoder", None)
+    assert responses._make_dumps()({"a": "é"}) == '{"a":"é"}'
+    made = []
+
+    def other(*args):   # an encoder that reads its arguments otherwise: each one says something else
+        made.append(args)
+        return lambda o, level, n=len(made): [str(n)]
+    monkeypatch.setattr(enc, "c_make_encoder", other)
+    assert responses._make_dumps().__func__ is json.JSONEncoder.encode
+
+
+@pytest.mark.parametrize("content", [[{"type": "reasoning_text", "text": ""}], None])
+def test_way_back_reads_the_summary_when_the_content_has_no_text(content):
+    item = {"type": "reasoning", "id": "rs_x_0", "content": content,
+            "summary": [{"type": "summary_text", "text": "from the summary"}]}
+    req = {"model": MODEL, "input": [item, {"type": "message", "role": "assistant",
+                                            "content": [{"type": "output_text", "text": "hi"}]}]}
+    new = json.loads(responses.restore_request(json.dumps(req).encode(), make_ctx(req, restore="inline")))
+    assert new["input"][0]["content"][0]["text"].startswith("<think>from the summary</think>")
+
+
+@_PROP
+@given(st.lists(model_text(), min_size=1, max_size=2), st.lists(st.integers(0, 400), max_size=10),
+       st.sampled_from(sorted(_FAST_OPTS)), st.sampled_from(sorted(_FAST_LAYOUTS)), st.booleans())
+def test_property_fast_path_sends_the_same_bytes_as_the_full_path(texts, points, opts, layout, unclosed):
+    items = [msg(cut(t, points), id=f"msg_{k}") for k, t in enumerate(texts)]
+    evs = upstream_events(items, status="incomplete" if unclosed else "completed", unclosed=unclosed)
+    data = _wire(evs, **_FAST_LAYOUTS[layout])
+    assert _drive(responses.StreamRewriter, data, **_FAST_OPTS[opts]) == _drive(_FullPath, data, **_FAST_OPTS[opts])
+
+
+def test_deltas_that_differ_in_more_than_their_slots_stop_the_learning():
+    evs = upstream_events([msg([f"t{k}" for k in range(60)])])
+    for k, e in enumerate(evs):
+        e["stamp"] = k   # a field that changes on every event: no shape fits the next delta
+    data = _wire(evs)
+    rw = responses.StreamRewriter(make_ctx())
+    p = SSEParser()
+    out = b"".join(b for ev in p.feed(data) for b in rw.on_event(ev))
+    assert out == data and rw._shape is None and rw._misses == 16
+
+
+def test_a_non_numeric_content_index_fails_open_before_any_text_is_fed():
+    data = stream_of([msg(["a\n<", "think></think>"])])
+    data = data.replace(b'"content_index": 0, "part"', b'"content_index": [], "part"', 1)
+    ctx = make_ctx()
+    driver = engine.stream_driver(responses, ctx)
+    out = b"".join(driver(data) + driver(b""))
+    assert ctx.stats.fell_back and "content_index" in ctx.stats.fell_back
+    deltas = [o["delta"] for o in objs(out) if o["type"] == "response.output_text.delta"]
+    assert deltas == ["a\n<", "think></think>"]  # as the upstream sent them, once
+
+
+def test_a_non_numeric_output_index_of_an_unknown_item_passes_unchanged():
+    data = stream_of([msg(["plain"])]).replace(b'"output_index": 0, "item": {"id": "msg_1", "type": "message", '
+                                                b'"role": "assistant", "status": "completed"',
+                                                b'"output_index": [0], "item": {"id": "msg_1", "type": "message", '
+                                                b'"role": "assistant", "status": "completed"', 1)
+    out, _ = run_stream(data)
+    assert b'"output_index": [0]' in out or b'"output_index":[0]' in out

@@ -36,11 +36,32 @@ A response in which the upstream already sends reasoning items is native: it pas
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from json.decoder import scanstring
+from json.encoder import encode_basestring
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter, TagPair
-from ..sse import Event, dumps, encode
+from ..sse import Event, dumps
+
+
+def _make_dumps():
+    """sse.dumps (compact, non-ASCII kept) with its encoder made once: json.dumps builds a
+    JSONEncoder per call, and JSONEncoder.encode a C encoder per call. The same output."""
+    enc = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    try:
+        c = make(None, enc.default, encode_basestring, None, ":", ",", False, False, True)  # type: ignore[misc]
+        probe = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {}}
+        if "".join(c(probe, 0)) != enc.encode(probe):
+            raise ValueError
+    except Exception:  # a Python without the C encoder, or with another one
+        return enc.encode
+    return lambda obj: "".join(c(obj, 0))
+
+
+_dumps = _make_dumps()
 
 NAME = "responses"
 SHAPE = "'output' item list (object 'response') or response.* events"
@@ -135,13 +156,50 @@ class _UPart:
         self.made = 0                 # downstream parts made from it so far
 
 
+class _Text:
+    """Text that arrives in pieces, held about once: pieces are joined in groups of 64 (and
+    groups of groups ...), so a long stream of small deltas costs about its characters, not a
+    string object per delta. Each character is copied a few times (log64 of the count)."""
+    __slots__ = ("tail", "levels")
+
+    def __init__(self) -> None:
+        self.tail: list[str] = []
+        self.levels: list[list[str]] = []   # levels[k]: joined groups of 64**(k+1) pieces; older first
+
+    def add(self, s: str) -> None:
+        tail = self.tail
+        tail.append(s)
+        if len(tail) >= 64:
+            self._carry()
+
+    def _carry(self) -> None:
+        s = "".join(self.tail)
+        self.tail = []
+        for lvl in self.levels:
+            lvl.append(s)
+            if len(lvl) < 64:
+                return
+            s = "".join(lvl)
+            lvl.clear()
+        self.levels.append([s])
+
+    def value(self) -> str:
+        parts = [x for lvl in reversed(self.levels) for x in lvl]
+        parts += self.tail
+        text = "".join(parts)
+        self.tail = [text]
+        self.levels = []
+        return text
+
+
 class _DPart:
     """A downstream output_text part being written."""
-    __slots__ = ("dc", "chunks", "text_done", "upart", "first")
+    __slots__ = ("dc", "text", "text_done", "upart", "first", "tpl")
 
     def __init__(self, dc: int, upart: _UPart) -> None:
         self.dc = dc
-        self.chunks: list[str] = []
+        self.text = _Text()
+        self.tpl: tuple | None = None  # (shape, template, unchanged) for the fast path
         self.text_done = False
         self.upart = upart
         self.first = upart.made == 0
@@ -162,12 +220,13 @@ class _Seg:
 
 class _Reason:
     """A reasoning item being written."""
-    __slots__ = ("d", "id", "chunks")
+    __slots__ = ("d", "id", "text", "tpl")
 
     def __init__(self, d: int, id_: str) -> None:
         self.d = d
         self.id = id_
-        self.chunks: list[str] = []
+        self.text = _Text()
+        self.tpl: tuple | None = None  # the delta events' templates, for the fast path
 
 
 class _Message:
@@ -354,7 +413,7 @@ class _Message:
     def _content(self, text: str, obj: dict | None, src: tuple | None) -> None:
         seg = self._ensure_seg()
         dp = seg.dpart or self._open_dpart(seg)
-        dp.chunks.append(text)
+        dp.text.add(text)
         if obj is not None:
             self._emit_on(seg, obj, src, content_index=dp.dc, delta=text)
         else:
@@ -375,8 +434,7 @@ class _Message:
     def _text_done_event(self, seg: _Seg, obj: dict | None, src: tuple | None) -> None:
         dp = seg.dpart
         assert dp is not None
-        text = "".join(dp.chunks)
-        dp.chunks = [text]
+        text = dp.text.value()
         dp.text_done = True
         if obj is not None:
             self._emit_on(seg, obj, src, content_index=dp.dc, text=text)
@@ -392,7 +450,7 @@ class _Message:
         # The piece the upstream's content_part.done closes keeps that part's other fields
         # (annotations, logprobs); a piece closed earlier, by a reasoning block, has them empty.
         base = obj.get("part") if obj is not None else None
-        part = dict(base if _is_text_part(base) else dp.upart.template, text=dp.chunks[0])
+        part = dict(base if _is_text_part(base) else dp.upart.template, text=dp.text.value())
         if obj is not None:
             self._emit_on(seg, obj, src, content_index=dp.dc, part=part)
         else:
@@ -441,7 +499,7 @@ class _Message:
     def _reason_delta(self, text: str) -> None:
         r = self.cur
         assert isinstance(r, _Reason)
-        r.chunks.append(text)
+        r.text.add(text)
         mode = self.o.mode
         if mode.summary:
             self.o.emit(_ev("response.reasoning_summary_text.delta", item_id=r.id, output_index=r.d,
@@ -453,7 +511,7 @@ class _Message:
     def _close_reason(self, pair: TagPair | None) -> None:
         r = self.cur
         assert isinstance(r, _Reason)
-        text = "".join(r.chunks)
+        text = r.text.value()
         mode = self.o.mode
         emit = self.o.emit
         item: dict = {"id": r.id, "type": "reasoning", "summary": []}
@@ -532,6 +590,145 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
 
 
 # -- streams --------------------------------------------------------------------------------------
+# The hot event, `response.output_text.delta`, is handled without a JSON parse when it is shaped
+# like the last one parsed in full: servers send the same bytes around every token delta but for
+# a few values that change each time (the slots: `sequence_number`, `delta`, and `obfuscation`,
+# OpenAI's random padding). A shape is the text between the slots; an event that has that text
+# around values of the slots' kinds is the learned event with other values (checked when learned,
+# by parsing a probe). Events go out from templates: compact JSON cut at the slots.
+_SEQ, _TEXT, _STR = 0, 1, 2
+_SLOTS = {"sequence_number": _SEQ, "delta": _TEXT, "obfuscation": _STR}
+_SLOT_KEY = re.compile(r'"(sequence_number|delta|obfuscation)"\s*:\s*')  # keys only (a quote in a string is escaped)
+_INT = re.compile(r"0|[1-9][0-9]*")
+
+
+class _Shape:
+    __slots__ = ("event", "consts", "kinds", "keys", "obj", "u", "seq_i", "text_i", "str_i", "segs", "tail")
+
+    def __init__(self, event: str | None, consts: list[str], keys: list[str], obj: dict) -> None:
+        self.event = event
+        self.consts = consts          # len(keys) + 1 strings around the slots
+        self.keys = keys              # the slots' keys, in the order they come
+        self.kinds = [_SLOTS[k] for k in keys]
+        self.obj = obj                # the event it was learned from
+        self.u = obj["output_index"]
+        self.seq_i = keys.index("sequence_number")
+        self.text_i = keys.index("delta")
+        self.str_i = [i for i, k in enumerate(self.kinds) if k == _STR]
+        # One pattern per run of text and numbers up to a string slot's opening quote (the
+        # string is read by scanstring) and one for the rest, to the end. Once per shape.
+        # (The one number slot is the run's group.)
+        segs: list = []
+        rx, number = re.escape(consts[0]), False
+        for kind, c in zip(self.kinds, consts[1:]):
+            if kind == _SEQ:
+                rx += "(0|[1-9][0-9]*)" + re.escape(c)
+                number = True
+            else:
+                segs.append((re.compile(rx + '"').match, number, kind == _TEXT))
+                rx, number = re.escape(c), False
+        self.segs = segs
+        self.tail = re.compile(rx).fullmatch, number
+
+    def match(self, data: str) -> list | None:
+        """The slots' values (int, decoded text, the raw literal) when `data` has this shape."""
+        vals: list = []
+        pos = 0
+        for rx, number, decoded in self.segs:
+            m = rx(data, pos)
+            if m is None:
+                return None
+            if number:
+                vals.append(int(m.group(1)))
+            start = m.end()
+            try:
+                v, pos = scanstring(data, start)
+            except ValueError:
+                return None
+            vals.append(v if decoded else data[start - 1:pos])
+        rx, number = self.tail
+        m = rx(data, pos)
+        if m is None:
+            return None
+        if number:
+            vals.append(int(m.group(1)))
+        return vals
+
+    def event_obj(self, vals: list) -> dict:
+        """The event `match` read, as json.loads would give it."""
+        obj = dict(self.obj)
+        for key, kind, v in zip(self.keys, self.kinds, vals):
+            obj[key] = json.loads(v) if kind == _STR else v
+        return obj
+
+
+def _learn(ev: Event, obj: dict) -> _Shape | None:
+    """The shape of a fully parsed output_text.delta event, or None when it has none we use."""
+    data = ev.data
+    assert data is not None
+    seq, text, u = obj.get("sequence_number"), obj.get("delta"), obj.get("output_index")
+    if (type(seq) is not int or seq < 0 or not isinstance(text, str) or type(u) is not int
+            or any(v for v in obj.values() if isinstance(v, (dict, list)))):
+        return None   # only flat events (`logprobs: []`): every key the pattern finds is top level
+    spans: list = []
+    for m in _SLOT_KEY.finditer(data):
+        key, pos = m.group(1), m.end()
+        v = obj.get(key)
+        if _SLOTS[key] == _SEQ:
+            n = _INT.match(data, pos)
+            if n is None or int(n.group()) != v:
+                return None
+            spans.append((pos, n.end(), key))
+        elif isinstance(v, str) and data[pos:pos + 1] == '"':
+            got, end = scanstring(data, pos + 1)
+            if got != v:
+                return None
+            spans.append((pos, end, key))
+        else:
+            return None
+    keys = [k for _, _, k in spans]
+    if keys != [k for k in obj if k in _SLOTS] or "sequence_number" not in keys or "delta" not in keys:
+        return None   # each slot exactly once, in the order the parsed event has its keys
+    consts = [data[:spans[0][0]]]
+    consts += [data[a[1]:b[0]] for a, b in zip(spans, spans[1:])]
+    consts.append(data[spans[-1][1]:])
+    shape = _Shape(ev.event, consts, keys, obj)
+    # The probe: other values in the slots must read back as exactly those values.
+    probe_vals = [seq + 1 if k == _SEQ else text + "\x01" if k == _TEXT else encode_basestring(obj[key] + "\x01")
+                  for k, key in zip(shape.kinds, keys)]
+    parts = [consts[0]]
+    for k, v, c in zip(shape.kinds, probe_vals, consts[1:]):
+        parts.append(str(v) if k == _SEQ else encode_basestring(v) if k == _TEXT else v)
+        parts.append(c)
+    probe = "".join(parts)
+    if shape.match(probe) != probe_vals or json.loads(probe) != shape.event_obj(probe_vals):
+        return None
+    return shape
+
+
+def _template(ev: dict) -> tuple[str, ...]:
+    """dumps(ev) cut where the values of its slot keys go (in its key order)."""
+    out: list[str] = []
+    cur = "{"
+    for n, (k, v) in enumerate(ev.items()):
+        cur += ("," if n else "") + encode_basestring(k) + ":"
+        if k in _SLOTS:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += _dumps(v)
+    out.append(cur + "}")
+    return tuple(out)
+
+
+def _fill(tpl: tuple, vals: list) -> str:
+    parts = [tpl[0]]
+    for v, c in zip(vals, tpl[1:]):
+        parts.append(v)
+        parts.append(c)
+    return "".join(parts)
+
+
 class StreamRewriter(_Owner):
     """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
 
@@ -547,6 +744,8 @@ class StreamRewriter(_Owner):
         self.event_lines = False
         self.eol = b"\n"
         self._batch: list = []
+        self._shape: _Shape | None = None  # of the last output_text.delta parsed in full
+        self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
 
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
@@ -559,6 +758,18 @@ class StreamRewriter(_Owner):
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:
             return [ev.raw]
+        learn = True
+        shape = self._shape
+        if shape is not None and ev.event == shape.event:
+            vals = shape.match(ev.data)
+            if vals is None:
+                self._misses += 1
+            else:
+                self._hits += 1
+                out = self._fast(ev, shape, vals)
+                if out is not None:
+                    return out
+                learn = False
         if ev.data.strip() == "[DONE]":
             return self._flush() + [ev.raw]
         try:
@@ -570,9 +781,97 @@ class StreamRewriter(_Owner):
             return [ev.raw]
         self.event_lines = ev.event is not None
         self.eol = ev.eol
+        if learn and obj["type"] == "response.output_text.delta":
+            # A server whose deltas differ in more than the slots is not learned from for long.
+            self._shape = _learn(ev, obj) if self._misses < 16 or self._misses * 4 < self._hits else None
         self._batch = []
         self._dispatch(obj, (ev, obj))
         return self._send(obj.get("sequence_number"))
+
+    def _fast(self, ev: Event, shape: _Shape, vals: list) -> list[bytes] | None:
+        """An output_text.delta shaped like the last one: `_dispatch` without the JSON parse.
+        Its text is fed to the splitter once; one answer or reasoning piece goes out from a
+        template (or as the original bytes, when nothing changes), anything else takes the
+        full path with the pieces. None (before anything is fed): take the full path."""
+        m = self.active.get(shape.u)
+        p = m.part if m is not None else None
+        last = self.last
+        if p is None or p.splitter is None or last is None:
+            return None
+        seq, text = vals[shape.seq_i], vals[shape.text_i]
+        self.event_lines = ev.event is not None
+        self.eol = ev.eol
+        pieces = p.splitter.feed(text) if text else []
+        p.fed = p.fed or bool(text)
+        cur = m.cur   # type: ignore[union-attr]
+        if len(pieces) == 1:
+            kind, value = pieces[0]
+            if kind == CONTENT and type(cur) is _Seg and cur.dpart is not None and cur.dpart.upart is p:
+                dp = cur.dpart
+                dp.text.add(value)
+                n = self._number(seq, last, True)
+                tpl = dp.tpl
+                if tpl is None or tpl[0] is not shape:
+                    tpl = dp.tpl = self._delta_template(shape, cur, dp)
+                if tpl[2] and n == seq and value == text:
+                    return [ev.raw]    # as it came: the original bytes
+                out = list(vals)
+                out[shape.seq_i] = str(n)
+                out[shape.text_i] = encode_basestring(value)
+                for i in shape.str_i:   # a raw literal is its own dumps unless it has escapes
+                    if "\\" in out[i]:
+                        out[i] = encode_basestring(json.loads(out[i]))
+                self.dirty = True
+                return [self._frame("response.output_text.delta", _fill(tpl[1], out))]
+            if kind == REASONING and type(cur) is _Reason:
+                cur.text.add(value)
+                tpl = cur.tpl
+                if tpl is None:
+                    tpl = cur.tpl = self._reason_templates(cur)
+                lit = encode_basestring(value)
+                frames = []
+                for type_, t in tpl:
+                    n = self._number(seq, last, False)
+                    last = n
+                    frames.append(self._frame(type_, _fill(t, [str(n), lit])))
+                self.dirty = True
+                return frames
+        obj = shape.event_obj(vals)
+        self._batch = []
+        m.pieces(pieces, obj, (ev, obj))   # type: ignore[union-attr]
+        return self._send(seq)
+
+    def _number(self, seq: int, last: int, own: bool) -> int:
+        """The number `_send` gives one event: its own (own=True) or the next free one."""
+        n = seq + self.offset if own and seq + self.offset > last else last + 1
+        self.last = n
+        if n - seq > self.offset:
+            self.offset = n - seq
+        return n
+
+    def _delta_template(self, shape: _Shape, seg: _Seg, dp: _DPart) -> tuple:
+        ev = dict(shape.obj, output_index=seg.d, content_index=dp.dc)
+        if seg.id is not None and "item_id" in ev:
+            ev["item_id"] = seg.id
+        return shape, _template(ev), ev == shape.obj
+
+    def _reason_templates(self, r: _Reason) -> tuple:
+        """(type, template) of the events `_reason_delta` sends for a piece of text."""
+        mode = self.mode
+        evs = []
+        if mode.summary:
+            evs.append(_ev("response.reasoning_summary_text.delta", item_id=r.id, output_index=r.d,
+                           summary_index=0, delta=""))
+        if mode.content:
+            evs.append(_ev("response.reasoning_text.delta", item_id=r.id, output_index=r.d,
+                           content_index=0, delta=""))
+        return tuple((e["type"], _template(e)) for e in evs)
+
+    def _frame(self, type_: str, data: str) -> bytes:
+        """sse.encode for compact JSON (it has no line breaks)."""
+        e = "\n" if self.eol == b"\n" else self.eol.decode()
+        head = f"event: {type_}{e}data: " if self.event_lines else "data: "
+        return f"{head}{data}{e}{e}".encode("utf-8", "surrogateescape")
 
     def _dispatch(self, obj: dict, src: tuple) -> None:
         t = obj["type"]
@@ -590,13 +889,17 @@ class StreamRewriter(_Owner):
         if t == "response.output_item.added" and isinstance(u, int) and isinstance(obj.get("item"), dict):
             self._added(u, obj, src)
             return
-        m = self.active.get(u) if isinstance(u, int) else None
+        m = self.active.get(u) if type(u) is int else None
         if m is None:
-            if u in self.map:
+            if type(u) is int and u in self.map:
                 self.emit(dict(obj, output_index=self.map[u]), src)
             else:
                 self.emit(dict(obj), src)
             return
+        c = obj.get("content_index")
+        if c is not None and type(c) is not int:
+            # Raised before any text is fed, so failing open loses and repeats nothing.
+            raise TypeError(f"{t}: content_index {c!r} is not a number")
         if t == "response.output_text.delta":
             m.delta(obj, src)
         elif t == "response.content_part.added":
@@ -663,11 +966,14 @@ class StreamRewriter(_Owner):
         insertions caused) where they can; inserted ones take the next free number."""
         batch, self._batch = self._batch, []
         prev = self.last
+        offset = self.offset
         out: list[bytes] = []
+        e = "\n" if self.eol == b"\n" else self.eol.decode()
+        lines = self.event_lines
         for ev, src in batch:
             if "sequence_number" in ev:
                 s0 = src[1].get("sequence_number") if src is not None else None
-                want = s0 + self.offset if isinstance(s0, int) and not isinstance(s0, bool) else None
+                want = s0 + offset if isinstance(s0, int) and not isinstance(s0, bool) else None
                 if want is not None:
                     prev = want if prev is None else max(prev + 1, want)
                     ev["sequence_number"] = prev
@@ -680,7 +986,9 @@ class StreamRewriter(_Owner):
                 out.append(src[0].raw)
                 continue
             self.dirty = True
-            out.append(encode(dumps(ev), ev["type"] if self.event_lines else None, self.eol))
+            data = _dumps(ev)   # compact JSON has no line breaks: one data line (as sse.encode)
+            out.append((f"event: {ev['type']}{e}data: {data}{e}{e}" if lines else f"data: {data}{e}{e}")
+                       .encode("utf-8", "surrogateescape"))
         if isinstance(seq, int) and prev is not None:
             self.offset = max(self.offset, prev - seq)
         self.last = prev

@@ -624,3 +624,18 @@ def test_zz_figures():
     """Prints what this module tried (run with -s); last in the file, so after the rest."""
     for name, k in sorted(FIGURES.items()):
         print(f"\nfuzz figure: {name}: {k}")
+
+
+@pytest.mark.parametrize("surface", sorted(SURFACES))
+def test_a_10_mb_single_event_is_rewritten_whole_in_4k_reads(surface):
+    """One delta of 10 MB (a model dumping a huge block at once), read 4 KiB at a time."""
+    reasoning, answer = "r" * (5 << 20), "a" * (5 << 20)
+    wire = b"".join(encode_events(surface, model_objs(surface, [f"<think>{reasoning}</think>{answer}"])))
+    assert len(wire) > 10 << 20
+    start = time.process_time()
+    out, driver = run_driver(surface, rechunk(wire, [4096]))
+    elapsed = time.process_time() - start
+    assert driver.failure is None
+    got = "".join(t for _, t in text_sequence(surface, out))
+    assert got.count("r") == len(reasoning) and got.count("a") == len(answer) and "<think>" not in got
+    assert elapsed < 20, f"{elapsed:.1f} s of CPU for one 10 MB event"

@@ -194,3 +194,23 @@ def test_deflate_cut_after_one_byte_gives_nothing_and_no_error():
     d = decoder_for("deflate")
     assert d.decompress(b"x") == b""
     assert d.flush() == b""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"data: x", b"data: {\"a\": 1}", b"event: e", b": c", b"", b"id: 1",
+                                 b"data:", "data: é".encode(), b"\r"]), max_size=20),
+       st.lists(st.integers(1, 9), min_size=1, max_size=5))
+def test_whole_event_reads_frame_like_any_other_chunking(lines, sizes):
+    """After the first event, a read of whole LF events takes a shortcut: same events."""
+    first = b"data: first\n\n"
+    rest = b"\n".join(lines) + b"\n\n"
+    whole = parse_all([first, rest])
+    pieces = parse_all([first] + rechunk(rest, sizes))
+    assert [(e.raw, e.event, e.data) for e in whole] == [(e.raw, e.event, e.data) for e in pieces]
+
+
+def test_whole_event_read_shortcut_is_taken():
+    p = SSEParser()
+    p.feed(b"data: 1\n\n")
+    evs = p.feed(b"event: e\ndata: 2\n\ndata: 3\n\n")
+    assert [(e.raw, e.event, e.data) for e in evs] == [(b"event: e\ndata: 2\n\n", "e", "2"), (b"data: 3\n\n", None, "3")]

@@ -42,6 +42,16 @@ class SSEParser:
 
     def feed(self, data: bytes, final: bool = False) -> list[Event]:
         tail = self._tail
+        if (not tail and not self._raw and not self._lines and self._bom_checked and not final
+                and data[-2:] == b"\n\n" and b"\r" not in data):
+            # The common read: whole LF-framed events and nothing pending. When no block starts
+            # or ends with a line end, blank lines are exactly the "\n\n" separators: same events.
+            blocks = data[:-2].split(b"\n\n")
+            for block in blocks:
+                if not block or block[0] == 10 or block[-1] == 10:
+                    break
+            else:
+                return [_make_event(block + b"\n\n", block.split(b"\n"), b"\n", self) for block in blocks]
         if not final and (not data or (tail and not tail[-1].endswith(b"\r")
                                        and b"\n" not in data and b"\r" not in data)):
             if data:
@@ -108,6 +118,8 @@ class SSEParser:
 
 
 def _make_event(raw: bytes, lines: list[bytes], eol: bytes, parser: SSEParser) -> Event:
+    if len(lines) == 1 and parser._bom_checked and lines[0][:6] == b"data: ":  # the usual event
+        return Event(raw, None, lines[0][6:].decode("utf-8", "surrogateescape"), eol)
     name: str | None = None
     data: list[str] = []
     for line in lines:

@@ -215,7 +215,8 @@ def test_many_partial_prefixes_are_linear_and_kept():
 
 # -- properties ---------------------------------------------------------------------------
 tags = st.sampled_from(["<think>", "</think>", "<thinking>", "</thinking>", "<thought>", "</thought>", "<thi", "</"])
-words = st.sampled_from(["a", "b c", " ", "\n", "\n\n", "```", "`", "é", "𝄞", "x\u0301", "<", ">", "think"])
+words = st.sampled_from(["a", "b c", " ", "\n", "\n\n", "\r", "\r\n", "\t", "```", "`", "é", "𝄞", "x\u0301",
+                         "<", ">", "think"])
 texts = st.lists(st.one_of(tags, words), max_size=30).map("".join)
 
 
@@ -276,3 +277,8 @@ def test_removing_the_tags_gives_the_pieces_back():
 def test_rules_need_at_least_one_pair():
     with pytest.raises(ValueError):
         Rules(())
+
+
+def test_a_carriage_return_alone_does_not_make_a_line_start():
+    # "\r" is whitespace (the start boundary holds) but not a line end: after "x" a tag is mid-line.
+    assert stream(["\r", "x", " <think>y"]) == stream(["\rx <think>y"]) == [(CONTENT, "\rx <think>y")]

@@ -162,7 +162,13 @@ class Splitter:
             elif not self._at_start:
                 plain = self.rules._plain_re if self._seen_tag else self.rules._plain_any_re
                 if plain.search(text) is None:
-                    self._observe(text, 0, len(text))
+                    # What _observe does for text with no line end and no backtick.
+                    if self._boundary and text.strip(_WS):
+                        self._boundary = False
+                    if self._line_blank and text.strip(_HSPACE):
+                        self._line_blank = False
+                    if len(self._line_head) < 8:
+                        self._line_head = (self._line_head + text)[:8]
                     return [(CONTENT, text)]
         elif self._ws_hold and not text.strip(_WS):
             self._ws_more.append(text)

@@ -284,3 +284,11 @@ def test_addon_reports_a_stream_whose_client_disconnected():
         f.error = mflow.Error("client disconnected")
         tw.error(f)
         assert f.marked == MARK_REWRITTEN and "stream ended early (client disconnected)" in f.comment
+
+
+def test_addon_freezes_start_up_objects_once_running(monkeypatch):
+    import gc
+    calls = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append(1))
+    ThinkWire().running()
+    assert calls == [1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 from mitmproxy import ctx, exceptions, http
@@ -30,6 +31,13 @@ class ThinkWire:
         for o in OPTIONS:
             loader.add_option(o.name, str, env_default(o), f"{o.help}. Env: {o.env}.")
         contentview.register()  # [inspect] the "thinkwire" and "thinkwire upstream" views
+
+    def running(self) -> None:
+        # Everything mitmproxy built at start-up lives as long as the process: move it out of
+        # the cyclic collector's view, so the full collections that streaming traffic triggers
+        # scan only what traffic made. (Measured: full-collection pauses of ~30 ms were the
+        # proxy's worst per-event delays.)
+        gc.freeze()
 
     def configure(self, updated: set[str]) -> None:
         if self.sealer is None or "confdir" in updated:

@@ -10,18 +10,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import queue
 import re
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
+
+from thinkwire.process import LISTENING, ToolProcess, child_env, tool
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDON = ROOT / "addon" / "think.py"
@@ -148,76 +147,27 @@ class Upstream:
         self.server.server_close()
 
 
-class Proxy:
+class Proxy(ToolProcess):
     """A real `mitmdump -s addon/think.py` in reverse mode in front of `upstream_url`."""
 
     def __init__(self, upstream_url: str, confdir: Path, options: dict[str, str] | None = None,
                  env: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
-        args = [str(Path(sys.executable).with_name("mitmdump")),
-                "--mode", f"reverse:{upstream_url}", "--listen-host", "127.0.0.1",
-                "--set", "listen_port=0", "--set", f"confdir={confdir}",
-                "-s", str(ADDON)]
+        args = [tool("mitmdump"), "--mode", f"reverse:{upstream_url}", "--listen-host", "127.0.0.1",
+                "--set", "listen_port=0", "--set", f"confdir={confdir}", "-s", str(ADDON)]
         for k, v in (options or {}).items():
             args += ["--set", f"{k}={v}"]
-        args += extra_args or []
-        e = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
-        e.update(env or {})
-        e["PYTHONUNBUFFERED"] = "1"
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e)
-        self.lines: list[str] = []
-        self._q: queue.Queue = queue.Queue()
-        threading.Thread(target=self._drain, daemon=True).start()
-        self.port = self._wait_port()
+        super().__init__(args + (extra_args or []), child_env(env))
+        self.port = int(self.wait_for(LISTENING, timeout=30).group(1))
         self.url = f"http://127.0.0.1:{self.port}"
-
-    def _drain(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.lines.append(line)
-            self._q.put(line)
-        self._q.put(None)
-
-    def _wait_port(self, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._q.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise RuntimeError("mitmdump exited:\n" + "\n".join(self.lines))
-            m = re.search(r"listening at 127\.0\.0\.1:(\d+)", line)
-            if m:
-                return int(m.group(1))
-        self.stop()
-        raise RuntimeError("mitmdump did not start:\n" + "\n".join(self.lines))
-
-    def log(self) -> str:
-        return "\n".join(self.lines)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def start_fails(options: dict[str, str], confdir: Path, env: dict[str, str] | None = None) -> str:
     """Start mitmdump with options expected to be refused; return its output."""
-    args = [str(Path(sys.executable).with_name("mitmdump")), "--listen-host", "127.0.0.1",
+    args = [tool("mitmdump"), "--listen-host", "127.0.0.1",
             "--set", "listen_port=0", "--set", f"confdir={confdir}", "-s", str(ADDON)]
     for k, v in options.items():
         args += ["--set", f"{k}={v}"]
-    e = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
-    e.update(env or {})
-    p = subprocess.run(args, capture_output=True, timeout=60, env=e)
+    p = subprocess.run(args, capture_output=True, timeout=60, env=child_env(env))
     return (p.stdout + p.stderr).decode("utf-8", "replace") + f"\n[exit {p.returncode}]"
 
 

@@ -15,16 +15,13 @@ from __future__ import annotations
 import base64
 import json
 import os
-import queue
 import re
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -35,6 +32,7 @@ from wsproto.events import (AcceptConnection, CloseConnection, Message, Ping, Re
                             TextMessage)
 
 from harness import ADDON, ROOT, post, sse, sse_reply
+from thinkwire.process import LISTENING, ToolProcess, tool
 
 pytestmark = pytest.mark.e2e
 
@@ -55,59 +53,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Mitmweb:
+class Mitmweb(ToolProcess):
     def __init__(self, upstream: str, confdir: Path, password: str) -> None:
         self.web_port = free_port()
-        args = [str(Path(sys.executable).with_name("mitmweb")),
-                "--mode", f"reverse:{upstream}", "--listen-host", "127.0.0.1",
-                "--set", "listen_port=0", "--set", "web_host=127.0.0.1",
-                "--set", f"web_port={self.web_port}", "--set", "web_open_browser=false",
-                "--set", f"web_password={password}", "--set", f"confdir={confdir}",
-                "-s", str(ADDON)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
-        env["PYTHONUNBUFFERED"] = "1"
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        self.lines: list[str] = []
-        q: queue.Queue = queue.Queue()
-
-        def drain():
-            for raw in self.proc.stdout:
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                self.lines.append(line)
-                q.put(line)
-            q.put(None)
-        threading.Thread(target=drain, daemon=True).start()
+        super().__init__([tool("mitmweb"), "--mode", f"reverse:{upstream}", "--listen-host", "127.0.0.1",
+                          "--set", "listen_port=0", "--set", "web_host=127.0.0.1",
+                          "--set", f"web_port={self.web_port}", "--set", "web_open_browser=false",
+                          "--set", f"web_password={password}", "--set", f"confdir={confdir}",
+                          "-s", str(ADDON)])
         self.port = None
         web_up = False
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and not (self.port and web_up):
-            try:
-                line = q.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise RuntimeError("mitmweb exited:\n" + self.log())
-            if m := re.search(r"listening at 127\.0\.0\.1:(\d+)", line):
+        while not (self.port and web_up):  # the proxy and the web server say so, in either order
+            m = self.wait_for(f"{LISTENING}|(Web server listening)", timeout=40)
+            if m.group(1):
                 self.port = int(m.group(1))
-            if "Web server listening" in line:
+            else:
                 web_up = True
-        if not (self.port and web_up):
-            self.stop()
-            raise RuntimeError("mitmweb did not start:\n" + self.log())
         self.url = f"http://127.0.0.1:{self.port}"
         self.web = f"http://127.0.0.1:{self.web_port}"
-
-    def log(self) -> str:
-        return "\n".join(self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 class CDP:

@@ -5,7 +5,7 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from thinkwire.splitter import CONTENT, END, REASONING, Rules, Splitter, TagPair, merge, split_text
+from thinkwire.splitter import CONTENT, END, REASONING, Rules, Split, Splitter, TagPair, merge, split_text
 
 THINK = TagPair("<think>", "</think>")
 PAIRS = (THINK, TagPair("<thinking>", "</thinking>"), TagPair("<reasoning>", "</reasoning>"),
@@ -24,18 +24,8 @@ def stream(text_chunks, rules=RULES):
 
 def result(pieces):
     """(reasoning blocks, content) from pieces."""
-    blocks, cur, content, open_ = [], [], [], False
-    for kind, v in pieces:
-        if kind == REASONING:
-            cur.append(v)
-            open_ = True
-        elif kind == END:
-            if open_:
-                blocks.append("".join(cur))
-            cur, open_ = [], False
-        else:
-            content.append(v)
-    return blocks, "".join(content)
+    s = Split(merge(pieces))
+    return s.reasoning, s.content
 
 
 def whole(text, rules=RULES):

@@ -22,11 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -36,6 +34,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
+
+from .process import LISTENING, ToolProcess, tool
 
 MODEL = "demo-reasoner"
 PLAIN = ("<think>The user asks for the capital of France. That is Paris; "
@@ -257,50 +257,20 @@ ROOT = Path(__file__).resolve().parents[2]
 ADDON = ROOT / "addon" / "think.py"
 
 
-class Mitmdump:
+class Mitmdump(ToolProcess):
     """`mitmdump -s addon/think.py` in reverse mode on a free loopback port, saving flows."""
 
     def __init__(self, upstream: str, save: Path, confdir: Path) -> None:
-        exe = shutil.which("mitmdump", path=str(Path(sys.executable).parent)) or shutil.which("mitmdump")
-        if not exe:
+        exe = tool("mitmdump")
+        if not os.path.exists(exe):
             raise SystemExit("mitmdump not found: run ./scripts/demo (it installs mitmproxy)")
-        args = [exe, "--mode", f"reverse:{upstream}", "--listen-host", "127.0.0.1",
-                "--set", "listen_port=0", "--set", f"confdir={confdir}", "-w", str(save),
-                "-s", str(ADDON)]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        self.lines: list[str] = []
-        self._q: queue.Queue = queue.Queue()
-        threading.Thread(target=self._drain, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                line = self._q.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                line = ""
-            if line is None or time.monotonic() > deadline:
-                self.stop()
-                raise SystemExit("mitmdump did not start:\n" + "\n".join(self.lines))
-            if m := re.search(r"listening at 127\.0\.0\.1:(\d+)", line or ""):
-                self.url = f"http://127.0.0.1:{m.group(1)}"
-                return
-
-    def _drain(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.lines.append(line)
-            self._q.put(line)
-        self._q.put(None)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().__init__([exe, "--mode", f"reverse:{upstream}", "--listen-host", "127.0.0.1",
+                          "--set", "listen_port=0", "--set", f"confdir={confdir}", "-w", str(save),
+                          "-s", str(ADDON)], env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        try:
+            self.url = f"http://127.0.0.1:{self.wait_for(LISTENING, timeout=30).group(1)}"
+        except RuntimeError as e:
+            raise SystemExit(str(e)) from None
 
 
 # == the clients ==========================================================================================

@@ -1,2 +1,17 @@
-"""The API surfaces. Each module has: NAME, matches(path), looks_like(obj),
-rewrite_body(data, ctx) -> bytes | None, and StreamRewriter(ctx)."""
+"""The API surfaces. Each module has: NAME, SHAPE, matches(path), looks_like(obj),
+rewrite_body(data, ctx) -> bytes | None, StreamRewriter(ctx), and restore_request(data, ctx)."""
+
+from __future__ import annotations
+
+import json
+
+
+def request_list(data: bytes, key: str) -> tuple[dict, list] | None:
+    """A request body as a dict and its list under `key` (`messages`, `input`), or None when it
+    is not JSON of that shape: such a request goes upstream as it came."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return (obj, value) if isinstance(value, list) else None

@@ -13,6 +13,7 @@ from json.decoder import scanstring
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
+from . import request_list
 from ..sse import Event, dumps, encode
 
 NAME = "chat"
@@ -301,13 +302,10 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     mode = ctx.settings.chat_restore
     if mode == "keep":
         return None
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    found = request_list(data, "messages")
+    if found is None:
         return None
-    messages = obj.get("messages") if isinstance(obj, dict) else None
-    if not isinstance(messages, list):
-        return None
+    obj, messages = found
     pair = ctx.rules().pairs[0]
     changed = 0
     for m in messages:

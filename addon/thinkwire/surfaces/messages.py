@@ -26,6 +26,7 @@ from json.decoder import scanstring
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
+from . import request_list
 from ..sse import Event, dumps, encode
 
 NAME = "messages"
@@ -452,13 +453,10 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     how = ctx.settings.restore
     if how == "keep":
         return None
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    found = request_list(data, "messages")
+    if found is None:
         return None
-    msgs = obj.get("messages") if isinstance(obj, dict) else None
-    if not isinstance(msgs, list):
-        return None
+    obj, msgs = found
     restored = 0
     for m in msgs:
         if not (isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), list)):

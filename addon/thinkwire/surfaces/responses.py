@@ -43,6 +43,7 @@ from json.encoder import encode_basestring
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter, TagPair
+from . import request_list
 from ..sse import Event, dumps
 
 
@@ -1044,13 +1045,10 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     how = ctx.settings.restore
     if how == "keep":
         return None
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    found = request_list(data, "input")
+    if found is None:
         return None
-    items = obj.get("input") if isinstance(obj, dict) else None
-    if not isinstance(items, list):
-        return None
+    obj, items = found
     ours = [_ours_item(it, ctx) for it in items]
     restored = sum(o is not None for o in ours)
     if not restored:

@@ -588,3 +588,13 @@ def test_restore_counts_an_assistant_message_with_empty_reasoning_fields():
     msg = {"role": "assistant", "content": "hi", "reasoning_content": ""}
     out = json.loads(chat.restore_request(chat_request(msg), make_ctx(chat_restore="inline")))
     assert out["messages"][0] == {"role": "assistant", "content": "hi"}
+
+
+def test_deltas_that_carry_null_native_reasoning_keys_get_their_reasoning():
+    # SGLang-style chunks: every delta has "reasoning_content": null (and other null keys).
+    def c(text):
+        return chunk({"role": None, "content": text, "reasoning_content": None, "tool_calls": None})
+    data = sse_bytes(c("<think>"), c("hello"), c(" world"), c("</think>"), c("answer"), c(" more"), "[DONE]")
+    for field in ("reasoning_content", "reasoning"):
+        m = accumulate(run_stream(data, chat_field=field)[0]).choices[0].message
+        assert (m.model_extra[field], m.content) == ("hello world", "answer more")

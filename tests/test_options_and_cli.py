@@ -184,16 +184,6 @@ def test_addon_installs_a_stream_callable_and_fixes_headers():
         tw.error(f)
 
 
-def test_addon_stream_with_unknown_encoding_is_left_alone():
-    tw = ThinkWire()
-    with taddons.context(tw) as tctx:
-        tctx.configure(tw)
-        f = chat_flow("", stream=True)
-        f.response.headers["content-encoding"] = "compress"
-        tw.responseheaders(f)
-        assert not f.response.stream and f.marked == MARK_FELL_BACK
-
-
 def test_addon_bad_option_raises_options_error():
     tw = ThinkWire()
     with taddons.context(tw) as tctx:
@@ -292,3 +282,56 @@ def test_addon_freezes_start_up_objects_once_running(monkeypatch):
     monkeypatch.setattr(gc, "freeze", lambda: calls.append(1))
     ThinkWire().running()
     assert calls == [1]
+
+
+def test_addon_request_nested_past_the_stack_passes_unchanged():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("<think>x</think>hi")
+        f.request.method = "POST"
+        f.request.content = b"[" * 200000
+        tw.request(f)
+        assert f.request.content == b"[" * 200000
+        tw.responseheaders(f)
+        tw.response(f)
+        assert json.loads(f.response.content)["choices"][0]["message"]["reasoning_content"] == "x"
+        assert not tw._requests
+
+
+def test_addon_keeps_streaming_a_stream_it_cannot_decode():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("", stream=True)
+        f.response.headers["content-encoding"] = "compress"
+        tw.responseheaders(f)
+        assert f.response.stream is True and f.marked == MARK_FELL_BACK
+
+
+def test_addon_hooks_never_raise(monkeypatch, caplog):
+    from thinkwire import engine
+    monkeypatch.setattr(engine, "new_context", lambda *a, **k: 1 / 0)
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = chat_flow("<think>x</think>hi")
+        before = f.response.content
+        for hook in (tw.request, tw.responseheaders, tw.response, tw.error):
+            hook(f)
+        assert f.response.content == before
+        assert "hook failed (ZeroDivisionError)" in caplog.text
+
+
+def test_parsed_request_is_kept_only_until_the_response():
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        for status in (200, 400):
+            f = chat_flow("<think>x</think>hi", status=status)
+            f.request.method = "POST"
+            tw.request(f)
+            assert f.id in tw._requests
+            tw.responseheaders(f)
+            tw.response(f)
+            assert f.id not in tw._requests

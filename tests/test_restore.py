@@ -46,9 +46,11 @@ def m_req(*assistant_turns, model="m", **extra):
 
 
 def m_restore(req, sealer=SEALER, **opts):
-    """(restored request or None, ctx)."""
-    ctx = make_ctx(req, sealer, **opts)
-    new = messages.restore_request(json.dumps(req).encode(), ctx)
+    """(restored request or None, ctx). The context gets its own parsed copy, as in the addon
+    (restoring changes that copy in place)."""
+    data = json.dumps(req).encode()
+    ctx = make_ctx(json.loads(data), sealer, **opts)
+    new = messages.restore_request(data, ctx)
     return (json.loads(new) if new is not None else None), ctx
 
 
@@ -205,15 +207,16 @@ def test_messages_keys_and_formatting_of_the_rest_survive_restoring():
     req = m_req([omitted("r"), {"type": "text", "text": "héllo ✓"}], system="sys", stream=True)
     out, _ = m_restore(req)
     assert list(out) == list(req) and out["system"] == "sys"
-    raw = messages.restore_request(json.dumps(req).encode(), make_ctx(req, SEALER))
+    raw = messages.restore_request(json.dumps(req).encode(), make_ctx(json.loads(json.dumps(req)), SEALER))
     assert "héllo ✓".encode() in raw   # non-ASCII goes out as UTF-8, like the servers send it
 
 
 # == Responses ==================================================================================
 def r_restore(items, sealer=SEALER, **opts):
     req = {"model": "qwen3", "input": items, "store": False, "include": ["reasoning.encrypted_content"]}
-    ctx = make_ctx(req, sealer, **opts)
-    new = responses.restore_request(json.dumps(req).encode(), ctx)
+    data = json.dumps(req).encode()
+    ctx = make_ctx(json.loads(data), sealer, **opts)
+    new = responses.restore_request(data, ctx)
     return (json.loads(new)["input"] if new is not None else None), ctx
 
 

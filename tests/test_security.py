@@ -194,3 +194,18 @@ def test_scripts_run_listens_on_loopback_unless_told_otherwise(tmp_path, args, l
     assert len(hosts) == 1, got
     i = got.index(listens[0])
     assert got[i:i + 2] == listens
+
+
+def test_an_empty_key_file_left_by_a_crash_is_replaced(tmp_path, monkeypatch):
+    import os
+    import time
+    from thinkwire import marks
+    monkeypatch.delenv("THINK_SIGNING_KEY", raising=False)
+    key = tmp_path / marks.KEY_FILE
+    key.write_bytes(b"")
+    old = time.time() - 60
+    os.utime(key, (old, old))
+    secret = marks.load_secret(tmp_path)
+    assert secret and key.read_bytes().strip() == secret
+    assert (key.stat().st_mode & 0o777) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == [marks.KEY_FILE]  # no temporary file left

@@ -214,3 +214,9 @@ def test_whole_event_read_shortcut_is_taken():
     p.feed(b"data: 1\n\n")
     evs = p.feed(b"event: e\ndata: 2\n\ndata: 3\n\n")
     assert [(e.raw, e.event, e.data) for e in evs] == [(b"event: e\ndata: 2\n\n", "e", "2"), (b"data: 3\n\n", None, "3")]
+
+
+def test_encode_splits_data_lines_only_at_cr_and_lf():
+    data = "a\u2028b\x0bc\nd\n"
+    ev = parse_all([encode(data)])[0]
+    assert ev.data == data

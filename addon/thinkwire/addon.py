@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 
@@ -18,12 +19,26 @@ log = logging.getLogger(__name__)
 MARK_REWRITTEN = ":brain:"
 MARK_FELL_BACK = ":warning:"
 META = "thinkwire"  # flow.metadata key
+_UNSEEN = object()
+
+
+def _guarded(hook):
+    """A hook that never raises into mitmproxy: on a bug the flow goes on as it is, logged once."""
+    @functools.wraps(hook)
+    def run(self, flow: http.HTTPFlow) -> None:
+        try:
+            hook(self, flow)
+        except Exception as e:
+            log.warning("thinkwire: %s hook failed (%s); the flow goes on unchanged", hook.__name__,
+                        type(e).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
+    return run
 
 
 class ThinkWire:
     def __init__(self) -> None:
         self.settings: Settings | None = None
         self._streams: dict[str, tuple[str, FlowContext]] = {}
+        self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
         self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
 
     # -- options ----------------------------------------------------------------------------
@@ -59,30 +74,38 @@ class ThinkWire:
         return engine.surface_for_path(flow.request.path, self.settings)
 
     def _context(self, flow: http.HTTPFlow) -> FlowContext:
-        request = engine.parse_request(flow.request.get_content(strict=False))
+        # The request as the `request` hook parsed it (once per flow: bodies of long agent
+        # sessions are large); parsed here for flows that did not pass it (replays, GET).
+        request = self._requests.get(flow.id, _UNSEEN)
+        if request is _UNSEEN:
+            request = engine.parse_request(flow.request.get_content(strict=False))
         return engine.new_context(self.settings, request, self.sealer)
 
+    @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
         """The way back: reasoning this proxy made, sent back by the client, is restored."""
         if self.settings is None or flow.request.method != "POST":
             return
         surface = engine.surface_for_path(flow.request.path, self.settings)
-        if surface is None or not hasattr(surface, "restore_request"):
+        if surface is None:
             return
         body = flow.request.get_content(strict=False)
-        if not body:
+        parsed = engine.parse_request(body)
+        self._requests[flow.id] = parsed
+        if parsed is None:
             return
-        fctx = engine.new_context(self.settings, engine.parse_request(body), self.sealer)
+        fctx = engine.new_context(self.settings, parsed, self.sealer)
         try:
             new = surface.restore_request(body, fctx)
         except Exception as e:  # never block a request: it goes upstream as it came
-            log.warning("thinkwire %s: request left unchanged (%s: %s)", surface.NAME, type(e).__name__, e,
+            log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, type(e).__name__,
                         exc_info=log.isEnabledFor(logging.DEBUG))
             return
         if new is not None:
             flow.request.content = new
             flow.metadata[META + "_restored"] = fctx.stats.restored
 
+    @_guarded
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if _recorded(flow):  # [inspect]
             return
@@ -93,7 +116,8 @@ class ThinkWire:
         fctx = self._context(flow)
         try:
             decoder = decoder_for(encoding)
-        except KeyError:
+        except Exception:  # an encoding we cannot decode: stream it on as it comes
+            flow.response.stream = True
             self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported")
             return
         flow.response.stream = engine.stream_driver(surface, fctx, decoder)
@@ -107,7 +131,14 @@ class ThinkWire:
             headers["transfer-encoding"] = "chunked"
         self._streams[flow.id] = (surface.NAME, fctx)
 
+    @_guarded
     def response(self, flow: http.HTTPFlow) -> None:
+        try:
+            self._response(flow)
+        finally:
+            self._requests.pop(flow.id, None)
+
+    def _response(self, flow: http.HTTPFlow) -> None:
         if _recorded(flow):  # [inspect]
             return
         streamed = self._streams.pop(flow.id, None)
@@ -138,7 +169,9 @@ class ThinkWire:
         fctx.tally()
         self._finish(flow, surface.NAME, fctx, None)
 
+    @_guarded
     def error(self, flow: http.HTTPFlow) -> None:
+        self._requests.pop(flow.id, None)
         # A client that stops reading once it has what it needs (Codex closes right after
         # `response.completed`) ends the flow here, not in `response`: report it all the same.
         streamed = self._streams.pop(flow.id, None)

@@ -54,13 +54,13 @@ def _check_surface(surface, data: bytes, kind: str) -> None:
 
 
 def rewrite(data: bytes, surface_name: str, settings: Settings, model: str | None = None,
-            request: dict | None = None) -> bytes:
+            request: dict | None = None, confdir: str | None = None) -> bytes:
     surface = engine.SURFACES[surface_name]
     kind = detect(data)
     _check_surface(surface, data, kind)
     if request is None and model:
         request = {"model": model}
-    ctx = engine.new_context(settings, request, engine.offline_sealer())
+    ctx = engine.new_context(settings, request, engine.offline_sealer(confdir))
     if kind == "json":
         new = surface.rewrite_body(data, ctx)
         return data if new is None else new
@@ -79,7 +79,7 @@ def _cmd_rewrite(args) -> int:
     if args.request:
         with open(args.request, "rb") as f:
             request = engine.parse_request(f.read())
-    out = rewrite(data, args.surface, settings, args.model, request)
+    out = rewrite(data, args.surface, settings, args.model, request, args.confdir)
     sys.stdout.buffer.write(out)
     sys.stdout.flush()
     return 0
@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     rw.add_argument("--surface", required=True, choices=sorted(engine.SURFACES))
     rw.add_argument("--model", help="model name, to pick its tag profile")
     rw.add_argument("--request", metavar="FILE", help="the request body that produced it (for request flags)")
+    rw.add_argument("--confdir", help="mitmproxy confdir holding the proxy's key (default ~/.mitmproxy); "
+                    "THINK_SIGNING_KEY wins when set")
     rw.add_argument("file", nargs="?", help="the saved response; stdin when omitted or '-'")
     rw.set_defaults(func=_cmd_rewrite)
     tg = sub.add_parser("tags", help="print the effective tag sets and profiles")

@@ -31,7 +31,7 @@ def parse_request(body: bytes | None) -> dict | None:
         return None
     try:
         obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON, or nested past the stack
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -52,6 +52,6 @@ def stream_driver(surface: ModuleType, ctx: FlowContext, decoder=None) -> Stream
     return StreamDriver(surface.StreamRewriter(ctx), decoder, on_fail)
 
 
-def offline_sealer() -> LazySealer:
-    """The key the proxy uses by default (THINK_SIGNING_KEY, else ~/.mitmproxy's key file)."""
-    return LazySealer(os.environ.get("MITMPROXY_CONFDIR") or "~/.mitmproxy")
+def offline_sealer(confdir: str | None = None) -> LazySealer:
+    """The key the proxy uses: THINK_SIGNING_KEY, else the key file in its confdir."""
+    return LazySealer(confdir or "~/.mitmproxy")

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import json
 import os
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,8 @@ class Sealer:
         if not isinstance(mark, str) or not mark.startswith(PREFIX):
             return None
         try:
-            raw = base64.urlsafe_b64decode(mark[len(PREFIX):] + "=" * (-len(mark) % 4))
+            body = mark[len(PREFIX):]
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
             if len(raw) < _NONCE + 17:
                 return None
             plain = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], _AAD)  # verifies the tag
@@ -80,19 +82,32 @@ def load_secret(confdir: str | os.PathLike | None) -> bytes:
         return env.encode()
     folder = Path(os.path.expanduser(str(confdir or "~/.mitmproxy")))
     path = folder / KEY_FILE
-    try:
-        return path.read_bytes().strip()
-    except FileNotFoundError:
-        pass
-    folder.mkdir(parents=True, exist_ok=True)
-    secret = base64.b64encode(os.urandom(32))
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another instance created it first: use theirs
-        return path.read_bytes().strip()
-    with os.fdopen(fd, "wb") as f:
-        f.write(secret + b"\n")
-    return secret
+    for _ in range(50):
+        try:
+            secret = path.read_bytes().strip()
+        except FileNotFoundError:
+            secret = b""
+        if secret:
+            return secret
+        if path.exists():  # being written by another instance, or left empty by a crash
+            if time.time() - path.stat().st_mtime > 5:
+                path.unlink(missing_ok=True)
+            time.sleep(0.1)
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        # Write a private temporary file, then link it into place: the key file appears whole
+        # or not at all, and the first instance to link it wins.
+        tmp = folder / f".{KEY_FILE}.{os.getpid()}.{os.urandom(4).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(base64.b64encode(os.urandom(32)) + b"\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    raise OSError(f"cannot read or create the signing key {path}")
 
 
 class LazySealer:

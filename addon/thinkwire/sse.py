@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+_LINES = re.compile("\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -146,8 +147,8 @@ def encode(data: str, event: str | None = None, eol: bytes = b"\n") -> bytes:
     """One SSE event: optional `event:` line, `data:` line(s), blank line."""
     e = eol.decode()
     head = f"event: {event}{e}" if event is not None else ""
-    if "\n" in data or "\r" in data:
-        body = "".join(f"data: {ln}{e}" for ln in data.splitlines())
+    if "\n" in data or "\r" in data:  # SSE lines end at CR or LF only (str.splitlines knows more)
+        body = "".join(f"data: {ln}{e}" for ln in _LINES.split(data))
     else:
         body = f"data: {data}{e}"
     return (head + body + e).encode("utf-8", "surrogateescape")

@@ -15,7 +15,8 @@ import yaml
 
 from .splitter import TagPair
 
-SHIPPED = Path(__file__).resolve().parent.parent.parent / "tagsets.yaml"
+# The repository's tagsets.yaml; the package holds a link to it, which a wheel carries as a copy.
+SHIPPED = Path(__file__).parent / "tagsets.yaml"
 
 _TOP_KEYS = {"default", "profiles"}
 _DEFAULT_KEYS = {"pairs", "starts_inside"}

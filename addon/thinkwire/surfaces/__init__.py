@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 
-def request_list(data: bytes, key: str) -> tuple[dict, list] | None:
-    """A request body as a dict and its list under `key` (`messages`, `input`), or None when it
-    is not JSON of that shape: such a request goes upstream as it came."""
+def request_list(data: bytes, key: str, parsed: dict | None = None) -> tuple[dict, list] | None:
+    """A request body as a dict (`parsed`, when the caller already has it) and its list under
+    `key` (`messages`, `input`), or None when it is not JSON of that shape: such a request goes
+    upstream as it came."""
     try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        obj = parsed if parsed is not None else json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     value = obj.get(key) if isinstance(obj, dict) else None
     return (obj, value) if isinstance(value, list) else None

@@ -281,8 +281,10 @@ def _learn_shape(data: str, obj: dict) -> tuple[str, str, int] | None:
         return None
     ch = choices[0]
     delta, idx = ch.get("delta"), ch.get("index", 0)
+    # Any native reasoning key, even null, rules the shape out: a spliced reasoning value
+    # would come before it, and parsers keep the last of two equal keys.
     if (not isinstance(delta, dict) or not isinstance(delta.get("content"), str) or not isinstance(idx, int)
-            or ch.get("finish_reason") is not None or "message" in ch or _has_native(delta)):
+            or ch.get("finish_reason") is not None or "message" in ch or any(k in delta for k in _NATIVE)):
         return None
     content = delta["content"]
     for m in reversed(list(_CONTENT_KEY.finditer(data))):
@@ -302,7 +304,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     mode = ctx.settings.chat_restore
     if mode == "keep":
         return None
-    found = request_list(data, "messages")
+    found = request_list(data, "messages", ctx.request)
     if found is None:
         return None
     obj, messages = found

@@ -453,7 +453,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     how = ctx.settings.restore
     if how == "keep":
         return None
-    found = request_list(data, "messages")
+    found = request_list(data, "messages", ctx.request)
     if found is None:
         return None
     obj, msgs = found

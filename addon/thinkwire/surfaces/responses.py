@@ -900,7 +900,7 @@ class StreamRewriter(_Owner):
         c = obj.get("content_index")
         if c is not None and type(c) is not int:
             # Raised before any text is fed, so failing open loses and repeats nothing.
-            raise TypeError(f"{t}: content_index {c!r} is not a number")
+            raise TypeError(f"{t}: content_index is a {type(c).__name__}, not a number")  # no body text
         if t == "response.output_text.delta":
             m.delta(obj, src)
         elif t == "response.content_part.added":
@@ -1045,7 +1045,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     how = ctx.settings.restore
     if how == "keep":
         return None
-    found = request_list(data, "input")
+    found = request_list(data, "input", ctx.request)
     if found is None:
         return None
     obj, items = found

@@ -14,6 +14,7 @@ from thinkwire import engine
 from thinkwire.marks import Sealer
 from thinkwire.sse import SSEParser
 from thinkwire.surfaces import responses
+import thinkwire.sse as sse_mod
 
 MODEL = "qwen3"
 RESP = {"id": "resp_1", "object": "response", "created_at": 1, "model": MODEL, "status": "in_progress",
@@ -1127,14 +1128,14 @@ def test_text_is_held_once_and_comes_back_whole():
 def test_dumps_falls_back_to_the_json_encoder(monkeypatch):
     import json.encoder as enc
     monkeypatch.setattr(enc, "c_make_encoder", None)
-    assert responses._make_dumps()({"a": "é"}) == '{"a":"é"}'
+    assert sse_mod._make_dumps()({"a": "é"}) == '{"a":"é"}'
     made = []
 
     def other(*args):   # an encoder that reads its arguments otherwise: each one says something else
         made.append(args)
         return lambda o, level, n=len(made): [str(n)]
     monkeypatch.setattr(enc, "c_make_encoder", other)
-    assert responses._make_dumps().__func__ is json.JSONEncoder.encode
+    assert sse_mod._make_dumps().__func__ is json.JSONEncoder.encode
 
 
 @pytest.mark.parametrize("content", [[{"type": "reasoning_text", "text": ""}], None])

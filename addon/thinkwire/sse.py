@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import encode_basestring
 from dataclasses import dataclass
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -138,9 +139,22 @@ def _make_event(raw: bytes, lines: list[bytes], eol: bytes, parser: SSEParser) -
     return Event(raw, name, "\n".join(data) if data else None, eol)
 
 
-def dumps(obj: object) -> str:
-    """Compact JSON, non-ASCII kept as is (what model servers send)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+def _make_dumps():
+    """Compact JSON, non-ASCII kept as is (what model servers send), with its encoder made once:
+    json.dumps builds a JSONEncoder per call, and JSONEncoder.encode a C encoder per call."""
+    enc = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    try:
+        c = make(None, enc.default, encode_basestring, None, ":", ",", False, False, True)  # type: ignore[misc]
+        probe = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {}}
+        if "".join(c(probe, 0)) != enc.encode(probe):
+            raise ValueError
+    except Exception:  # a Python without the C encoder, or with another one
+        return enc.encode
+    return lambda obj: "".join(c(obj, 0))
+
+
+dumps = _make_dumps()
 
 
 def encode(data: str, event: str | None = None, eol: bytes = b"\n") -> bytes:

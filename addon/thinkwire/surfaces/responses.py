@@ -47,22 +47,6 @@ from . import request_list
 from ..sse import Event, dumps
 
 
-def _make_dumps():
-    """sse.dumps (compact, non-ASCII kept) with its encoder made once: json.dumps builds a
-    JSONEncoder per call, and JSONEncoder.encode a C encoder per call. The same output."""
-    enc = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    try:
-        c = make(None, enc.default, encode_basestring, None, ":", ",", False, False, True)  # type: ignore[misc]
-        probe = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {}}
-        if "".join(c(probe, 0)) != enc.encode(probe):
-            raise ValueError
-    except Exception:  # a Python without the C encoder, or with another one
-        return enc.encode
-    return lambda obj: "".join(c(obj, 0))
-
-
-_dumps = _make_dumps()
 
 NAME = "responses"
 SHAPE = "'output' item list (object 'response') or response.* events"
@@ -717,7 +701,7 @@ def _template(ev: dict) -> tuple[str, ...]:
             out.append(cur)
             cur = ""
         else:
-            cur += _dumps(v)
+            cur += dumps(v)
     out.append(cur + "}")
     return tuple(out)
 
@@ -987,7 +971,7 @@ class StreamRewriter(_Owner):
                 out.append(src[0].raw)
                 continue
             self.dirty = True
-            data = _dumps(ev)   # compact JSON has no line breaks: one data line (as sse.encode)
+            data = dumps(ev)   # compact JSON has no line breaks: one data line (as sse.encode)
             out.append((f"event: {ev['type']}{e}data: {data}{e}{e}" if lines else f"data: {data}{e}{e}")
                        .encode("utf-8", "surrogateescape"))
         if isinstance(seq, int) and prev is not None:

@@ -8,19 +8,17 @@ answer keep their order. Everything the rewrite does not own passes through as i
 from __future__ import annotations
 
 import json
-import re
-from json.decoder import scanstring
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import request_list
+from . import key_pattern, learn_literal, read_literal, request_list
 from ..sse import Event, dumps, encode
 
 NAME = "chat"
 SHAPE = "'choices' list"
 BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
 _NATIVE = ("reasoning_content", "reasoning")
-_CONTENT_KEY = re.compile(r'"content"\s*:\s*"')  # inside a JSON string a quote is escaped: keys only
+_CONTENT_KEY = key_pattern("content")
 
 
 def matches(path: str) -> bool:
@@ -156,16 +154,11 @@ class StreamRewriter:
     def _fast(self, ev: Event, data: str, before: str, after: str, idx: int) -> list[bytes] | None:
         """A plain content delta shaped like the last one: split its text without parsing the
         event, and splice the result into the same bytes. None: take the full path."""
-        start, stop = len(before), len(data) - len(after)
-        if stop - start < 2 or data[start] != '"':
-            return None
-        try:
-            text, end = scanstring(data, start + 1)
-        except ValueError:
-            return None
+        got = read_literal(data, before, after)
         st = self.choices.get(idx)
-        if end != stop or st is None or st.native or st.done:
+        if got is None or st is None or st.native or st.done:
             return None
+        text = got[0]
         if not text:
             return [ev.raw]
         runs = st.runs(st.splitter.feed(text))
@@ -286,12 +279,8 @@ def _learn_shape(data: str, obj: dict) -> tuple[str, str, int] | None:
     if (not isinstance(delta, dict) or not isinstance(delta.get("content"), str) or not isinstance(idx, int)
             or ch.get("finish_reason") is not None or "message" in ch or any(k in delta for k in _NATIVE)):
         return None
-    content = delta["content"]
-    for m in reversed(list(_CONTENT_KEY.finditer(data))):
-        value, end = scanstring(data, m.end())  # the data parsed as JSON: a key's value is a string
-        if value == content:
-            return data[:m.end() - 1], data[end:], idx
-    return None
+    shape = learn_literal(data, _CONTENT_KEY, delta["content"], lambda o: o["choices"][0]["delta"]["content"])
+    return None if shape is None else (*shape, idx)
 
 
 # -- the way back ---------------------------------------------------------------------------

@@ -21,12 +21,10 @@ later request can be restored to what the model wrote. Without a sealer, marks f
 from __future__ import annotations
 
 import json
-import re
-from json.decoder import scanstring
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import request_list
+from . import key_pattern, learn_literal, read_literal, request_list
 from ..sse import Event, dumps, encode
 
 NAME = "messages"
@@ -38,7 +36,7 @@ _STREAM_TYPES = frozenset({
     "message_delta", "message_stop",
 })
 _START, _DELTA, _STOP = "content_block_start", "content_block_delta", "content_block_stop"
-_TEXT_KEY = re.compile(r'"text"\s*:\s*"')  # inside a JSON string a quote is escaped: keys only
+_TEXT_KEY = key_pattern("text")
 
 
 def matches(path: str) -> bool:
@@ -247,18 +245,12 @@ class StreamRewriter:
     def _fast(self, ev: Event, data: str, before: str, after: str, u: int) -> list[bytes] | None:
         """A text_delta shaped like the last one parsed in full (same bytes around its text
         literal): decode the literal alone, no JSON parse. None: take the full path."""
-        start, stop = len(before), len(data) - len(after)
-        if stop - start < 2 or data[start] != '"':
-            return None
-        try:
-            text, end = scanstring(data, start + 1)
-        except ValueError:
-            return None  # the full path counts it as malformed
+        got = read_literal(data, before, after)  # None: the full path (it counts the malformed)
         st = self.texts.get(u)
-        if end != stop or st is None:
+        if got is None or st is None:
             return None
         self.eol = ev.eol
-        literal = data[start:stop]
+        text, literal = got
         # Without a backslash the literal is what dumps(text) gives (compact, non-ASCII kept).
         return self._text(ev, st, u, text, None if "\\" in literal else literal)
 
@@ -416,13 +408,8 @@ def _learn_shape(data: str, text: str, u: int) -> tuple[str, str, int] | None:
     text and is handled without a JSON parse (StreamRewriter._fast). The literal found is
     checked to be the one the parse took `delta.text` from (not another `text` key, not an
     earlier duplicate): the data with a number in its place must parse to that number there."""
-    for m in reversed(list(_TEXT_KEY.finditer(data))):
-        value, end = scanstring(data, m.end())  # the data parsed as JSON: a key's value is a string
-        if value == text:
-            before, after = data[:m.end() - 1], data[end:]
-            if json.loads(before + "0" + after)["delta"]["text"] == 0:
-                return before, after, u
-    return None
+    shape = learn_literal(data, _TEXT_KEY, text, lambda o: o["delta"]["text"])
+    return None if shape is None else (*shape, u)
 
 
 # -- the way back ---------------------------------------------------------------------------

@@ -122,7 +122,7 @@ class StreamRewriter:
             out = self._fast(ev, data, *shape)
             if out is not None:
                 return out
-        if data == "[DONE]" or data.strip() == "[DONE]":
+        if len(data) < 16 and data.strip() == "[DONE]":
             return self.flush() + [ev.raw]
         try:
             obj = json.loads(data)

@@ -755,7 +755,7 @@ class StreamRewriter(_Owner):
                 if out is not None:
                     return out
                 learn = False
-        if ev.data.strip() == "[DONE]":
+        if len(ev.data) < 16 and ev.data.strip() == "[DONE]":
             return self._flush() + [ev.raw]
         try:
             obj = json.loads(ev.data)

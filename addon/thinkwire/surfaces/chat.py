@@ -222,28 +222,25 @@ class StreamRewriter:
         out = [self._standalone(ch.get("index", 0), kind, text,
                                 role=delta.get("role") if k == 0 else None)
                for k, (kind, text) in enumerate(runs[:-1])]
-        kind, text = runs[-1]
         d = dict(delta)
         if out:
             d.pop("role", None)
-        if kind == CONTENT:
-            d["content"] = text
-        else:
-            d["content"] = None
-            for f in self.fields:
-                d[f] = text
-        out.append(dict(ch, delta=d))
+        out.append(dict(ch, delta=self._put(d, *runs[-1])))
         return out
 
     def _standalone(self, idx: int, kind: int, text: str, role: str | None = None) -> dict:
-        delta: dict = {"role": role} if role else {}
+        delta = self._put({"role": role} if role else {}, kind, text)
+        return {"index": idx, "delta": delta, "finish_reason": None}
+
+    def _put(self, delta: dict, kind: int, text: str) -> dict:
+        """A run's text into a delta: as content, or as reasoning with content null."""
         if kind == CONTENT:
             delta["content"] = text
         else:
             delta["content"] = None
             for f in self.fields:
                 delta[f] = text
-        return {"index": idx, "delta": delta, "finish_reason": None}
+        return delta
 
     def flush(self) -> list[bytes]:
         """Text still held by any choice, as chunks of its own (before [DONE] or at the end)."""

@@ -1,5 +1,6 @@
 # Sourced by the scripts: find Python >= 3.12, create .venv if missing, install the project.
-# Usage: . scripts/_bootstrap.sh [extra]   (extra: "test" installs the test dependencies too)
+# Usage: . scripts/_bootstrap.sh EXTRA   (EXTRA: "test" installs the test dependencies too, ""
+# nothing more; always give it: sourcing with no argument passes the caller's own arguments)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -28,9 +29,11 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
 
-# Reinstall only when the project's metadata changed since the last install.
+# Reinstall only when the project's metadata changed since the last install (an install with
+# the test extra holds everything a plain one does).
 STAMP="$VENV/.thinkwire-installed${EXTRA:+-$EXTRA}"
-if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
+fresh() { [ -f "$1" ] && [ ! "$ROOT/pyproject.toml" -nt "$1" ]; }
+if ! fresh "$STAMP" && ! { [ -z "$EXTRA" ] && fresh "$VENV/.thinkwire-installed-test"; }; then
     echo "thinkwire: installing dependencies into $VENV" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip >&2
     "$VENV/bin/python" -m pip install -q -e "$ROOT${EXTRA:+[$EXTRA]}" >&2

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .settings import Settings
-from .splitter import Rules, Split, Splitter, split_text
+from .splitter import Rules, Split, Splitter, TagPair, split_text
 from .tagsets import Profile
 
 
@@ -75,6 +75,11 @@ class FlowContext:
         self.stats.blocks += len(blocks)
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
+
+    def open_mark(self, mark: object) -> tuple[str, TagPair] | None:
+        """(text, pair) sealed in `mark` when it is this proxy's (opens with its key), else None."""
+        opened = self.sealer.open(mark) if self.sealer is not None else None
+        return (opened.text, opened.pair) if opened is not None else None
 
     def tally(self) -> Stats:
         """Fold the stream splitters' counts into the stats (call once, at the end)."""

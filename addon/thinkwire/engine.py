@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from types import ModuleType
 
 from .context import FlowContext

@@ -25,31 +25,38 @@ class EventRewriter(Protocol):
 
 
 # -- Content-Encoding, decoded incrementally -----------------------------------------------
-class _Zlib:
-    def __init__(self, wbits: int) -> None:
-        self._d = zlib.decompressobj(wbits)
-        self._wbits = wbits
+class _Members:
+    """A decompressor that starts a new one after each member (gzip) or frame (zstd): both
+    formats allow several back to back."""
+
+    def __init__(self, new: Callable[[], object]) -> None:
+        self._new = new
+        self._d = new()
 
     def decompress(self, data: bytes) -> bytes:
         if self._d.eof:  # the last member ended exactly at a chunk boundary
-            self._d = zlib.decompressobj(self._wbits)
+            self._d = self._new()
         out = self._d.decompress(data)
-        # gzip allows several members back to back.
         while self._d.eof and self._d.unused_data:
             rest = self._d.unused_data
-            self._d = zlib.decompressobj(self._wbits)
+            self._d = self._new()
             out += self._d.decompress(rest)
         return out
 
     def flush(self) -> bytes:
-        return self._d.flush()
+        flush = getattr(self._d, "flush", None)  # zlib holds output back; zstd does not
+        return flush() if flush else b""
+
+
+def _zlib(wbits: int) -> _Members:
+    return _Members(lambda: zlib.decompressobj(wbits))
 
 
 class _Deflate:
     """HTTP "deflate" is zlib-wrapped, but some servers send raw deflate: decide on first bytes."""
 
     def __init__(self) -> None:
-        self._d: _Zlib | None = None
+        self._d: _Members | None = None
         self._head = b""
 
     def decompress(self, data: bytes) -> bytes:
@@ -59,12 +66,12 @@ class _Deflate:
                 return b""
             data, self._head = self._head, b""
             wrapped = (data[0] & 0x0F) == 8 and (data[0] << 8 | data[1]) % 31 == 0
-            self._d = _Zlib(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+            self._d = _zlib(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
         return self._d.decompress(data)
 
     def flush(self) -> bytes:
         if self._d is None:
-            return _Zlib(zlib.MAX_WBITS).decompress(self._head) if self._head else b""
+            return _zlib(zlib.MAX_WBITS).decompress(self._head) if self._head else b""
         return self._d.flush()
 
 
@@ -80,35 +87,20 @@ class _Brotli:
         return b""
 
 
-class _Zstd:
-    def __init__(self) -> None:
-        try:
-            from compression import zstd  # Python 3.14
-        except ImportError:  # pragma: no cover - depends on the Python version
-            from backports import zstd  # what mitmproxy installs before 3.14
-        self._new = zstd.ZstdDecompressor
-        self._d = self._new()
-
-    def decompress(self, data: bytes) -> bytes:
-        if self._d.eof:  # the last frame ended exactly at a chunk boundary
-            self._d = self._new()
-        out = self._d.decompress(data)
-        while self._d.eof and self._d.unused_data:  # several frames
-            rest = self._d.unused_data
-            self._d = self._new()
-            out += self._d.decompress(rest)
-        return out
-
-    def flush(self) -> bytes:
-        return b""
+def _zstd() -> _Members:
+    try:
+        from compression import zstd  # Python 3.14
+    except ImportError:  # pragma: no cover - depends on the Python version
+        from backports import zstd  # what mitmproxy installs before 3.14
+    return _Members(zstd.ZstdDecompressor)
 
 
 DECODERS: dict[str, Callable[[], object]] = {
-    "gzip": lambda: _Zlib(16 + zlib.MAX_WBITS),
-    "x-gzip": lambda: _Zlib(16 + zlib.MAX_WBITS),
+    "gzip": lambda: _zlib(16 + zlib.MAX_WBITS),
+    "x-gzip": lambda: _zlib(16 + zlib.MAX_WBITS),
     "deflate": _Deflate,
     "br": _Brotli,
-    "zstd": _Zstd,
+    "zstd": _zstd,
 }
 
 

@@ -464,16 +464,14 @@ def _ours(block: object, ctx: FlowContext):
         return None
     t = block.get("type")
     if t == "redacted_thinking":
-        opened = ctx.sealer.open(block.get("data")) if ctx.sealer is not None else None
-        return (opened.text, opened.pair) if opened is not None else None
+        return ctx.open_mark(block.get("data"))
     if t != "thinking":
         return None
     sig = block.get("signature")
     if sig is None or sig == "":
         text = block.get("thinking")
         return (text if isinstance(text, str) else "", ctx.rules().pairs[0])
-    opened = ctx.sealer.open(sig) if ctx.sealer is not None else None
-    return (opened.text, opened.pair) if opened is not None else None
+    return ctx.open_mark(sig)
 
 
 def _restore_blocks(blocks: list, how: str, ctx: FlowContext) -> tuple[list, int]:

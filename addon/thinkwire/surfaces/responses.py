@@ -953,8 +953,6 @@ class StreamRewriter(_Owner):
         prev = self.last
         offset = self.offset
         out: list[bytes] = []
-        e = "\n" if self.eol == b"\n" else self.eol.decode()
-        lines = self.event_lines
         for ev, src in batch:
             if "sequence_number" in ev:
                 s0 = src[1].get("sequence_number") if src is not None else None
@@ -971,9 +969,7 @@ class StreamRewriter(_Owner):
                 out.append(src[0].raw)
                 continue
             self.dirty = True
-            data = dumps(ev)   # compact JSON has no line breaks: one data line (as sse.encode)
-            out.append((f"event: {ev['type']}{e}data: {data}{e}{e}" if lines else f"data: {data}{e}{e}")
-                       .encode("utf-8", "surrogateescape"))
+            out.append(self._frame(ev["type"], dumps(ev)))
         if isinstance(seq, int) and prev is not None:
             self.offset = max(self.offset, prev - seq)
         self.last = prev
@@ -1068,8 +1064,7 @@ def _ours_item(item: object, ctx: FlowContext) -> tuple[str, TagPair] | None:
         return None
     enc = item.get("encrypted_content")
     if enc is not None and enc != "":
-        opened = ctx.sealer.open(enc) if ctx.sealer is not None else None
-        return (opened.text, opened.pair) if opened is not None else None
+        return ctx.open_mark(enc)
     rid = item.get("id")
     if _our_id(rid):
         return _item_text(item), ctx.rules().pairs[0]

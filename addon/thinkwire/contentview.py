@@ -315,6 +315,15 @@ def _responses_tail(obj: dict, r: Reading) -> None:
         r.tail.append(("usage", _usage(obj.get("usage"))))
 
 
+# The Responses stream events that carry text, and the section each one goes to.
+_RESPONSES_DELTAS = {
+    "response.reasoning_text.delta": "reasoning",
+    "response.reasoning_summary_text.delta": "reasoning summary",
+    "response.output_text.delta": "answer",
+    "response.refusal.delta": "refusal",
+}
+
+
 def _responses_stream(events: list, r: Reading) -> None:
     items: dict[int, dict] = {}           # output_index -> {"item": added item, "secs": [...]}
     final: dict | None = None
@@ -337,18 +346,9 @@ def _responses_stream(events: list, r: Reading) -> None:
         secs = slot["secs"]
         if t == "response.output_item.added" and isinstance(obj.get("item"), dict):
             slot["item"] = obj["item"]
-        elif t == "response.reasoning_text.delta":
+        elif t in _RESPONSES_DELTAS:
             slot["deltas"] = True
-            _add(secs, "reasoning", _s(obj.get("delta")))
-        elif t == "response.reasoning_summary_text.delta":
-            slot["deltas"] = True
-            _add(secs, "reasoning summary", _s(obj.get("delta")))
-        elif t == "response.output_text.delta":
-            slot["deltas"] = True
-            _add(secs, "answer", _s(obj.get("delta")))
-        elif t == "response.refusal.delta":
-            slot["deltas"] = True
-            _add(secs, "refusal", _s(obj.get("delta")))
+            _add(secs, _RESPONSES_DELTAS[t], _s(obj.get("delta")))
         elif t == "response.output_item.done" and isinstance(obj.get("item"), dict):
             slot["item"] = obj["item"]
             if not slot["deltas"]:  # items without text deltas: tool calls, whole items

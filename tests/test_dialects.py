@@ -186,6 +186,81 @@ def test_loader_rejects_a_strip_marker_that_is_a_tag(tmp_path):
         tagsets.load(p)
 
 
+def test_a_strip_marker_may_be_a_closing_tag(tmp_path):
+    p = tmp_path / "t.yaml"
+    p.write_text('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n'
+                 '    strip: ["</x>"]\n')
+    assert tagsets.load(p).profiles[0].strip == ("</x>",)
+
+
+def test_profiles_take_the_default_end_markers_unless_they_set_their_own(tmp_path):
+    p = tmp_path / "t.yaml"
+    p.write_text('default:\n  pairs:\n    - ["<x>", "</x>"]\n  ends_reasoning: ["<call>"]\nprofiles:\n'
+                 '  - name: a\n    models: ["a"]\n  - name: b\n    models: ["b"]\n    ends_reasoning: []\n')
+    ts = tagsets.load(p)
+    assert [q.ends for q in (ts.default, *ts.profiles)] == [("<call>",), ("<call>",), ()]
+
+
+def test_think_tags_keep_the_shipped_end_markers():
+    assert tagsets.from_tags_string("<r> </r>").default.ends == SHIPPED.default.ends != ()
+
+
+# -- the field's cases, by model (issue: conformance with vLLM, SGLang, llama.cpp) -------------
+@pytest.mark.parametrize("text", [
+    "<|channel|>analysis<|message|>Thinking...<|start|>assistant<|channel|>final<|message|>Hello world",
+    "<|channel|>analysis<|message|>Thinking...<|end|><|start|>assistant<|channel|>final<|message|>Hello world<|return|>",
+])
+def test_harmony_analysis_ends_at_the_next_header_when_end_was_dropped(text):
+    assert chat_body("gpt-oss-20b", text) == ("Thinking...", "Hello world")
+    for k in range(len(text) + 1):
+        assert chat_stream("gpt-oss-20b", [text[:k], text[k:]]) == ("Thinking...", "Hello world"), k
+
+
+def test_harmony_final_only_message_agrees_as_body_and_stream():
+    text = "<|start|><|channel|>final<|message|>x<|end|>"
+    assert chat_body("gpt-oss-20b", text) == ("", "x")
+    for k in range(len(text) + 1):
+        assert chat_stream("gpt-oss-20b", [text[:k], text[k:]]) == ("", "x"), k
+
+
+def test_harmony_tool_call_ends_the_analysis_and_stays_for_a_tool_parser():
+    call = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"SF"}<|call|>'
+    text = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" + call
+    assert chat_body("gpt-oss-20b", text) == ("Need weather.", call)
+    assert chat_stream("gpt-oss-20b", list(text)) == ("Need weather.", call)
+
+
+@pytest.mark.parametrize("model,text,call", [
+    ("qwen3-30b-a3b-thinking-2507", "I need to read the file.\n\n", '<tool_call>\n{"name": "read"}\n</tool_call>'),
+    ("qwen3-8b", "<think>I need to read the file.\n\n", '<tool_call>\n{"name": "read"}\n</tool_call>'),
+    ("kimi-k2-thinking", "<think>I need to read the file.", "<|tool_calls_section_begin|><|tool_call_begin|>x"),
+    ("hunyuan-a13b", "<think>I need to read the file.\n", '<tool_calls>[{"name": "read"}]</tool_calls>'),
+])
+def test_a_tool_call_inside_unclosed_reasoning_ends_it(model, text, call):
+    assert chat_body(model, text + call) == ("I need to read the file.", call)
+    assert chat_stream(model, list(text + call)) == ("I need to read the file.", call)
+
+
+def test_gemma_4_bare_channel_is_reasoning():
+    for text in ("<|channel>Let me think<channel|>Answer", "<|channel>thought\nLet me think<channel|>Answer"):
+        assert chat_body("gemma-4-27b", text) == ("Let me think", "Answer")
+        for k in range(len(text) + 1):
+            assert chat_stream("gemma-4-27b", [text[:k], text[k:]]) == ("Let me think", "Answer"), k
+
+
+def test_an_opening_tag_inside_a_profile_opened_block_is_markup():
+    assert chat_body("deepseek-r1", "Intro\n<think>reasoning</think>\nAnswer") == ("Intro\nreasoning", "Answer")
+    assert chat_stream("deepseek-r1", ["Intro\n<th", "ink>reasoning</think>\nAnswer"]) == ("Intro\nreasoning", "Answer")
+
+
+@pytest.mark.parametrize("request_body,expected", [
+    ({"model": "minimax-m3"}, ("", "plain answer")),
+    ({"model": "minimax-m3", "chat_template_kwargs": {"thinking_mode": "enabled"}}, ("plain answer", "")),
+])
+def test_minimax_m3_starts_inside_only_when_the_request_turns_thinking_on(request_body, expected):
+    assert chat_stream(json.dumps(request_body), ["plain ", "answer"]) == expected
+
+
 def test_loader_rejects_a_strip_that_is_not_a_list(tmp_path):
     p = tmp_path / "t.yaml"
     p.write_text('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n    strip: x\n')

@@ -94,6 +94,11 @@ def test_tagsets_file_from_option(tmp_path):
     ('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n    tagless_means: x\n',
      "tagless_means must be"),
     ('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles: 3\n', "'profiles' must be a list"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\n    - ["</x>", "<y>"]\n', "'</x>' is both an opening and a closing tag"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\n  ends_reasoning: ["</x>"]\n',
+     ":4: ends_reasoning marker '</x>' is also a tag of 'default'"),
+    ('default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - name: a\n    models: ["m"]\n    ends_reasoning: x\n',
+     "'ends_reasoning' of 'a' must be a list of strings"),
     ("- 1\n", "the top level must be a mapping"),
 ])
 def test_tagset_file_problems_name_file_line_and_problem(tmp_path, text, problem):

@@ -129,8 +129,32 @@ def test_stray_closing_tag_in_a_stream_never_reaches_the_client():
     assert s.stray_closes == 1
 
 
-def test_stray_closing_tag_after_a_block_is_text():
-    assert whole("<think>a</think>b </think> c") == (["a"], "b </think> c")
+def test_stray_closing_tag_after_a_block_is_removed():
+    assert whole("<think>a</think>b </think> c") == (["a"], "b  c")
+    assert stream(["<think>a</think>b </th", "ink> c"]) == stream(["<think>a</think>b </think> c"])
+
+
+def test_second_closing_tag_of_a_prompt_opened_block_is_removed():
+    rules = Rules(PAIRS, starts_inside=True)
+    assert whole("reasoning</think>content A</think>content B", rules) == (["reasoning"], "content Acontent B")
+    assert whole("reasoning</think>content A</think>content B") == (["reasoning"], "content Acontent B")
+
+
+def test_closing_tag_of_a_pair_written_as_text_in_prose_is_text():
+    text = "You can wrap reasoning in a <think> tag, as in <think>...</think>, inline."
+    assert whole(text) == ([], text)
+    assert result(stream([text[:k] for k in (50,)] + [text[50:]])) == ([], text)
+    assert stream(list(text)) == [(CONTENT, text)]
+
+
+def test_closing_tag_in_inline_code_is_text():
+    text = "Close it with `</think>` when done."
+    assert whole(text) == ([], text)
+
+
+def test_a_block_opened_after_a_literal_tag_still_closes():
+    text = "Mention <think> here.\n<think>real</think>answer"
+    assert whole(text) == (["real"], "Mention <think> here.\nanswer")
 
 
 def test_starts_inside_rule_makes_everything_up_to_the_close_reasoning():
@@ -272,3 +296,103 @@ def test_rules_need_at_least_one_pair():
 def test_a_carriage_return_alone_does_not_make_a_line_start():
     # "\r" is whitespace (the start boundary holds) but not a line end: after "x" a tag is mid-line.
     assert stream(["\r", "x", " <think>y"]) == stream(["\rx <think>y"]) == [(CONTENT, "\rx <think>y")]
+
+
+# -- markers that end reasoning, tags inside tags, markers that are also closing tags -------------
+TOOLS = Rules(PAIRS, ends=("<tool_call>", "<|tool_calls_section_begin|>"))
+
+
+def test_a_tool_call_ends_an_unclosed_block_and_stays_in_the_answer():
+    text = "<think>I need to read the file.\n\n<tool_call>{\"name\": \"read\"}</tool_call>"
+    assert whole(text, TOOLS) == (["I need to read the file."], '<tool_call>{"name": "read"}</tool_call>')
+    assert stream(list(text), TOOLS) == stream([text], TOOLS)
+
+
+def test_a_tool_call_ends_a_prompt_opened_block():
+    rules = Rules(PAIRS, starts_inside=True, ends=("<tool_call>",))
+    assert whole("thinking\n<tool_call>x</tool_call>", rules) == (["thinking"], "<tool_call>x</tool_call>")
+
+
+def test_a_tool_call_marker_in_the_answer_is_answer_text():
+    assert whole("<think>a</think>call <tool_call>x", TOOLS) == (["a"], "call <tool_call>x")
+
+
+def test_an_opening_tag_inside_a_prompt_opened_block_is_dropped():
+    rules = Rules(PAIRS, starts_inside=True)
+    text = "Intro\n<think>reasoning</think>\nAnswer"
+    assert whole(text, rules) == (["Intro\nreasoning"], "Answer")
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]], rules)) == (["Intro\nreasoning"], "Answer"), k
+
+
+def test_only_the_first_opening_tag_of_a_prompt_opened_block_is_dropped():
+    rules = Rules(PAIRS, starts_inside=True)
+    assert whole("<think>a <think> b</think>c", rules) == (["a <think> b"], "c")
+
+
+GEMMA = Rules((TagPair("<|channel>thought", "<channel|>"), TagPair("<|channel>", "<channel|>")))
+
+
+def test_a_tag_that_begins_a_longer_tag_waits_until_the_text_tells_them_apart():
+    s = Splitter(GEMMA)
+    assert s.feed("<|channel>") == []
+    assert s.feed("tho") == []
+    assert merge(s.feed("ught\nx<channel|>y") + s.finish()) == [(REASONING, "x"), (END, GEMMA.pairs[0]), (CONTENT, "y")]
+
+
+def test_the_shorter_tag_counts_when_the_longer_one_does_not_follow():
+    assert whole("<|channel>x<channel|>y", GEMMA) == (["x"], "y")
+    assert stream(["<|channel>", "x<channel|>y"], GEMMA) == stream(["<|channel>x<channel|>y"], GEMMA)
+
+
+def test_an_undecided_tag_at_the_end_of_the_output_is_decided_then():
+    assert result(stream(["a\n<|channel>"], GEMMA)) == ([], "a\n")  # an empty block: no reasoning
+    assert result(stream(["a\n<|channel>", "tho"], GEMMA)) == (["tho"], "a\n")
+
+
+HARMONY = Rules((TagPair("<|channel|>analysis<|message|>", "<|end|>"),),
+                strip=("<|start|>assistant<|channel|>final<|message|>", "<|channel|>final<|message|>",
+                       "<|start|>assistant", "<|start|>", "<|return|>", "<|end|>"),
+                ends=("<|start|>", "<|channel|>final<|message|>", "<|channel|>commentary"))
+
+
+def test_a_strip_marker_that_is_a_closing_tag_closes_a_block_and_is_removed_elsewhere():
+    text = "<|channel|>analysis<|message|>Thinking<|end|><|start|>assistant<|channel|>final<|message|>Hi<|end|>"
+    assert whole(text, HARMONY) == (["Thinking"], "Hi")
+    assert whole("<|start|><|channel|>final<|message|>x<|end|>", HARMONY) == ([], "x")
+
+
+def test_a_new_header_ends_a_block_whose_end_marker_was_dropped():
+    text = "<|channel|>analysis<|message|>Thinking...<|start|>assistant<|channel|>final<|message|>Hello world"
+    assert whole(text, HARMONY) == (["Thinking..."], "Hello world")
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]], HARMONY)) == (["Thinking..."], "Hello world"), k
+
+
+FIELD_RULES = [
+    Rules(PAIRS, ends=("<tool_call>",)),
+    Rules(PAIRS, starts_inside=True, ends=("<tool_call>",)),
+    GEMMA, Rules(GEMMA.pairs, starts_inside=True, trim=False),
+    HARMONY, Rules(HARMONY.pairs, strip=HARMONY.strip, ends=HARMONY.ends, trim=False),
+]
+field_tags = st.sampled_from(["<think>", "</think>", "<thought>", "<tool_call>", "<thi", "</", "<|channel>",
+                              "<|channel>thought", "<channel|>", "<|channel|>analysis<|message|>", "<|end|>",
+                              "<|start|>", "<|start|>assistant", "<|channel|>final<|message|>", "<|", "thought"])
+field_texts = st.lists(st.one_of(field_tags, words), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(field_texts, st.sampled_from(range(len(FIELD_RULES))), st.data())
+def test_any_chunking_gives_the_same_pieces_with_end_markers_and_nested_tags(text, r, data):
+    rules = FIELD_RULES[r]
+    assert stream(chunkings(text, data), rules) == stream([text], rules)
+
+
+@settings(max_examples=300, deadline=None)
+@given(field_texts, st.sampled_from(range(len(FIELD_RULES))))
+def test_nothing_lost_with_end_markers_and_nested_tags(text, r):
+    rules = FIELD_RULES[r]
+    rules = Rules(rules.pairs, trim=False, starts_inside=rules.starts_inside, strip=rules.strip, ends=rules.ends)
+    out, markup = _markup_free(text, rules)
+    assert len(out) + markup == len(text)
+    assert _is_subsequence(out, text)

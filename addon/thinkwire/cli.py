@@ -108,6 +108,10 @@ def _print_profile(p) -> None:
         print(f"  {pair.open}  ...  {pair.close}")
     if p.starts_inside:
         print(f"  output starts inside the reasoning block; with no closing tag it is {p.tagless_means}")
+    if p.strip:
+        print(f"  removed from the answer: {'  '.join(p.strip)}")
+    if p.ends:
+        print(f"  end reasoning, kept in the answer: {'  '.join(p.ends)}")
 
 
 def main(argv: list[str] | None = None) -> int:

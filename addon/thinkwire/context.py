@@ -50,7 +50,7 @@ class FlowContext:
                 # it sent as reasoning, so it starts as answer; a closing tag still ends reasoning
                 # (whole bodies: the text before it becomes reasoning).
                 inside = False
-            self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip)
+            self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends)
         return self._rules
 
     @property
@@ -67,7 +67,7 @@ class FlowContext:
               starts_inside: bool | None = None) -> Split:
         rules = self.rules(response_model)
         if starts_inside is not None and starts_inside != rules.starts_inside:
-            rules = _rules(rules.pairs, rules.trim, rules.anywhere, starts_inside, rules.strip)
+            rules = _rules(rules.pairs, rules.trim, rules.anywhere, starts_inside, rules.strip, rules.ends)
         result = split_text(text, rules)
         if not count:
             return result
@@ -92,9 +92,9 @@ class FlowContext:
 
 
 @lru_cache(maxsize=256)
-def _rules(pairs, trim, anywhere, starts_inside, strip) -> Rules:
+def _rules(pairs, trim, anywhere, starts_inside, strip, ends) -> Rules:
     # Rules compile their patterns: build each distinct set once, not per flow.
-    return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip)
+    return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends)
 
 
 def thinking_switch(request: dict | None) -> bool | None:

@@ -34,6 +34,17 @@ class TagPair:
         return f"{self.open} {self.close}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """What to look for inside a reasoning block: its closing tag(s), the markers that end it,
+    and, in a block the template opened, the opening tag the model may write anyway."""
+
+    regex: re.Pattern
+    prefixes: frozenset
+    first: re.Pattern
+    longest: int
+
+
 @dataclass(frozen=True)
 class Rules:
     """How to split: the tag pairs and the switches that apply to one flow."""
@@ -43,24 +54,26 @@ class Rules:
     anywhere: bool = False
     # A model whose template opens the reasoning block in the prompt: output starts inside it.
     starts_inside: bool = False
-    # Markers that leave the answer wherever they appear (answer wrappers, channel headers).
+    # Markers that leave the answer wherever they appear (answer wrappers, channel headers). A
+    # marker that is also a closing tag closes a block, and is removed anywhere else.
     strip: tuple[str, ...] = ()
-    # Compiled helpers, derived from `pairs`.
-    _open_re: re.Pattern = field(init=False, repr=False, compare=False)
-    _any_re: re.Pattern = field(init=False, repr=False, compare=False)
-    _close_re: re.Pattern = field(init=False, repr=False, compare=False)
+    # Markers that end an open reasoning block and stay in the output: a tool call the model
+    # started before closing its reasoning, a new channel header. (vLLM and SGLang end
+    # reasoning there too, so a tool parser finds the call in the content.)
+    ends: tuple[str, ...] = ()
+    # Compiled helpers, derived from the above.
+    _content_re: re.Pattern = field(init=False, repr=False, compare=False)
     _by_open: dict = field(init=False, repr=False, compare=False)
     _by_close: dict = field(init=False, repr=False, compare=False)
-    _open_prefixes: frozenset = field(init=False, repr=False, compare=False)
-    _any_prefixes: frozenset = field(init=False, repr=False, compare=False)
-    _close_prefixes: frozenset = field(init=False, repr=False, compare=False)
+    _content_prefixes: frozenset = field(init=False, repr=False, compare=False)
     _strip_prefixes: frozenset = field(init=False, repr=False, compare=False)
     _strip: frozenset = field(init=False, repr=False, compare=False)
+    _longer: dict = field(init=False, repr=False, compare=False)
     _longest: int = field(init=False, repr=False, compare=False)
     _ws_lead: bool = field(init=False, repr=False, compare=False)
     _first_re: re.Pattern = field(init=False, repr=False, compare=False)
     _plain_re: re.Pattern = field(init=False, repr=False, compare=False)
-    _plain_any_re: re.Pattern = field(init=False, repr=False, compare=False)
+    _scans: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.pairs:
@@ -68,38 +81,63 @@ class Rules:
         opens = [p.open for p in self.pairs]
         closes = [p.close for p in self.pairs]
         strip = list(self.strip)
-
-        def alternation(tags: list[str]) -> re.Pattern:
-            # Longest first, so `<thinking>` wins over a `<think` prefix of it.
-            ordered = sorted(set(tags), key=len, reverse=True)
-            return re.compile("|".join(re.escape(t) for t in ordered))
-
-        def prefixes(tags: list[str]) -> frozenset:
-            return frozenset(t[:k] for t in tags for k in range(1, len(t)))
+        every = opens + closes + strip + list(self.ends)
 
         s = object.__setattr__
-        # In the answer: opening tags and strip markers (and, before any block, closing tags).
-        s(self, "_open_re", alternation(opens + strip))
-        s(self, "_close_re", alternation(closes))
-        s(self, "_any_re", alternation(opens + closes + strip))
+        # In the answer: opening tags, closing tags (stray, or paired with an opening tag kept as
+        # text) and strip markers.
+        s(self, "_content_re", _alternation(opens + closes + strip))
         s(self, "_by_open", {p.open: p for p in reversed(self.pairs)})
         s(self, "_by_close", {p.close: p for p in reversed(self.pairs)})
-        s(self, "_open_prefixes", prefixes(opens + strip))
-        s(self, "_close_prefixes", prefixes(closes))
-        s(self, "_any_prefixes", prefixes(opens + closes + strip))
-        s(self, "_strip_prefixes", prefixes(strip))
+        s(self, "_content_prefixes", _prefixes(opens + closes + strip))
+        s(self, "_strip_prefixes", _prefixes(strip))
         s(self, "_strip", frozenset(strip))
-        s(self, "_longest", max(len(t) for t in opens + closes + strip))
+        # A tag found whole may still be the start of a longer one (`<|channel>` of
+        # `<|channel>thought`): it is decided only once the text can tell them apart.
+        s(self, "_longer", {t: tuple(u for u in set(every) if len(u) > len(t) and u.startswith(t))
+                            for t in set(every)})
+        s(self, "_longest", max(len(t) for t in every))
         # Some tag begins with whitespace: held whitespace might be the start of a tag.
-        s(self, "_ws_lead", any(t[:1] in _WS for t in opens + closes + strip))
-
-        def chars(tags: list[str], extra: str = "") -> re.Pattern:
-            return re.compile("[" + re.escape("".join(sorted({t[0] for t in tags})) + extra) + "]")
-
-        s(self, "_first_re", chars(opens + closes + strip))
+        s(self, "_ws_lead", any(t[:1] in _WS for t in every))
+        s(self, "_first_re", _chars(every))
         # Answer text without these characters cannot hold a tag, a line start or a code span.
-        s(self, "_plain_re", chars(opens + strip, "\n`"))
-        s(self, "_plain_any_re", chars(opens + closes + strip, "\n`"))
+        s(self, "_plain_re", _chars(opens + closes + strip, "\n`"))
+        s(self, "_scans", {})
+
+    def scan(self, pair: TagPair | None, lead_open: bool) -> _Scan:
+        """Inside a block of `pair` (None: any pair's close ends it)."""
+        key = (pair, lead_open)
+        got = self._scans.get(key)
+        if got is None:
+            tags = [pair.close] if pair is not None else [p.close for p in self.pairs]
+            tags += self.ends
+            if lead_open:
+                tags += [p.open for p in self.pairs]
+            got = self._scans[key] = _Scan(_alternation(tags), _prefixes(tags), _chars(tags),
+                                           max(len(t) for t in tags))
+        return got
+
+    def undecided(self, buf: str, j: int, tag: str) -> bool:
+        """The tag found at j could still grow into a longer one: buf ends inside that one."""
+        longer = self._longer.get(tag)
+        if not longer:
+            return False
+        rest = buf[j:]
+        return any(len(u) > len(rest) and u.startswith(rest) for u in longer)
+
+
+def _alternation(tags: list[str]) -> re.Pattern:
+    # Longest first, so `<thinking>` wins over a `<think` prefix of it.
+    ordered = sorted(set(tags), key=len, reverse=True)
+    return re.compile("|".join(re.escape(t) for t in ordered))
+
+
+def _prefixes(tags: list[str]) -> frozenset:
+    return frozenset(t[:k] for t in tags for k in range(1, len(t)))
+
+
+def _chars(tags: list[str], extra: str = "") -> re.Pattern:
+    return re.compile("[" + re.escape("".join(sorted({t[0] for t in tags})) + extra) + "]")
 
 
 def _partial_tag_len(text: str, prefixes: frozenset, longest: int, first: re.Pattern | None = None) -> int:
@@ -117,8 +155,8 @@ class Splitter:
 
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary",
-        "_line_head", "_line_blank", "_ticks", "_fence", "_seen_tag", "_lead_open", "blocks", "reasoning_chars", "stray_closes",
-        "markup_chars", "_ws_hold", "_ws_more",
+        "_line_head", "_line_blank", "_ticks", "_fence", "_seen_tag", "_lead_open", "_fresh",
+        "_literal", "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
@@ -135,7 +173,10 @@ class Splitter:
         self._ticks = 0          # odd: inside an inline `code span` on this line
         self._fence = False      # inside a fenced code block of the content
         self._seen_tag = inside  # a block was opened or closed: a stray closing tag no longer counts
-        self._lead_open = inside  # starting inside: an opening tag written anyway is dropped
+        # Starting inside, until the block closes: an opening tag written anyway is dropped.
+        self._lead_open = inside
+        self._fresh = inside     # the open block has no text yet
+        self._literal: dict[str, int] = {}  # closing tag -> opening tags of its pair kept as text
         self.blocks = 1 if inside else 0
         self.reasoning_chars = 0
         self.stray_closes = 0
@@ -154,14 +195,13 @@ class Splitter:
             # The common case, a token in the middle of a block or of the answer: nothing held,
             # no character that could start a tag (or a line, or code): it goes out as it is.
             if self._inside:
-                pair = self._pair
-                if (pair is not None and not self._lead_open and pair.close[0] not in text
+                if (self.rules.scan(self._pair, self._lead_open).first.search(text) is None
                         and not (self.rules.trim and text[-1] in _WS)):
                     self.reasoning_chars += len(text)
+                    self._fresh = False
                     return [(REASONING, text)]
             elif not self._at_start:
-                plain = self.rules._plain_re if self._seen_tag else self.rules._plain_any_re
-                if plain.search(text) is None:
+                if self.rules._plain_re.search(text) is None:
                     # What _observe does for text with no line end and no backtick.
                     if self._boundary and text.strip(_WS):
                         self._boundary = False
@@ -175,14 +215,26 @@ class Splitter:
             return []
         out: list = []
         held = self._take_held()
-        buf = held + text if held else text
+        self._run(held + text if held else text, out, final=False)
+        return out
+
+    def finish(self) -> list:
+        out: list = []
+        held = self._take_held()
+        if held:
+            self._run(held, out, final=True)
+        if self._inside:
+            out.append((END, self._pair or self.rules.pairs[0]))
+            self._inside = False
+        return out
+
+    def _run(self, buf: str, out: list, final: bool) -> None:
         i = 0
         n = len(buf)
         while i < n:
-            i = self._reasoning(buf, i, out) if self._inside else self._content(buf, i, out)
-            if i < 0:  # the rest was held back
+            i = self._reasoning(buf, i, out, final) if self._inside else self._content(buf, i, out, final)
+            if i < 0:  # the rest was held back (or, at the end, written)
                 break
-        return out
 
     def _take_held(self) -> str:
         held = self._held
@@ -193,94 +245,74 @@ class Splitter:
         self._ws_hold = False
         return held
 
-    def finish(self) -> list:
-        out: list = []
-        held = self._take_held()
-        if self._inside:
-            text = held.rstrip(_WS) if self.rules.trim else held
-            if self._skip_ws:
-                text = text.lstrip(_WS)
-            self._emit_reasoning(text, out)
-            out.append((END, self._pair or self.rules.pairs[0]))
-            self._inside = False
-        elif held:
-            out.append((CONTENT, held))
-        return out
-
     # -- inside a reasoning block -------------------------------------------------------
-    def _reasoning(self, buf: str, i: int, out: list) -> int:
+    def _reasoning(self, buf: str, i: int, out: list, final: bool) -> int:
         rules = self.rules
+        n = len(buf)
         if self._skip_ws:
             j = i
-            n = len(buf)
             while j < n and buf[j] in _WS:
                 j += 1
             if j == n:
                 return -1  # all whitespace so far: dropped
             i = j
             self._skip_ws = False
-        if self._lead_open:
-            # The template opened the block, but some models (or templates) write the tag anyway.
-            j = i
-            while j < len(buf) and buf[j] in _WS:
-                j += 1
-            rest = buf[j:]
-            for p in rules.pairs:
-                if rest.startswith(p.open):
-                    if not rules.trim:
-                        self._emit_reasoning(buf[i:j], out)
-                    self._pair = p
-                    self.markup_chars += len(p.open)
-                    self._lead_open = False
-                    self._skip_ws = rules.trim
-                    return j + len(p.open)
-            if rest and any(p.open.startswith(rest) for p in rules.pairs):
-                self._held = buf[i:]
-                return -1
-            if j < len(buf):
+        scan = rules.scan(self._pair, self._lead_open)
+        m = scan.regex.search(buf, i)
+        hold = -1
+        if m is not None and not final and rules.undecided(buf, m.start(), m.group()):
+            hold = n - m.start()   # a tag that may still grow into a longer one: wait
+            m = None
+        if m is not None:
+            j, tag = m.start(), m.group()
+            close = self._pair.close if self._pair is not None else (tag if tag in rules._by_close else None)
+            if tag == close:
+                self._end_block(buf[i:j], rules._by_close[tag] if self._pair is None else self._pair, out)
+                self.markup_chars += len(tag)
+                return j + len(tag)
+            if self._lead_open and tag in rules._by_open:
+                # The template opened the block, and the model wrote the tag anyway: drop it.
+                self._emit_reasoning(buf[i:j], out)
+                self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
+                self._pair = rules._by_open[tag]
                 self._lead_open = False
-        if self._pair is not None:
-            close = self._pair.close
-            j = buf.find(close, i)
-            prefixes = None
-        else:
-            m = rules._close_re.search(buf, i)
-            j = m.start() if m else -1
-            close = m.group() if m else ""
-            prefixes = rules._close_prefixes
-        if j >= 0:
-            text = buf[i:j]
-            if rules.trim:
-                text = text.rstrip(_WS)
-            self._emit_reasoning(text, out)
-            out.append((END, self._pair or rules._by_close[close]))
-            self._inside = False
-            self._pair = None
-            self._seen_tag = True
-            self._new_line(boundary=True)
-            self._skip_ws = rules.trim
-            self.markup_chars += len(close)
-            return j + len(close)
-        # No close yet: emit all but a possible partial close tag (and trailing whitespace).
+                self.markup_chars += len(tag)
+                return j + len(tag)
+            # A marker that ends reasoning (a tool call, a channel header): it stays in the output.
+            self._end_block(buf[i:j], self._pair or rules.pairs[0], out)
+            return j
+        # No tag yet: emit all but a possible partial tag (and trailing whitespace).
         rest = buf[i:]
-        if prefixes is None:
-            hold = _partial_tag_len(rest, _prefix_cache(close), len(close), rules._first_re)
-        else:
-            hold = _partial_tag_len(rest, prefixes, rules._longest, rules._first_re)
+        if final:
+            hold = 0
+        elif hold < 0:
+            hold = _partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
         body = rest[: len(rest) - hold]
         if rules.trim:
             kept = body.rstrip(_WS)
-            self._held = body[len(kept):] + rest[len(body):]
-            self._ws_hold = (not hold and bool(self._held) and not self._lead_open
-                             and not rules._ws_lead)
+            self._held = "" if final else body[len(kept):] + rest[len(body):]
+            self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
             body = kept
         else:
             self._held = rest[len(body):]
         self._emit_reasoning(body, out)
         return -1
 
+    def _end_block(self, text: str, pair: TagPair, out: list) -> None:
+        if self.rules.trim:
+            text = text.rstrip(_WS)
+        self._emit_reasoning(text, out)
+        out.append((END, pair))
+        self._inside = False
+        self._pair = None
+        self._lead_open = False
+        self._seen_tag = True
+        self._new_line(boundary=True)
+        self._skip_ws = self.rules.trim
+
     def _emit_reasoning(self, text: str, out: list) -> None:
         if text:
+            self._fresh = False
             self.reasoning_chars += len(text)
             if out and out[-1][0] == REASONING:
                 out[-1] = (REASONING, out[-1][1] + text)
@@ -288,7 +320,7 @@ class Splitter:
                 out.append((REASONING, text))
 
     # -- in the answer ------------------------------------------------------------------
-    def _content(self, buf: str, i: int, out: list) -> int:
+    def _content(self, buf: str, i: int, out: list, final: bool) -> int:
         rules = self.rules
         n = len(buf)
         if self._skip_ws:  # right after a block: drop whitespace, an opening tag still counts
@@ -299,17 +331,20 @@ class Splitter:
                 return -1
             i = j
             self._skip_ws = False
-        strays_count = not self._seen_tag
-        pattern = rules._open_re if not strays_count else rules._any_re
+        pattern = rules._content_re
         pos = i
         seen = i       # line and fence state are up to date to here
-        kept: list[str] = []  # answer text between strip markers, emitted as one piece
+        kept: list[str] = []  # answer text between removed markers, emitted as one piece
+        cut = -1       # where an undecided tag starts
         while True:
             m = pattern.search(buf, pos)
             if m is None:
                 break
             j = m.start()
             tag = m.group()
+            if not final and rules.undecided(buf, j, tag):
+                cut = j
+                break
             self._observe(buf, seen, j)  # line and fence state up to the candidate
             seen = j
             if tag in rules._strip:
@@ -321,50 +356,70 @@ class Splitter:
                     return j + len(tag)
                 i = pos = seen = j + len(tag)
                 continue
-            if tag in rules._by_open and self._opening_counts():
-                self._emit_kept(kept, out)
-                self._emit_content(buf[i:j], out, before_block=True)
-                self._inside = True
-                self._pair = rules._by_open[tag]
-                self._seen_tag = True
-                self._skip_ws = rules.trim
-                self.blocks += 1
-                self.markup_chars += len(tag)
-                return j + len(tag)
-            if strays_count and tag in rules._by_close and not self._fence:
-                # A closing tag with no opening tag: the block was opened in the prompt.
-                self._emit_kept(kept, out)
-                self._emit_content(buf[i:j], out, before_block=False)
-                self.stray_closes += 1
-                self.markup_chars += len(tag)
-                self._seen_tag = True
-                self._new_line(boundary=True)
-                self._skip_ws = rules.trim
-                return j + len(tag)
+            pair = rules._by_open.get(tag)
+            if pair is not None:
+                if self._opening_counts():
+                    self._emit_kept(kept, out)
+                    self._emit_content(buf[i:j], out, before_block=True)
+                    self._inside = True
+                    self._pair = pair
+                    self._fresh = True
+                    self._seen_tag = True
+                    self._literal.clear()
+                    self._skip_ws = rules.trim
+                    self.blocks += 1
+                    self.markup_chars += len(tag)
+                    return j + len(tag)
+                if not self._in_code():
+                    # An opening tag kept as text (mid-sentence): its closing tag is text too.
+                    self._literal[pair.close] = self._literal.get(pair.close, 0) + 1
+            elif tag in rules._by_close and not self._in_code():
+                if self._literal.get(tag):
+                    self._literal[tag] -= 1          # closes a pair written as text: text
+                elif not self._seen_tag:
+                    # A closing tag with no opening tag: the block was opened in the prompt.
+                    self._emit_kept(kept, out)
+                    self._emit_content(buf[i:j], out, before_block=False)
+                    self.stray_closes += 1
+                    self.markup_chars += len(tag)
+                    self._seen_tag = True
+                    self._new_line(boundary=True)
+                    self._skip_ws = rules.trim
+                    return j + len(tag)
+                else:
+                    # A closing tag with no block open, after one: markup, removed.
+                    kept.append(buf[i:j])
+                    self.markup_chars += len(tag)
+                    i = pos = seen = j + len(tag)
+                    continue
             # A tag that does not count here is answer text: keep scanning, emit it all at once
             # (emitting piece by piece would copy the growing piece each time).
             pos = j + 1
         self._emit_kept(kept, out)
-        # No tag in the rest: hold back a partial tag that could still count where it stands.
+        # No tag in the rest: hold back a partial tag (or one still undecided).
         rest_start = i
-        prefixes = rules._any_prefixes if strays_count else rules._open_prefixes
-        hold = _partial_tag_len(buf[rest_start:] if rest_start else buf, prefixes, rules._longest, rules._first_re)
-        cut = n - hold
+        if final:
+            cut = n
+        elif cut < 0:
+            cut = n - _partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
+                                       rules._longest, rules._first_re)
         self._observe(buf, seen, cut)
-        if hold and not (strays_count and not self._fence) and not self._opening_counts():
-            # A partial opening tag that could not count here: no need to wait for it
-            # (a strip marker counts anywhere, so a partial one still waits).
+        if cut < n and self._in_code():
+            # In code only a strip marker counts: no need to wait for anything else.
             hold = _partial_tag_len(buf[cut:], rules._strip_prefixes, rules._longest) if rules._strip else 0
             self._observe(buf, cut, n - hold)
             cut = n - hold
-        if self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "":
+        if not final and self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "":
             # Only whitespace so far: wait, it is dropped if a block opens next.
             self._held = buf[rest_start:]
-            self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
+            self._ws_hold = cut == n and bool(self._held) and not rules._ws_lead
             return -1
         self._emit_content(buf[rest_start:cut], out, before_block=False)
         self._held = buf[cut:]
         return -1
+
+    def _in_code(self) -> bool:
+        return bool(self._fence or self._ticks)
 
     def _opening_counts(self) -> bool:
         """Where a model writes an opening tag: at the start, at a line start, or, once it
@@ -426,16 +481,6 @@ class Splitter:
             out[-1] = (CONTENT, out[-1][1] + text)
         else:
             out.append((CONTENT, text))
-
-
-_PREFIXES: dict[str, frozenset] = {}
-
-
-def _prefix_cache(tag: str) -> frozenset:
-    p = _PREFIXES.get(tag)
-    if p is None:
-        p = _PREFIXES[tag] = frozenset(tag[:k] for k in range(1, len(tag)))
-    return p
 
 
 @dataclass(slots=True)

@@ -19,8 +19,8 @@ from .splitter import TagPair
 SHIPPED = Path(__file__).parent / "tagsets.yaml"
 
 _TOP_KEYS = {"default", "profiles"}
-_DEFAULT_KEYS = {"pairs", "starts_inside"}
-_PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "strip"}
+_DEFAULT_KEYS = {"pairs", "starts_inside", "ends_reasoning"}
+_PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "strip", "ends_reasoning"}
 
 
 class TagsetError(ValueError):
@@ -37,6 +37,8 @@ class Profile:
     # "reasoning" (it was all reasoning) or "content" (the model answered without reasoning).
     tagless_means: str = "reasoning"
     strip: tuple[str, ...] = ()      # markers that leave the answer (wrappers, channel headers)
+    # Markers that end an open reasoning block and stay in the output (tool calls, headers).
+    ends: tuple[str, ...] = ()
 
     def matches(self, model: str) -> bool:
         m = model.lower()
@@ -72,8 +74,9 @@ def parse_tags_string(value: str) -> tuple[TagPair, ...]:
 
 
 def from_tags_string(value: str) -> Tagsets:
+    """Tag pairs that replace the tag sets; the shipped markers that end reasoning still apply."""
     pairs = parse_tags_string(value)
-    return Tagsets(Profile("THINK_TAGS", (), pairs), (), "THINK_TAGS")
+    return Tagsets(Profile("THINK_TAGS", (), pairs, ends=load(SHIPPED).default.ends), (), "THINK_TAGS")
 
 
 def _check_pairs(pairs: list[TagPair], where: str) -> None:
@@ -84,6 +87,10 @@ def _check_pairs(pairs: list[TagPair], where: str) -> None:
             raise TagsetError(f"{where}: empty tag in pair {p.open!r} {p.close!r}")
         if p.open == p.close:
             raise TagsetError(f"{where}: opening and closing tag are the same ({p.open!r})")
+    closes = {p.close for p in pairs}
+    for p in pairs:
+        if p.open in closes:
+            raise TagsetError(f"{where}: {p.open!r} is both an opening and a closing tag")
     for a in pairs:
         for b in pairs:
             # Inside a block only its closing tag is looked for, and in the answer only opening
@@ -166,8 +173,10 @@ def _build(root, src: str) -> Tagsets:
     d = _mapping(top["default"], src, "'default'", _DEFAULT_KEYS)
     if "pairs" not in d:
         raise TagsetError(f"{_where(src, top['default'])}: 'default' needs 'pairs'")
-    default = Profile("default", (), _pairs(d["pairs"], src, "default pairs"),
-                      _bool(d["starts_inside"], src, "starts_inside") if "starts_inside" in d else False)
+    dpairs = _pairs(d["pairs"], src, "default pairs")
+    default = Profile("default", (), dpairs,
+                      _bool(d["starts_inside"], src, "starts_inside") if "starts_inside" in d else False,
+                      ends=_markers(d, "ends_reasoning", src, "default", dpairs, ()))
     profiles = []
     pnode = top.get("profiles")
     if pnode is not None and not (isinstance(pnode, yaml.ScalarNode) and pnode.value in ("", "null")):
@@ -190,15 +199,24 @@ def _build(root, src: str) -> Tagsets:
                 tagless = _string(p["tagless_means"], src, "tagless_means")
                 if tagless not in ("reasoning", "content"):
                     raise TagsetError(f"{_where(src, p['tagless_means'])}: tagless_means must be 'reasoning' or 'content'")
-            strip: tuple[str, ...] = ()
-            if "strip" in p:
-                snode = p["strip"]
-                if not isinstance(snode, yaml.SequenceNode):
-                    raise TagsetError(f"{_where(src, snode)}: 'strip' of {name!r} must be a list of strings")
-                strip = tuple(_string(m, src, "a strip marker") for m in snode.value)
-                tags = {t for pair in pairs for t in (pair.open, pair.close)}
-                for m, node in zip(strip, snode.value):
-                    if m in tags:
-                        raise TagsetError(f"{_where(src, node)}: strip marker {m!r} is also a tag of {name!r}")
-            profiles.append(Profile(name, models, pairs, inside, tagless, strip))
+            strip = _markers(p, "strip", src, name, pairs, (), closes_allowed=True)
+            ends = _markers(p, "ends_reasoning", src, name, pairs, default.ends)
+            profiles.append(Profile(name, models, pairs, inside, tagless, strip, ends))
     return Tagsets(default, tuple(profiles), src)
+
+
+def _markers(section: dict, key: str, src: str, name: str, pairs: tuple[TagPair, ...],
+             default: tuple[str, ...], closes_allowed: bool = False) -> tuple[str, ...]:
+    """A list of markers (`strip`, `ends_reasoning`) that must not be tags of the profile. A
+    strip marker may be a closing tag: it then closes a block and is removed everywhere else."""
+    node = section.get(key)
+    if node is None:
+        return default
+    if not isinstance(node, yaml.SequenceNode):
+        raise TagsetError(f"{_where(src, node)}: '{key}' of {name!r} must be a list of strings")
+    markers = tuple(_string(m, src, f"a {key} marker") for m in node.value)
+    tags = {p.open for p in pairs} | (set() if closes_allowed else {p.close for p in pairs})
+    for m, mnode in zip(markers, node.value):
+        if m in tags:
+            raise TagsetError(f"{_where(src, mnode)}: {key} marker {m!r} is also a tag of {name!r}")
+    return markers

@@ -1187,3 +1187,40 @@ def test_a_non_numeric_output_index_of_an_unknown_item_passes_unchanged():
                                                 b'"role": "assistant", "status": "completed"', 1)
     out, _ = run_stream(data)
     assert b'"output_index": [0]' in out or b'"output_index":[0]' in out
+
+
+# -- markup only, and events under another output_index -----------------------------------------
+def test_a_message_of_only_empty_blocks_becomes_an_empty_message_in_a_body():
+    new = responses.rewrite_body(body_of([msg(["<think>\n\n</think>\n\n"])]), make_ctx())
+    assert shape(json.loads(new)["output"]) == [("message", "")]
+
+
+def test_a_message_of_only_empty_blocks_becomes_an_empty_message_in_a_stream():
+    for deltas in (["<think></think>"], ["<think>", "\n\n", "</think>", "\n\n"], ["<th", "ink></thi", "nk>"]):
+        out, _ = run_stream(stream_of([msg(deltas)]))
+        check_invariants(out)
+        assert shape(sdk_final(out).output) == [("message", "")], deltas
+        assert "think>" not in out.decode()
+
+
+def _misnumbered(items, keep_item_id=True):
+    """The upstream's events with every event of item 0 but its output_item.added under index 1."""
+    evs = upstream_events(items)
+    for ev in evs:
+        if ev.get("output_index") == 0 and ev["type"] != "response.output_item.added":
+            ev["output_index"] = 1
+            if not keep_item_id and "item_id" in ev:
+                ev["item_id"] = "msg_elsewhere"
+    return evs
+
+
+def test_events_under_another_output_index_follow_their_item_id():
+    out, _ = run_stream(sse_bytes(_misnumbered([msg(["<think>r</think>", "hi"])])))
+    check_invariants(out)
+    assert shape(sdk_final(out).output) == [("reasoning", "r"), ("message", "hi")]
+
+
+def test_text_events_for_an_item_never_added_pass_through_and_are_not_sent_twice():
+    out, _ = run_stream(sse_bytes(_misnumbered([msg(["<think>r</think>", "hi"])], keep_item_id=False)))
+    deltas = [o["delta"] for o in objs(out) if o["type"] == "response.output_text.delta"]
+    assert "".join(deltas) == "<think>r</think>hi"      # the upstream's own, once

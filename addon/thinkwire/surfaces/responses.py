@@ -118,6 +118,7 @@ class _Owner:
         self.resp_id: str | None = None
         self.model: object = None
         self.next_index = 0
+        self.unrouted_text = False   # text events for an item never added went out as they came
 
     def alloc(self) -> int:
         d = self.next_index
@@ -130,7 +131,7 @@ class _Owner:
 
 class _UPart:
     """An upstream output_text part being read."""
-    __slots__ = ("c", "template", "added", "splitter", "fed", "made")
+    __slots__ = ("c", "template", "added", "splitter", "fed", "made", "reasoned")
 
     def __init__(self, c: object, template: dict, added: tuple, splitter: Splitter | None) -> None:
         self.c = c
@@ -139,6 +140,7 @@ class _UPart:
         self.splitter = splitter      # None once finished (and on the body path)
         self.fed = False
         self.made = 0                 # downstream parts made from it so far
+        self.reasoned = False         # some of its text became reasoning
 
 
 class _Text:
@@ -276,11 +278,14 @@ class _Message:
         if p is None:
             self.other(obj, src)
             return
+        text = obj.get("text") if obj is not None else None
         if p.splitter is not None:
             sp, p.splitter = p.splitter, None
-            text = obj.get("text") if obj is not None else None
             pieces = sp.feed(text) if not p.fed and isinstance(text, str) and text else []
             self.pieces(pieces + sp.finish(), None, None)
+        if not p.made and not p.reasoned and (p.fed or (isinstance(text, str) and text)):
+            # Its text was markup only (`<think></think>`): the part stays, empty.
+            self._open_dpart(self._ensure_seg())
         seg = self.cur
         if isinstance(seg, _Seg) and seg.dpart is not None and seg.dpart.upart is p:
             if obj is not None and not seg.dpart.text_done:
@@ -315,7 +320,8 @@ class _Message:
         """Close everything; the items made are in `built`. True when they differ from the item."""
         item = obj.get("item")
         item = item if isinstance(item, dict) else dict(self.item, status="completed")
-        if not self.saw_part and not self.opened and isinstance(item.get("content"), list):
+        if (not self.saw_part and not self.opened and isinstance(item.get("content"), list)
+                and not self.o.unrouted_text):
             # No part events at all (the item came whole): split what the done item holds.
             _drive_parts(self, item, lambda text: _split_pieces(self.o, text))
         if self.part is not None:
@@ -358,6 +364,8 @@ class _Message:
     def pieces(self, pieces: list, obj: dict | None, src: tuple | None) -> None:
         for kind, value in pieces:
             if kind == REASONING:
+                if self.part is not None:
+                    self.part.reasoned = True
                 if not isinstance(self.cur, _Reason):
                     self._open_reason()
                 self._reason_delta(value)
@@ -875,6 +883,15 @@ class StreamRewriter(_Owner):
             self._added(u, obj, src)
             return
         m = self.active.get(u) if type(u) is int else None
+        if m is None and type(u) is int and u not in self.map:
+            # An upstream that sends an item's events under another output_index: its item_id says
+            # which message they belong to. Text for an item never added passes as it came; a
+            # message closed without text events is then not split from its final item, which
+            # would send that text a second time.
+            item = obj.get("item")
+            m = self._by_item_id(obj.get("item_id", item.get("id") if isinstance(item, dict) else None))
+            if m is None and t.startswith("response.output_text."):
+                self.unrouted_text = True
         if m is None:
             if type(u) is int and u in self.map:
                 self.emit(dict(obj, output_index=self.map[u]), src)
@@ -894,10 +911,17 @@ class StreamRewriter(_Owner):
         elif t == "response.content_part.done":
             m.part_done(obj, src)
         elif t == "response.output_item.done":
-            del self.active[u]
+            del self.active[m.u]
             self._record(m, m.item_done(obj, src))
         else:
             m.other(obj, src)
+
+    def _by_item_id(self, item_id: object) -> _Message | None:
+        if isinstance(item_id, str):
+            for m in self.active.values():
+                if m.mid == item_id:
+                    return m
+        return None
 
     def _added(self, u: int, obj: dict, src: tuple) -> None:
         item = obj["item"]

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -191,6 +192,39 @@ def rechunk(data: bytes, sizes: list[int]) -> list[bytes]:
         out.append(data[i:i + n])
         i += n
         k += 1
+    return out
+
+
+ENCODINGS = ["gzip", "deflate", "br", "zstd"]
+
+
+def compress_events(encoding: str, events: list[bytes]) -> list[bytes]:
+    """A compressed stream as a server that flushes its compressor after every event sends it:
+    one piece per event, then the end marker (gzip/zlib trailer, brotli's last block, zstd's
+    end of frame) as the last piece."""
+    if encoding in ("gzip", "deflate"):
+        z = zlib.compressobj(wbits=31 if encoding == "gzip" else 15)
+        return [z.compress(e) + z.flush(zlib.Z_SYNC_FLUSH) for e in events] + [z.flush()]
+    if encoding == "br":
+        import brotli
+        b = brotli.Compressor()
+        return [b.process(e) + b.flush() for e in events] + [b.finish()]
+    from backports import zstd
+    c = zstd.ZstdCompressor()
+    return [c.compress(e, zstd.ZstdCompressor.FLUSH_BLOCK) for e in events] + [c.flush()]
+
+
+def decoded_before_error(encoding: str, chunks: list[bytes]) -> bytes:
+    """What a fresh decoder yields from `chunks`, read one by one, before the first it cannot
+    decode: what a client of a broken compressed stream should get."""
+    from thinkwire.stream import decoder_for
+    d, out = decoder_for(encoding), b""
+    try:
+        for c in chunks:
+            out += d.decompress(c)
+        out += d.flush()
+    except Exception:
+        pass
     return out
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -70,9 +71,10 @@ Handler = Callable[[Seen], Reply]
 
 
 class Upstream:
-    """A scripted model server. `route(path_suffix, handler_or_reply)`; `requests` records all."""
+    """A scripted model server. `route(path_suffix, handler_or_reply)`; `requests` records all.
+    It listens on `host` (127.0.0.1), over TLS when given a server context."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
         self.routes: list[tuple[str, Handler]] = []
         self.requests: list[Seen] = []
         outer = self
@@ -121,10 +123,12 @@ class Upstream:
 
             do_POST = do_GET = do_DELETE = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = ThreadingHTTPServer((host, 0), H)
         self.server.daemon_threads = True
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://{host}:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import os
 import re
+import shutil
 import ssl
 import subprocess
 import sys
@@ -62,11 +62,17 @@ def chunk(delta: dict, finish: str | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
+    for needed in ("bash", "curl"):
+        if shutil.which(needed) is None:
+            pytest.skip(f"{needed} is not installed")
     tmp = tmp_path_factory.mktemp("env")
     cert, key = self_signed(tmp)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)
-    up = Upstream(HOST, ctx)
+    try:
+        up = Upstream(HOST, ctx)
+    except OSError as e:   # Linux answers on all of 127.0.0.0/8; macOS only on 127.0.0.1
+        pytest.skip(f"cannot listen on {HOST}: {e}")
     up.route(CHAT, sse_reply(sse(chunk({"role": "assistant", "content": "<think>via the"}),
                                  chunk({"content": " proxy</think>hello"}), chunk({}, "stop"), "[DONE]")))
     conf = tmp / "confdir"

@@ -12,9 +12,11 @@ import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -69,9 +71,10 @@ Handler = Callable[[Seen], Reply]
 
 
 class Upstream:
-    """A scripted model server. `route(path_suffix, handler_or_reply)`; `requests` records all."""
+    """A scripted model server. `route(path_suffix, handler_or_reply)`; `requests` records all.
+    It listens on `host` (127.0.0.1), over TLS when given a server context."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
         self.routes: list[tuple[str, Handler]] = []
         self.requests: list[Seen] = []
         outer = self
@@ -120,10 +123,12 @@ class Upstream:
 
             do_POST = do_GET = do_DELETE = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = ThreadingHTTPServer((host, 0), H)
         self.server.daemon_threads = True
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://{host}:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -191,6 +196,39 @@ def rechunk(data: bytes, sizes: list[int]) -> list[bytes]:
         out.append(data[i:i + n])
         i += n
         k += 1
+    return out
+
+
+ENCODINGS = ["gzip", "deflate", "br", "zstd"]
+
+
+def compress_events(encoding: str, events: list[bytes]) -> list[bytes]:
+    """A compressed stream as a server that flushes its compressor after every event sends it:
+    one piece per event, then the end marker (gzip/zlib trailer, brotli's last block, zstd's
+    end of frame) as the last piece."""
+    if encoding in ("gzip", "deflate"):
+        z = zlib.compressobj(wbits=31 if encoding == "gzip" else 15)
+        return [z.compress(e) + z.flush(zlib.Z_SYNC_FLUSH) for e in events] + [z.flush()]
+    if encoding == "br":
+        import brotli
+        b = brotli.Compressor()
+        return [b.process(e) + b.flush() for e in events] + [b.finish()]
+    from backports import zstd
+    c = zstd.ZstdCompressor()
+    return [c.compress(e, zstd.ZstdCompressor.FLUSH_BLOCK) for e in events] + [c.flush()]
+
+
+def decoded_before_error(encoding: str, chunks: list[bytes]) -> bytes:
+    """What a fresh decoder yields from `chunks`, read one by one, before the first it cannot
+    decode: what a client of a broken compressed stream should get."""
+    from thinkwire.stream import decoder_for
+    d, out = decoder_for(encoding), b""
+    try:
+        for c in chunks:
+            out += d.decompress(c)
+        out += d.flush()
+    except Exception:
+        pass
     return out
 
 

@@ -17,7 +17,7 @@ import zlib
 import pytest
 
 from conftest import make_ctx
-from harness import Reply, sse_reply
+from harness import ENCODINGS, Reply, compress_events, decoded_before_error, rechunk, sse_reply
 from test_fuzz import encode_events, model_objs, parse_events, text_sequence
 from thinkwire import engine
 from thinkwire.surfaces import chat, messages, responses
@@ -165,6 +165,91 @@ def test_compressed_stream_cut_mid_frame(proxy, up, surface, encoding):
     assert is_prefix_of_rewrite(got, offline(surface, data), offline(surface, sent)), got[-300:]
     tally("compressed stream cut mid-frame")
     assert_healthy(proxy, up, surface)
+
+
+# -- broken compressed streams: what decoded, then a clean end, never raw bytes ----------------
+# The upstream compresses per event (as servers that flush their compressor for SSE do), then
+# breaks the stream: cut short with a proper end of body, or plain bytes where compressed
+# ones belong. Content-Encoding is gone from what the client gets, so raw compressed bytes
+# would be garbage to it; it must get the rewrite of what decoded and a clean end.
+JUNK = b'data: {"error": "gateway wrote plain text"}\n\n'
+BROKEN = ["cut mid-event", "cut before the end marker", "plain text after an event", "plain text for the header"]
+
+
+def raw_fetch(proxy, surface: str) -> tuple[int, dict, bytes, str | None]:
+    """(status, headers, body, read error) with no decoding by the client."""
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=20)
+    conn.request("POST", PATHS[surface], body=b'{"model": "m", "stream": true, "messages": [], "input": "q"}',
+                 headers={"content-type": "application/json", "accept-encoding": "gzip, deflate, br, zstd"})
+    r = conn.getresponse()
+    err = None
+    try:
+        body = r.read()
+    except http.client.IncompleteRead as e:
+        body, err = e.partial, "IncompleteRead"
+    conn.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body, err
+
+
+def broken_upstream(encoding: str, surface: str, where: str) -> tuple[list[bytes], list[bytes]]:
+    """(what the upstream writes, one write per item, paused between; what the client may get:
+    the first is the whole decodable prefix)."""
+    events = encode_events(surface, model_objs(surface, [TEXT[i:i + 8] for i in range(0, len(TEXT), 8)]))
+    pieces = compress_events(encoding, events)
+    k = len(pieces) // 2
+    if where.startswith("cut"):
+        whole = b"".join(pieces)
+        at = sum(map(len, pieces[:k])) + len(pieces[k]) // 2 if where == "cut mid-event" else len(whole) - len(pieces[-1])
+        # No error to stop at: the decoder gives the same bytes whatever the reads.
+        return rechunk(whole[:at], [7, 30]), [offline(surface, decoded_before_error(encoding, [whole[:at]]))]
+    writes = [JUNK] + pieces[1:] if where == "plain text for the header" else pieces[:k] + [JUNK] + pieces[k:]
+    # The proxy may read the last good piece together with the junk (one read it cannot decode):
+    # then it ends one piece earlier. Every earlier end is accepted; the first is the expected one.
+    bad = writes.index(JUNK)
+    return writes, [offline(surface, decoded_before_error(encoding, writes[:j])) for j in range(bad, -1, -1)]
+
+
+def _broken_cases():
+    surfaces = list(SURFACES)
+    return [(enc, where, surfaces[(i + j) % 3]) for i, enc in enumerate(ENCODINGS) for j, where in enumerate(BROKEN)]
+
+
+@pytest.mark.parametrize("encoding,where,surface", _broken_cases())
+def test_broken_compressed_stream_ends_cleanly_with_what_decoded(proxy, up, encoding, where, surface):
+    writes, candidates = broken_upstream(encoding, surface, where)
+    pause = 0 if where.startswith("cut") else 0.02   # a cut needs no pauses: reads do not matter
+    up.route(PATHS[surface], sse_reply(writes, delay=pause, headers={"content-encoding": encoding}))
+    warned = proxy.log().count("the client gets what was decoded")
+    status, headers, got, err = raw_fetch(proxy, surface)
+    assert (status, err) == (200, None)                     # a clean end of the body
+    assert "content-encoding" not in headers
+    assert got in candidates, (got[-300:], candidates[0][-300:])
+    got.decode("utf-8")                                     # text: no compressed bytes in it
+    assert JUNK not in got
+    if where.startswith("cut"):
+        assert got == candidates[0]                         # exact, whatever the reads
+    if where != "plain text for the header":
+        assert text_sequence(surface, got)[0][0] == "r"     # the reasoning came out as reasoning
+    deadline = time.monotonic() + 5   # the proxy's log line comes a moment after the body
+    while proxy.log().count("the client gets what was decoded") == warned and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proxy.log().count("the client gets what was decoded") == warned + 1   # one warning
+    tally("broken compressed stream")
+    assert_healthy(proxy, up, surface)
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_sdk_reads_a_broken_compressed_stream_to_a_clean_end(proxy, up, encoding):
+    import openai
+    writes, candidates = broken_upstream(encoding, "chat", "plain text after an event")
+    up.route(PATHS["chat"], sse_reply(writes, delay=0.02, headers={"content-encoding": encoding}))
+    c = openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", max_retries=0, timeout=20)
+    with c.chat.completions.stream(model="m", messages=[]) as s:
+        m = s.get_final_completion().choices[0].message
+    # Cut inside "</think>": the open block stays reasoning, with the partial tag as text.
+    assert m.model_extra["reasoning_content"] in [
+        "".join(t for kind, t in text_sequence("chat", c) if kind == "r") for c in candidates]
+    assert m.model_extra["reasoning_content"].startswith("the reasoning") and not m.content
 
 
 # -- the client breaks off --------------------------------------------------------------------

@@ -268,6 +268,68 @@ def test_console_script_is_installed():
     assert os.path.exists(exe)
 
 
+def test_addon_path_in_a_clone_is_addon_think_py():
+    assert cli.addon_path() == ROOT / "addon" / "think.py"
+    assert run_cli(["addon-path"]).stdout.decode().strip() == str(ROOT / "addon" / "think.py")
+
+
+def test_run_loads_the_addon_and_passes_every_argument_through():
+    argv = cli.proxy_argv("mitmdump", ["--mode", "reverse:http://h:1", "--set", "x=y", "--help"])
+    assert argv[0] == os.path.join(os.path.dirname(sys.executable), "mitmdump")
+    assert argv[1:] == ["-s", str(cli.addon_path()), "--listen-host", "127.0.0.1",
+                        "--mode", "reverse:http://h:1", "--set", "x=y", "--help"]
+
+
+@pytest.mark.parametrize("given", [["--listen-host", "0.0.0.0"], ["--listen-host=::"], ["--set", "listen_host=::"]])
+def test_run_listens_on_loopback_unless_told_a_host(given):
+    argv = cli.proxy_argv("mitmweb", given)
+    assert argv[-len(given):] == given and argv.count("127.0.0.1") == 0
+
+
+def test_run_execs_the_tool_of_this_environment():
+    r = run_cli(["run", "--version"])
+    assert r.returncode == 0 and b"Mitmproxy:" in r.stdout
+
+
+def env_lines(tmp_path, *args):
+    r = run_cli(["env", "--confdir", str(tmp_path / "conf dir"), *args])
+    assert r.returncode == 0, r.stderr
+    return r.stdout.decode()
+
+
+def test_env_creates_the_ca_first_and_points_every_client_at_the_proxy(tmp_path):
+    out = env_lines(tmp_path, "--port", "18123")
+    conf = tmp_path / "conf dir"
+    ca, bundle = conf / "mitmproxy-ca-cert.pem", conf / "thinkwire-ca-bundle.pem"
+    assert ca.exists() and (conf / "mitmproxy-ca.pem").exists()   # mitmproxy finds and uses it
+    q = f"'{bundle}'"
+    for line in ["export HTTPS_PROXY=http://127.0.0.1:18123", "export HTTP_PROXY=http://127.0.0.1:18123",
+                 "export NO_PROXY=localhost,127.0.0.1,::1", f"export SSL_CERT_FILE={q}",
+                 f"export REQUESTS_CA_BUNDLE={q}", f"export NODE_EXTRA_CA_CERTS='{ca}'", "export NODE_USE_ENV_PROXY=1"]:
+        assert line in out.splitlines()
+    # The bundle: the proxy's CA, then what the machine trusts (hosts the proxy does not open).
+    assert bundle.read_bytes().startswith(ca.read_bytes()) and bundle.read_bytes().count(b"BEGIN CERTIFICATE") > 10
+    before = ca.read_bytes()
+    env_lines(tmp_path)
+    assert ca.read_bytes() == before   # an existing CA is kept
+
+
+def test_env_output_runs_in_sh_and_its_undo_clears_it(tmp_path):
+    script = (f'eval "$({sys.executable} -m thinkwire.cli env --confdir \'{tmp_path}/c\' --port 9)"; '
+              'echo "$HTTPS_PROXY|$SSL_CERT_FILE"; '
+              f'eval "$({sys.executable} -m thinkwire.cli env --undo)"; echo "[$HTTPS_PROXY$NODE_EXTRA_CA_CERTS]"')
+    r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.stdout.splitlines() == [f"http://127.0.0.1:9|{tmp_path}/c/thinkwire-ca-bundle.pem", "[]"]
+    assert "nothing listens on 127.0.0.1:9" in r.stderr   # a hint, on stderr, not eval'd
+
+
+def test_env_for_fish_quotes_and_undoes_its_way(tmp_path):
+    out = env_lines(tmp_path, "--shell", "fish")
+    assert f"set -gx NODE_EXTRA_CA_CERTS '{tmp_path}/conf dir/mitmproxy-ca-cert.pem'" in out
+    assert cli.shell_lines({"A": "it's \\"}, "fish") == "set -gx A 'it\\'s \\\\'\n"
+    assert run_cli(["env", "--shell", "fish", "--undo"]).stdout.decode().splitlines()[0] == "set -e HTTPS_PROXY"
+
+
 def test_addon_reports_a_stream_whose_client_disconnected():
     from mitmproxy import flow as mflow
     tw = ThinkWire()

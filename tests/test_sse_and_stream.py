@@ -1,12 +1,13 @@
 """SSE framing and the stream driver: framing at any boundary, decoders, fail-open."""
 
 import gzip
+import json
 import zlib
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from harness import rechunk
+from harness import ENCODINGS, compress_events, decoded_before_error, rechunk
 from thinkwire.sse import Event, SSEParser, encode
 from thinkwire.stream import StreamDriver, decoder_for
 
@@ -183,11 +184,110 @@ def test_identity_and_unknown_encodings():
         decoder_for("compress")
 
 
-def test_corrupt_compressed_stream_fails_open():
+# -- broken compressed streams: what decoded, then a clean end, one warning ----------------
+EVENTS = [b"data: e%d\n\n" % i for i in range(6)]
+
+
+def plain(decoded: bytes) -> bytes:
+    """What the client gets for `decoded` sent uncompressed, ending there."""
+    return drive(StreamDriver(Upper()), [decoded])
+
+
+def warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
+def cut_points(pieces: list[bytes]) -> dict[str, int]:
+    ends = [sum(map(len, pieces[:i + 1])) for i in range(len(pieces))]
+    return {"after one byte": 1, "inside the header": min(5, ends[0] - 1), "mid-event": ends[2] + len(pieces[3]) // 2,
+            "between events": ends[2], "before the end marker": ends[-2]}
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("where", ["after one byte", "inside the header", "mid-event", "between events",
+                                   "before the end marker"])
+def test_compressed_stream_cut_short_ends_cleanly_with_what_decoded(encoding, where, caplog):
+    pieces = compress_events(encoding, EVENTS)
+    sent = b"".join(pieces)[:cut_points(pieces)[where]]
+    want = plain(decoded_before_error(encoding, [sent]))
+    for size in (1, 7, len(sent)):   # the reads the proxy happens to make do not matter
+        caplog.clear()
+        d = StreamDriver(Upper(), decoder_for(encoding))
+        assert drive(d, rechunk(sent, [size])) == want
+        assert d.broken == "the compressed stream ended before its end marker" and d.failure is None
+        assert len(warnings(caplog)) == 1
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_whole_compressed_stream_ends_without_a_warning(encoding, caplog):
+    d = StreamDriver(Upper(), decoder_for(encoding))
+    assert drive(d, compress_events(encoding, EVENTS)) == plain(b"".join(EVENTS))
+    assert d.broken is None and not warnings(caplog)
+
+
+def corrupt(pieces: list[bytes], where: str) -> list[bytes]:
+    """The stream as read, one piece per read, broken at `where`."""
+    junk = b'data: {"error": "not compressed"}\n\n'   # a gateway writing plain text mid-stream
+    if where == "the header":
+        return [junk] + pieces[1:]
+    if where == "after an event":
+        return pieces[:3] + [junk] + pieces[3:]
+    if where == "inside an event":  # flipped bits: what decodes before the check fails may be junk
+        bad = bytearray(pieces[3])
+        for i in range(len(bad) // 3, len(bad)):
+            bad[i] ^= 0x5A
+        return pieces[:3] + [bytes(bad)] + pieces[4:]
+    assert where == "a member ends, then junk"
+    return pieces + [b"\xff" * 12]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("where", ["the header", "after an event", "inside an event", "a member ends, then junk"])
+def test_corrupt_compressed_stream_ends_cleanly_with_what_decoded(encoding, where, caplog):
+    chunks = corrupt(compress_events(encoding, EVENTS), where)
+    d = StreamDriver(Upper(), decoder_for(encoding))
+    got = [d(c) for c in chunks] + [d(b"")]
+    assert all(piece for out in got for piece in out)          # never an empty chunk mid-stream
+    out = b"".join(piece for out in got for piece in out)
+    assert out == plain(decoded_before_error(encoding, chunks))
+    assert b"not compressed" not in out and not any(c in out for c in chunks if len(c) > 4)
+    assert out.endswith(b": end\n\n") and d.ended                # the rewriter's clean end
+    assert d.failure is None and len(warnings(caplog)) == (d.broken is not None)
+    if where != "inside an event":   # flipped bits need not be detected (zstd here has no checksum)
+        assert d.broken.startswith("cannot decode the compressed stream")
+    if where == "a member ends, then junk":
+        assert out == plain(b"".join(EVENTS))   # everything before the junk
+
+
+def test_after_a_break_the_rest_is_dropped_and_the_end_comes_once():
     d = StreamDriver(Upper(), decoder_for("gzip"))
-    out = drive(d, [b"not gzip", b" at all"])
-    assert d.failure and d.failure.startswith("cannot decode")
-    assert out == b": held\n\nnot gzip at all"  # the original bytes go on
+    assert d(compress_events("gzip", EVENTS[:1])[0]) == [b"data: E0\n\n"]
+    assert d(b"not gzip") == [b": end\n\n"]
+    assert d(b"more") == [] and d(b"") == []
+
+
+def test_a_broken_stream_in_pass_through_after_a_rewrite_failure_ends_too():
+    d = StreamDriver(Upper(fail_on="e1"), decoder_for("gzip"))
+    pieces = compress_events("gzip", EVENTS)
+    out = b"".join(d(pieces[0]) + d(pieces[1]) + d(b"\xff\xff") + d(pieces[2]) + d(b""))
+    assert out == b"data: E0\n\n: held\n\ndata: e1\n\n" and d.failure and d.broken
+
+
+def test_broken_stream_flushes_the_held_text_of_a_real_surface():
+    from conftest import make_ctx
+    from thinkwire import engine
+    from thinkwire.surfaces import chat
+
+    def delta(t):
+        return b'data: {"choices":[{"index":0,"delta":{"content":%s}}]}\n\n' % json.dumps(t).encode()
+    events = [delta("<think>why"), delta("</think>ok <thi")]   # "<thi" is held: it may open a tag
+    ctx = make_ctx({"model": "m", "stream": True})
+    d = engine.stream_driver(chat, ctx, decoder_for("br"))
+    out = b"".join(b"".join(d(c)) for c in compress_events("br", events)[:2] + [b"\xff\xff", b""])
+    ref = engine.stream_driver(chat, make_ctx({"model": "m", "stream": True}))
+    assert out == b"".join(ref(b"".join(events)) + ref(b""))
+    assert b'"content":"<thi"' in out
+    assert ctx.stats.broken and ctx.stats.broken.startswith("cannot decode") and ctx.stats.fell_back is None
 
 
 def test_deflate_cut_after_one_byte_gives_nothing_and_no_error():

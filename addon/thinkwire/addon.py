@@ -203,6 +203,8 @@ class ThinkWire:
                             "to tagsets.yaml")
             if stats.malformed_events:
                 summary += f"; {stats.malformed_events} malformed event(s) passed unchanged"
+            if stats.broken:
+                summary += f"; {stats.broken}: the client got what decoded, then the end"
             if stats.blocks:
                 flow.marked = MARK_REWRITTEN
         if restored:
@@ -211,7 +213,7 @@ class ThinkWire:
         flow.comment = summary
         flow.metadata[META] = {"surface": surface, "profile": profile, "blocks": stats.blocks,
                                "reasoning_chars": stats.reasoning_chars, "restored": restored,
-                               "fell_back": fell_back}
+                               "fell_back": fell_back, "broken": stats.broken}
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
 

@@ -1,5 +1,10 @@
-"""`thinkwire`: offline tools around the addon, on the same code path.
+"""`thinkwire`: the proxy, and tools around it on the same code path.
 
+  thinkwire run [MITMDUMP ARGS]                            mitmdump with thinkwire loaded
+  thinkwire web [MITMWEB ARGS]                             mitmweb with thinkwire and its views
+  thinkwire addon-path                                     the script for `mitmdump -s`
+  thinkwire env [--port N] [--confdir D] [--shell sh|fish] [--undo]
+                                                           exports that point a shell at the proxy
   thinkwire rewrite --surface chat [--model NAME] [FILE]   what the proxy would send
   thinkwire tags [--model NAME]                            the effective tag sets / a model's profile
 
@@ -10,9 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
+import socket
+import ssl
 import sys
+from pathlib import Path
 
-from . import engine
+from . import engine, process
 from .settings import SettingError, Settings
 from .sse import SSEParser
 
@@ -114,9 +124,126 @@ def _print_profile(p) -> None:
         print(f"  end reasoning, kept in the answer: {'  '.join(p.ends)}")
 
 
+# -- the proxy ------------------------------------------------------------------------------
+def addon_path() -> Path:
+    """The script mitmproxy loads: addon/think.py in a clone, the copy an install ships."""
+    return (Path(__file__).parent / "script" / "think.py").resolve()
+
+
+def proxy_argv(tool: str, args: list[str]) -> list[str]:
+    """mitmdump / mitmweb of this environment with thinkwire loaded, on 127.0.0.1 unless the
+    arguments choose a listen host; every argument goes on as given."""
+    exe = process.tool(tool)
+    head = [exe] if os.path.exists(exe) else [  # an install whose scripts are not beside python
+        sys.executable, "-c", f"import sys; from mitmproxy.tools.main import {tool}; "
+                              f"sys.argv[0] = {tool!r}; sys.exit({tool}())"]
+    if not any(a == "--listen-host" or a.startswith(("--listen-host=", "listen_host=")) for a in args):
+        args = ["--listen-host", "127.0.0.1", *args]
+    return [*head, "-s", str(addon_path()), *args]
+
+
+def _exec_proxy(tool: str, args: list[str]) -> int:
+    argv = proxy_argv(tool, args)
+    os.execv(argv[0], argv)
+    return 1  # pragma: no cover - execv does not return
+
+
+# -- pointing a shell at the proxy ------------------------------------------------------------
+CA_CERT = "mitmproxy-ca-cert.pem"        # what mitmproxy writes into its confdir
+CA_BUNDLE = "thinkwire-ca-bundle.pem"    # that CA, then the CAs this machine trusts
+ENV_NAMES = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "NO_PROXY", "no_proxy",
+             "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+             "NODE_USE_ENV_PROXY"]
+
+
+def ensure_ca(confdir: Path) -> Path:
+    """mitmproxy's CA certificate in `confdir`, created the way mitmproxy creates it when missing."""
+    cert = confdir / CA_CERT
+    if not cert.exists():
+        from mitmproxy.certs import CertStore
+        from mitmproxy.options import CONF_BASENAME, KEY_SIZE
+        store = CertStore.from_store(confdir, CONF_BASENAME, KEY_SIZE)  # makes the CA if it has none
+        if not cert.exists():  # a CA key with its certificate file deleted
+            cert.write_bytes(store.default_ca.to_pem())
+    return cert
+
+
+def write_bundle(confdir: Path, ca: Path) -> Path:
+    """The proxy's CA followed by the machine's trusted CAs: Python and curl clients read only
+    the file they are given, and hosts the proxy does not open (`allow_hosts`, NO_PROXY) still
+    show their real certificates."""
+    system = ssl.get_default_verify_paths().openssl_cafile
+    if not os.path.isfile(system):
+        import certifi
+        system = certifi.where()
+    bundle = confdir / CA_BUNDLE
+    tmp = bundle.with_suffix(".tmp")
+    tmp.write_bytes(ca.read_bytes().rstrip(b"\n") + b"\n" + Path(system).read_bytes())
+    tmp.replace(bundle)
+    return bundle
+
+
+def env_values(port: int, confdir: Path) -> dict[str, str]:
+    ca = ensure_ca(confdir)
+    bundle = write_bundle(confdir, ca)
+    proxy = f"http://127.0.0.1:{port}"
+    local = "localhost,127.0.0.1,::1"  # local model servers are reached directly
+    return {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "https_proxy": proxy, "http_proxy": proxy,
+            "NO_PROXY": local, "no_proxy": local,
+            "SSL_CERT_FILE": str(bundle), "REQUESTS_CA_BUNDLE": str(bundle), "CURL_CA_BUNDLE": str(bundle),
+            "NODE_EXTRA_CA_CERTS": str(ca),
+            # Node's own fetch reads HTTPS_PROXY only with this (Node >= 22.21 / 24; older: no effect).
+            "NODE_USE_ENV_PROXY": "1"}
+
+
+def _fish_quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def shell_lines(values: dict[str, str] | None, shell: str) -> str:
+    """`export`s (sh) or `set -gx` (fish); `values` None: the lines that undo them."""
+    if values is None:
+        cmd = "unset" if shell == "sh" else "set -e"
+        return "".join(f"{cmd} {name}\n" for name in ENV_NAMES)
+    if shell == "sh":
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in values.items())
+    return "".join(f"set -gx {k} {_fish_quote(v)}\n" for k, v in values.items())
+
+
+def _cmd_env(args) -> int:
+    if args.undo:
+        sys.stdout.write(shell_lines(None, args.shell))
+        return 0
+    confdir = Path(os.path.expanduser(args.confdir))
+    values = env_values(args.port, confdir)
+    undo = 'eval "$(thinkwire env --undo)"' if args.shell == "sh" else "thinkwire env --shell fish --undo | source"
+    sys.stdout.write(f"# thinkwire: clients go through the proxy at {values['HTTPS_PROXY']}; undo: {undo}\n"
+                     + shell_lines(values, args.shell))
+    try:
+        socket.create_connection(("127.0.0.1", args.port), timeout=0.3).close()
+    except OSError:
+        print(f"thinkwire: nothing listens on 127.0.0.1:{args.port} yet; start the proxy with "
+              f"`thinkwire run --listen-port {args.port}`", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("run", "web"):  # everything after goes to mitmproxy, --help too
+        return _exec_proxy("mitmdump" if argv[0] == "run" else "mitmweb", argv[1:])
     ap = argparse.ArgumentParser(prog="thinkwire", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("run", help="run mitmdump with thinkwire loaded (every argument goes to mitmdump)")
+    sub.add_parser("web", help="run mitmweb with thinkwire and its views (every argument goes to mitmweb)")
+    ad = sub.add_parser("addon-path", help="print the addon script's path, for mitmdump -s")
+    ad.set_defaults(func=lambda _args: print(addon_path()) or 0)
+    en = sub.add_parser("env", help="print the exports that point this shell's clients at a running proxy: "
+                        'eval "$(thinkwire env)"')
+    en.add_argument("--port", type=int, default=8080, help="the proxy's port on 127.0.0.1 (default 8080)")
+    en.add_argument("--confdir", default="~/.mitmproxy", help="mitmproxy's confdir, where its CA is (default ~/.mitmproxy)")
+    en.add_argument("--shell", choices=["sh", "fish"], default="sh", help="sh (bash, zsh, ...; default) or fish")
+    en.add_argument("--undo", action="store_true", help="print the lines that undo them")
+    en.set_defaults(func=_cmd_env)
     rw = sub.add_parser("rewrite", help="rewrite a saved response (JSON body or SSE stream) as the proxy would")
     rw.add_argument("--surface", required=True, choices=sorted(engine.SURFACES))
     rw.add_argument("--model", help="model name, to pick its tag profile")

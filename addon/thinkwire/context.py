@@ -21,6 +21,7 @@ class Stats:
     restored: int = 0
     native: bool = False          # the upstream already sent native reasoning
     fell_back: str | None = None  # why the rewrite stopped and passed bytes through
+    broken: str | None = None     # why a compressed stream stopped decoding part way (ended there)
 
 
 @dataclass

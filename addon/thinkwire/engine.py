@@ -48,7 +48,10 @@ def is_event_stream(content_type: str | None) -> bool:
 def stream_driver(surface: ModuleType, ctx: FlowContext, decoder=None) -> StreamDriver:
     def on_fail(reason: str) -> None:
         ctx.stats.fell_back = reason
-    return StreamDriver(surface.StreamRewriter(ctx), decoder, on_fail)
+
+    def on_broken(reason: str) -> None:
+        ctx.stats.broken = reason
+    return StreamDriver(surface.StreamRewriter(ctx), decoder, on_fail, on_broken)
 
 
 def offline_sealer(confdir: str | None = None) -> LazySealer:

@@ -2,8 +2,13 @@
 
 `StreamDriver` is the callable mitmproxy's `flow.response.stream` gets: bytes in, a list of
 bytes out, `b""` once at the end. It decodes Content-Encoding incrementally, frames SSE
-events, hands them to the surface, and never raises: on any error it sends what the surface
-still held, then the original bytes from that point on, unchanged.
+events, hands them to the surface, and never raises: on an error of the rewrite it sends what
+the surface still held, then the original bytes from that point on, unchanged (fail open).
+
+A compressed stream that stops decoding part way (corrupt, or cut before its end marker) is
+not failed open: its Content-Encoding header is already gone, so the rest would reach the
+client as compressed bytes. The client gets what decoded, rewritten as usual, then a clean end
+of stream (the surface's held text flushed); the rest of the upstream's bytes are dropped.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ class _Members:
     def __init__(self, new: Callable[[], object]) -> None:
         self._new = new
         self._d = new()
+        self._fed = False
 
     def decompress(self, data: bytes) -> bytes:
+        self._fed = True
         if self._d.eof:  # the last member ended exactly at a chunk boundary
             self._d = self._new()
         out = self._d.decompress(data)
@@ -46,6 +53,10 @@ class _Members:
     def flush(self) -> bytes:
         flush = getattr(self._d, "flush", None)  # zlib holds output back; zstd does not
         return flush() if flush else b""
+
+    def ended(self) -> bool:
+        """Whether the bytes so far end where a member / frame ends (or there were none)."""
+        return self._d.eof or not self._fed
 
 
 def _zlib(wbits: int) -> _Members:
@@ -74,17 +85,25 @@ class _Deflate:
             return _zlib(zlib.MAX_WBITS).decompress(self._head) if self._head else b""
         return self._d.flush()
 
+    def ended(self) -> bool:
+        return self._d.ended() if self._d is not None else not self._head
+
 
 class _Brotli:
     def __init__(self) -> None:
         import brotli
         self._d = brotli.Decompressor()
+        self._fed = False
 
     def decompress(self, data: bytes) -> bytes:
+        self._fed = True
         return self._d.process(data)
 
     def flush(self) -> bytes:
         return b""
+
+    def ended(self) -> bool:
+        return self._d.is_finished() or not self._fed
 
 
 def _zstd() -> _Members:
@@ -115,25 +134,32 @@ def decoder_for(content_encoding: str | None):
 # -- the driver ----------------------------------------------------------------------------
 class StreamDriver:
     def __init__(self, rewriter: EventRewriter, decoder=None,
-                 on_fail: Callable[[str], None] | None = None) -> None:
+                 on_fail: Callable[[str], None] | None = None,
+                 on_broken: Callable[[str], None] | None = None) -> None:
         self.rewriter = rewriter
         self.decoder = decoder
         self.parser = SSEParser()
         self.passthrough = False
         self.on_fail = on_fail
         self.failure: str | None = None
+        self.on_broken = on_broken
+        self.broken: str | None = None   # why a compressed stream stopped decoding part way
+        self.ended = False               # the client's stream has had its end
 
     def __call__(self, chunk: bytes) -> list[bytes]:
+        if self.ended:  # after a compressed stream broke off: the rest is dropped
+            return []
         final = chunk == b""
         out: list[bytes] = []
         try:
             data = self._decode(chunk, final)
-        except Exception as e:  # undecodable: from here the bytes go on as they came
-            self.decoder = None
-            if not self.passthrough:
-                self._fail(f"cannot decode the stream ({type(e).__name__}: {e})", out, [])
-            out.append(chunk)
-            return self._join(out)
+        except Exception as e:  # undecodable from here: end the client's stream where it broke
+            data, final = b"", True
+            self._break(f"cannot decode the compressed stream ({type(e).__name__}: {e})")
+        else:
+            if final and self.decoder is not None and not self.decoder.ended():
+                self._break("the compressed stream ended before its end marker")
+        self.ended = final
         if self.passthrough:
             if data:
                 out.append(data)
@@ -178,6 +204,14 @@ class StreamDriver:
         if final:
             data += d.flush()
         return data
+
+    def _break(self, reason: str) -> None:
+        """One warning; the caller then ends the stream as if the upstream had ended there."""
+        self.broken = reason
+        log.warning("thinkwire: %s; the client gets what was decoded, then the end of the stream",
+                    reason)
+        if self.on_broken:
+            self.on_broken(reason)
 
     def _fail(self, reason: str, out: list[bytes], unsent: list[Event]) -> None:
         """Fail open: what the rewriter held, then the original bytes from here on."""

@@ -1,0 +1,116 @@
+"""Installing without a clone, as a user does: a wheel built from this tree (through its sdist,
+as a release would be), installed with `uv tool install` into throwaway folders, runs the
+proxy with `thinkwire run`; and a plain mitmproxy of another install loads the addon by
+`thinkwire addon-path`. uv comes with the test extra; its cache keeps reruns to seconds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from harness import sse, sse_reply
+from thinkwire.process import LISTENING, ToolProcess, child_env
+
+pytestmark = pytest.mark.e2e
+
+CHAT = "/v1/chat/completions"
+
+
+def chunk(delta: dict) -> dict:
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+def run(args: list, env: dict, timeout: float = 300) -> str:
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, timeout=timeout)
+    assert p.returncode == 0, f"{args}\n{p.stdout}\n{p.stderr}"
+    return p.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> dict:
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        pytest.skip("uv is not installed in this environment (the test extra brings it: run ./scripts/test)")
+    tmp = tmp_path_factory.mktemp("install")
+    env = child_env({"UV_TOOL_DIR": str(tmp / "tools"), "UV_TOOL_BIN_DIR": str(tmp / "bin")})
+    run([uv, "build", "--quiet", "--out-dir", tmp / "dist", ROOT], env)   # sdist, then the wheel from it
+    wheel = next((tmp / "dist").glob("thinkwire-*.whl"))
+    run([uv, "tool", "install", "--quiet", "--python", sys.executable, wheel], env)
+    # Someone's own mitmproxy, in an environment that has never heard of thinkwire (nor pyyaml).
+    run([uv, "tool", "install", "--quiet", "--python", sys.executable, "mitmproxy>=12,<13"], env)
+    return {"bin": tmp / "bin", "tools": tmp / "tools", "wheel": wheel, "env": env}
+
+
+def stream_through(port: int) -> bytes:
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn.request("POST", CHAT, body=b'{"model": "m", "stream": true}', headers={"content-type": "application/json"})
+    body = conn.getresponse().read()
+    conn.close()
+    return body
+
+
+def route_thinking(up) -> None:
+    up.route(CHAT, sse_reply(sse(chunk({"role": "assistant", "content": "<think>pack"}),
+                                 chunk({"content": "aged</think>shipped"}), "[DONE]")))
+
+
+def test_wheel_carries_the_addon_script_and_the_tag_sets(installed):
+    with zipfile.ZipFile(installed["wheel"]) as z:
+        assert z.read("thinkwire/tagsets.yaml") == (ROOT / "tagsets.yaml").read_bytes()
+        assert z.read("thinkwire/script/think.py") == (ROOT / "addon" / "think.py").read_bytes()
+
+
+def test_installed_tags_and_addon_path_are_the_installs_own(installed):
+    tools = str(installed["tools"])
+    out = run([installed["bin"] / "thinkwire", "tags"], installed["env"], 60)
+    assert out.startswith(f"tag sets from {tools}") and "<think>  ...  </think>" in out
+    path = run([installed["bin"] / "thinkwire", "addon-path"], installed["env"], 60).strip()
+    assert path.startswith(tools) and path.endswith("thinkwire/script/think.py")
+
+
+def test_installed_thinkwire_run_rewrites_a_stream(installed, up, tmp_path):
+    route_thinking(up)
+    p = ToolProcess([str(installed["bin"] / "thinkwire"), "run", "--mode", f"reverse:{up.url}",
+                     "--set", "listen_port=0", "--set", f"confdir={tmp_path}"], installed["env"])
+    try:
+        port = int(p.wait_for(LISTENING, timeout=60).group(1))   # on 127.0.0.1: the default
+        body = stream_through(port)
+    finally:
+        p.stop()
+    assert b'"reasoning_content":"pack"' in body and b'"content":"shipped"' in body
+    assert b"<think>" not in body
+
+
+def test_installed_thinkwire_web_runs_mitmweb(installed):
+    out = run([installed["bin"] / "thinkwire", "web", "--version"], installed["env"], 60)
+    assert "Mitmproxy:" in out
+
+
+def test_a_plain_mitmdump_of_another_install_loads_the_addon_by_path(installed, up, tmp_path):
+    route_thinking(up)
+    addon = run([installed["bin"] / "thinkwire", "addon-path"], installed["env"], 60).strip()
+    p = ToolProcess([str(installed["bin"] / "mitmdump"), "-s", addon, "--mode", f"reverse:{up.url}",
+                     "--listen-host", "127.0.0.1", "--set", "listen_port=0", "--set", f"confdir={tmp_path}"],
+                    installed["env"])
+    try:
+        port = int(p.wait_for(LISTENING, timeout=60).group(1))
+        body = stream_through(port)
+    finally:
+        p.stop()
+    assert b'"reasoning_content":"pack"' in body and b'"content":"shipped"' in body
+    assert "error" not in p.log().lower(), p.log()
+
+
+def test_the_install_runs_its_own_copy_not_the_clones(installed):
+    exe = installed["tools"] / "thinkwire" / "bin" / "python"
+    out = run([exe, "-c", "import thinkwire, os; print(os.path.realpath(thinkwire.__file__))"],
+              installed["env"], 60)
+    assert not out.startswith(str(ROOT)) and os.path.exists(out.strip())

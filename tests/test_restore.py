@@ -109,6 +109,15 @@ def test_messages_the_mark_wins_over_visible_text():
     assert out["messages"][1]["content"][0]["text"] == "<think>sealed text</think>hi"
 
 
+def test_messages_signed_block_is_restored_from_its_mark_whatever_text_the_client_shows():
+    # The default policy: the visible text and a mark. Libraries may re-trim or re-wrap the text.
+    block = {"type": "thinking", "thinking": "  plan, as the client keeps it ",
+             "signature": SEALER.seal("plan", TagPair("<thinking>", "</thinking>"))}
+    out, ctx = m_restore(m_req([block, {"type": "text", "text": "hi"}]))
+    assert out["messages"][1]["content"] == [{"type": "text", "text": "<thinking>plan</thinking>hi"}]
+    assert ctx.stats.restored == 1
+
+
 def test_messages_block_before_a_tool_use_becomes_its_own_text_block_in_place():
     out, _ = m_restore(m_req([{"type": "text", "text": "a"}, omitted("b"), tool_use()]))
     assert out["messages"][1]["content"] == [{"type": "text", "text": "a"},
@@ -446,8 +455,8 @@ def _assistant_text(req):
     return "".join(b["text"] for b in turn["content"] if b["type"] == "text")
 
 
-@pytest.mark.parametrize("policy,display", [("off", None), ("unsigned", None), ("redacted", None),
-                                            ("off", "omitted")])
+@pytest.mark.parametrize("policy,display", [("signed", None), ("off", None), ("unsigned", None),
+                                            ("redacted", None), ("off", "omitted")])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=model_text(), with_tool=st.booleans(), via_sdk=st.booleans())
 def test_property_messages_echo_of_a_rewritten_response_restores_what_the_model_wrote(

@@ -370,6 +370,48 @@ def test_responses_keep_leaves_the_request_alone():
     assert r_restore([USER, sealed("mine"), amsg("a")], restore="keep")[0] is None
 
 
+def ref(id_):
+    return {"type": "item_reference", "id": id_}
+
+
+def test_responses_reference_to_our_reasoning_id_names_the_upstream_message_it_came_from():
+    # The Vercel AI SDK with store: true. The upstream stored msg_abc as the model wrote it
+    # (reasoning inline) and never issued rs_abc_0: the reference to msg_abc carries it, once.
+    out, ctx = r_restore([USER, ref("rs_abc_0"), ref("msg_abc"), call(), output()])
+    assert out == [USER, ref("msg_abc"), call(), output()]
+    assert ctx.stats.restored == 1
+
+
+def test_responses_references_to_later_pieces_of_a_message_become_one_reference():
+    # a<think>b</think>c<think>d</think>e became msg_abc, rs_abc_1, msg_abc_2, rs_abc_3, msg_abc_4.
+    items = [USER, ref("msg_abc"), ref("rs_abc_1"), ref("msg_abc_2"), ref("rs_abc_3"), ref("msg_abc_4"), USER]
+    out, ctx = r_restore(items)
+    assert out == [USER, ref("msg_abc"), USER]
+    assert ctx.stats.restored == 4
+
+
+def test_responses_reference_of_a_tool_turn_without_text_names_its_message():
+    # <think>x</think> then a tool call: the client saw only rs_abc_0 and the call.
+    out, _ = r_restore([USER, ref("rs_abc_0"), call(), output(), ref("rs_def_0"), ref("msg_def")])
+    assert out == [USER, ref("msg_abc"), call(), output(), ref("msg_def")]
+
+
+def test_responses_references_to_upstream_ids_pass_untouched():
+    items = [USER, ref("msg_0f1e2d"), ref("rs_0f1e2d"), ref("fc_1"), call(), output()]
+    assert r_restore(items)[0] is None
+
+
+def test_responses_drop_removes_references_to_our_reasoning_and_still_merges_pieces():
+    out, ctx = r_restore([USER, ref("rs_abc_0"), ref("msg_abc"), ref("rs_abc_2"), ref("msg_abc_3")],
+                         restore="drop")
+    assert out == [USER, ref("msg_abc")]
+    assert ctx.stats.restored == 3
+
+
+def test_responses_keep_leaves_references_alone():
+    assert r_restore([USER, ref("rs_abc_0"), ref("msg_abc")], restore="keep")[0] is None
+
+
 @pytest.mark.parametrize("data", [b"", b"nope", b"[]", b'{"input": "just text"}', b'{"input": {"a": 1}}',
                                   b'{"input": [1, null, "x", {"type": "reasoning"}]}', b"\xff"])
 def test_responses_non_json_or_unexpected_shapes_return_none(data):

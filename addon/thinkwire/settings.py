@@ -70,7 +70,7 @@ OPTIONS: tuple[Option, ...] = (
     _opt("think_signature", "signed",
          "Signature on thinking blocks this proxy makes", "choice", ("signed", "unsigned", "off", "redacted")),
     _opt("think_responses", "on", "Rewrite /responses responses"),
-    _opt("think_responses_summary", "off",
+    _opt("think_responses_summary", "on",
          "Also put reasoning into reasoning items' summary, even when the request does not ask"),
     _opt("think_responses_content", "on", "Put reasoning text into reasoning items' content"),
     _opt("think_tags", "", "Tag pairs replacing the tag sets, e.g. '<think> </think>,<reasoning> </reasoning>'", "str"),

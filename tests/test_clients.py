@@ -26,7 +26,9 @@ import pytest
 
 from harness import Reply, Seen, StrictAnthropic, StrictResponses, Turn, json_reply, sse, sse_reply
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e,
+              # LiteLLM's own models warn about fields of valid responses; not ours to fix.
+              pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 JS = Path(__file__).resolve().parent / "clients" / "js"
 ANSWER = [Turn("<think>\nThe user wants a fix.\n</think>\n\nHere is the fix.")]
@@ -197,33 +199,7 @@ def reasoning_and_text(result: dict) -> list[tuple[list[str], str]]:
     return [(s["reasoning"], s["text"]) for s in result["steps"]]
 
 
-@pytest.mark.parametrize("surface", ["chat", "responses", "messages"])
-@pytest.mark.parametrize("mode", ["body", "stream"])
-def test_vercel_ai_sdk_shows_the_reasoning(vercel, scripts, surface, mode):
-    assert reasoning_and_text(vercel[f"{surface}:{mode}"]) == [(["The user wants a fix."], "Here is the fix.")]
-    assert scripts.errors(f"vercel-{surface}-{mode}") == []
-
-
 LOOP_SEEN = [(["I should list the files."], "Let me look."), (["The listing is fine."], "All done.")]
-
-
-@pytest.mark.parametrize("scenario", ["chat:roundtrip", "responses:roundtrip", "responses:roundtrip-nostore",
-                                      "messages:roundtrip"])
-def test_vercel_ai_sdk_tool_loop_sends_the_reasoning_back(vercel, scripts, scenario):
-    assert reasoning_and_text(vercel[scenario]) == LOOP_SEEN
-    name = "vercel-" + scenario.replace(":", "-")
-    assert scripts.errors(name) == []
-    turn2 = scripts.sent(name)[1]
-    if scenario.startswith("chat"):
-        # Chat reasoning goes back as reasoning_content (think_chat_restore=keep), the answer as content.
-        [a] = assistant_turns_as_sent(turn2)
-        assert (a["content"], a["reasoning_content"]) == ("Let me look.", "I should list the files.")
-    elif scenario == "responses:roundtrip":
-        # store: true. The SDK referred to rs_1_0 (ours) and msg_1: one reference to the upstream's
-        # stored message, which holds the reasoning as written (the upstream checked it).
-        assert assistant_turns_as_sent(turn2) == [{"type": "item_reference", "id": "msg_1"}]
-    else:
-        assert text_of(assistant_turns_as_sent(turn2)[0]) == "<think>I should list the files.</think>Let me look."
 
 
 def test_vercel_ai_sdk_references_our_reasoning_id_which_the_upstream_never_issued(proxy_factory, scripts):
@@ -232,3 +208,211 @@ def test_vercel_ai_sdk_references_our_reasoning_id_which_the_upstream_never_issu
     got = vercel_run(p.url, "responses:roundtrip", prefix="vercel-keep")["responses:roundtrip"]
     assert not got["ok"] and "Item with id 'rs_1_0' not found" in got["error"]
     assert {"type": "item_reference", "id": "rs_1_0"} in scripts.sent("vercel-keep-responses-roundtrip")[1]["input"]
+
+
+# == the Python libraries (in this process: each is imported once, when its tests run) =========
+PY = ["chat:body", "chat:stream", "chat:roundtrip", "responses:body", "responses:stream", "responses:roundtrip",
+      "messages:body", "messages:stream", "messages:roundtrip"]
+
+
+def run_all(scenarios: list[str], one) -> dict:
+    """{"surface:mode": {"ok", "steps": [{"reasoning": [...], "text": ...}] or "error"}}: the
+    shape the node driver prints, so the same tests read every library."""
+    out = {}
+    for sc in scenarios:
+        surface, mode = sc.split(":")
+        try:
+            out[sc] = {"ok": True, "steps": [{"reasoning": r, "text": t} for r, t in one(surface, mode)]}
+        except Exception as e:  # what the library raised is what the test reports
+            out[sc] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:500]}
+    return out
+
+
+def bash(cmd: str) -> str:
+    """Run a shell command."""
+    return "ok"
+
+
+TOOL_CHAT = [{"type": "function", "function": {"name": "bash", "description": "run", "parameters": {
+    "type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}]
+TOOL_RESPONSES = [dict(TOOL_CHAT[0]["function"], type="function")]
+
+
+@pytest.fixture(scope="module")
+def litellm_results(base, scripts):
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")   # no cost map fetch at import
+    litellm = pytest.importorskip("litellm")
+    # The README recipe: a model missing from LiteLLM's cost map gets a faked Responses stream
+    # (one non-streamed call) unless it is registered with native streaming.
+    litellm.register_model({"qwen3": {"litellm_provider": "openai", "supports_native_streaming": True}})
+
+    def completion(surface, name, msgs, stream, tools=None):
+        # completion() speaks chat (openai/) and Messages (anthropic/), with one result shape.
+        base_url = f"{base}/s/{name}/v1" if surface == "chat" else f"{base}/s/{name}"
+        r = litellm.completion(model=("openai/" if surface == "chat" else "anthropic/") + "qwen3",
+                               api_base=base_url, api_key="x", messages=msgs, stream=stream,
+                               max_tokens=1024, tools=tools)
+        if stream:
+            r = litellm.stream_chunk_builder(list(r), messages=msgs)
+        m = r.choices[0].message
+        if surface == "messages":
+            reasoning = [b["thinking"] for b in m.thinking_blocks or []]
+            assert m.reasoning_content == "".join(reasoning)
+        else:
+            reasoning = [m.reasoning_content] if m.reasoning_content else []
+        return m, (reasoning, m.content or "")
+
+    def responses(name, inp, stream, tools=None):
+        r = litellm.responses(model="openai/qwen3", api_base=f"{base}/s/{name}/v1", api_key="x",
+                              input=inp, stream=stream, tools=tools)
+        if stream:
+            r = [ev.response for ev in r if getattr(ev, "type", "") == "response.completed"][-1]
+        items = [o.model_dump(exclude_none=True) for o in r.output]
+        reasoning = [p["text"] for o in items if o["type"] == "reasoning" for p in o.get("content", [])]
+        summary = [p["text"] for o in items if o["type"] == "reasoning" for p in o["summary"]]
+        assert summary == reasoning   # LiteLLM hands over both; the same text
+        text = "".join(p["text"] for o in items if o["type"] == "message" for p in o["content"])
+        return items, (reasoning, text)
+
+    def one(surface, mode):
+        name = f"litellm-{surface}-{mode}"
+        if surface == "responses":
+            inp = [{"role": "user", "content": "fix the build"}]
+            if mode != "roundtrip":
+                return [responses(name, inp, mode == "stream")[1]]
+            items, seen1 = responses(name, inp, True, TOOL_RESPONSES)
+            inp += items + [{"type": "function_call_output", "call_id": o["call_id"], "output": "ok"}
+                            for o in items if o["type"] == "function_call"]
+            return [seen1, responses(name, inp, True, TOOL_RESPONSES)[1]]
+        msgs = [{"role": "user", "content": "fix the build"}]
+        if mode != "roundtrip":
+            return [completion(surface, name, msgs, mode == "stream")[1]]
+        m, seen1 = completion(surface, name, msgs, True, TOOL_CHAT)
+        msgs += [m] + [{"role": "tool", "tool_call_id": c.id, "content": "ok"} for c in m.tool_calls]
+        return [seen1, completion(surface, name, msgs, True, TOOL_CHAT)[1]]
+
+    return run_all(PY, one)
+
+
+@pytest.fixture(scope="module")
+def pydantic_ai_results(base, scripts):
+    pytest.importorskip("pydantic_ai")
+    import asyncio
+    from pydantic_ai import Agent
+    from pydantic_ai.direct import model_request_stream_sync, model_request_sync
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ThinkingPart
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    def model(surface, name):
+        url = f"{base}/s/{name}"
+        if surface == "messages":
+            return AnthropicModel("qwen3", provider=AnthropicProvider(base_url=url, api_key="x"))
+        cls = OpenAIChatModel if surface == "chat" else OpenAIResponsesModel
+        return cls("qwen3", provider=OpenAIProvider(base_url=url + "/v1", api_key="x"))
+
+    def seen(r: ModelResponse):
+        return ([p.content for p in r.parts if isinstance(p, ThinkingPart)],
+                "".join(p.content for p in r.parts if isinstance(p, TextPart)))
+
+    async def loop(m):
+        # The agent runs the tool loop itself, streaming, and builds turn 2 from turn 1.
+        async with Agent(m, tools=[bash]).run_stream_events("fix the build") as events:
+            async for ev in events:
+                last = ev
+        return [seen(r) for r in last.result.all_messages() if isinstance(r, ModelResponse)]
+
+    def one(surface, mode):
+        m = model(surface, f"pydantic_ai-{surface}-{mode}")
+        ask = [ModelRequest.user_text_prompt("fix the build")]
+        if mode == "body":
+            return [seen(model_request_sync(m, ask))]
+        if mode == "stream":
+            with model_request_stream_sync(m, ask) as s:
+                for _ in s:
+                    pass
+                return [seen(s.response)]
+        return asyncio.run(loop(m))
+
+    return run_all(PY, one)
+
+
+@pytest.fixture(scope="module")
+def openai_agents_results(base, scripts):
+    pytest.importorskip("agents")
+    import asyncio
+    from openai import AsyncOpenAI
+    from agents import (Agent, ItemHelpers, MessageOutputItem, OpenAIChatCompletionsModel, OpenAIResponsesModel,
+                        ReasoningItem, Runner, function_tool, set_tracing_disabled)
+    set_tracing_disabled(True)
+    tool = function_tool(bash)
+
+    def steps(items):
+        """Per model turn: the reasoning (ReasoningItem summary, as the SDK gives chat reasoning)
+        and the answer."""
+        out: list = []
+        for it in items:
+            if isinstance(it, ReasoningItem):
+                raw = it.raw_item
+                summary = [x.text for x in raw.summary]
+                if raw.content:   # Responses: the SDK hands over content too, the same text
+                    assert [x.text for x in raw.content] == summary
+                out.append((summary, ""))
+            elif isinstance(it, MessageOutputItem):
+                out[-1] = (out[-1][0], ItemHelpers.text_message_output(it))
+        return out
+
+    async def run(surface, mode):
+        client = AsyncOpenAI(base_url=f"{base}/s/openai_agents-{surface}-{mode}/v1", api_key="x", max_retries=0)
+        cls = OpenAIChatCompletionsModel if surface == "chat" else OpenAIResponsesModel
+        agent = Agent(name="a", model=cls("qwen3", client), tools=[tool] if mode == "roundtrip" else [])
+        if mode == "body":
+            return steps((await Runner.run(agent, "fix the build")).new_items)
+        r = Runner.run_streamed(agent, "fix the build")
+        async for _ in r.stream_events():
+            pass
+        return steps(r.new_items)
+
+    # The Agents SDK speaks chat and Responses only.
+    return run_all([s for s in PY if not s.startswith("messages")], lambda s, m: asyncio.run(run(s, m)))
+
+
+LIBRARIES = {"vercel": "vercel", "litellm": "litellm_results", "pydantic_ai": "pydantic_ai_results",
+             "openai_agents": "openai_agents_results"}
+CASES = [(lib, f"{surface}:{mode}") for lib in LIBRARIES for surface in ("chat", "responses", "messages")
+         for mode in ("body", "stream") if not (lib == "openai_agents" and surface == "messages")]
+LOOPS = [(lib, f"{surface}:roundtrip") for lib in LIBRARIES for surface in ("chat", "responses", "messages")
+         if not (lib == "openai_agents" and surface == "messages")] + [("vercel", "responses:roundtrip-nostore")]
+
+
+@pytest.mark.parametrize("lib,scenario", CASES)
+def test_library_shows_the_reasoning(request, scripts, lib, scenario):
+    got = request.getfixturevalue(LIBRARIES[lib])[scenario]
+    assert reasoning_and_text(got) == [(["The user wants a fix."], "Here is the fix.")]
+    assert scripts.errors(f"{lib}-{scenario.replace(':', '-')}") == []
+
+
+# Chat reasoning carries no mark: it goes back as the library sends it (think_chat_restore=keep).
+CHAT_BACK = {"vercel": "I should list the files.", "litellm": "I should list the files.",
+             "pydantic_ai": "I should list the files.",
+             "openai_agents": None}   # it replays chat reasoning only for model names with "deepseek"
+
+
+@pytest.mark.parametrize("lib,scenario", LOOPS)
+def test_library_tool_loop_sends_the_reasoning_back_as_the_model_wrote_it(request, scripts, lib, scenario):
+    got = request.getfixturevalue(LIBRARIES[lib])[scenario]
+    assert reasoning_and_text(got) == LOOP_SEEN
+    name = f"{lib}-{scenario.replace(':', '-')}"
+    assert scripts.errors(name) == []   # the strict upstream accepted turn 2
+    turn2 = assistant_turns_as_sent(scripts.sent(name)[1])
+    if scenario.startswith("chat"):
+        [a] = turn2
+        assert (a["content"], a.get("reasoning_content")) == ("Let me look.", CHAT_BACK[lib])
+    elif turn2[0].get("type") == "item_reference":
+        # store: true (the Vercel AI SDK): the SDK referred to rs_1_0 (ours) and msg_1; one
+        # reference to the upstream's stored message, which holds the reasoning as written.
+        assert turn2 == [{"type": "item_reference", "id": "msg_1"}]
+    else:
+        assert text_of(turn2[0]) == "<think>I should list the files.</think>Let me look."

@@ -199,6 +199,15 @@ def test_messages_only_assistant_turns_are_touched():
     assert m_restore(req)[0] is None
 
 
+def test_messages_thinking_a_library_replays_as_user_text_is_left_alone():
+    # Pydantic AI replays a thinking part without a signature as text in a *user* turn. User
+    # text is the user's: never rewritten. (With the default `signed` it sends the block back.)
+    req = m_req([{"type": "text", "text": "hi"}])
+    req["messages"].insert(1, {"role": "user", "content": [
+        {"type": "text", "text": "<assistant_thinking>\nplan\n</assistant_thinking>"}]})
+    assert m_restore(req)[0] is None
+
+
 def test_messages_pair_for_unsigned_blocks_follows_the_model_profile():
     out, _ = m_restore(m_req([{"type": "thinking", "thinking": "x", "signature": ""},
                               {"type": "text", "text": "hi"}], model="m"), tags="<reason> </reason>")

@@ -28,12 +28,10 @@ const reasoning = (parts) => (parts ?? []).filter((p) => p.type === "reasoning")
 async function run(surface, mode) {
   const m = model(surface, `${proxy}-${surface}-${mode}/v1`);
   const common = { model: m, prompt: "fix the build", maxRetries: 0 };
-  // The README recipe: an unknown model name is not taken to reason, and then the SDK sends no
-  // reasoning back (store: false drops reasoning without encrypted_content, which it asks for
-  // only for reasoning models). forceReasoning says it does.
-  if (surface === "responses" && mode.startsWith("roundtrip")) {
-    common.providerOptions = { openai: { forceReasoning: true, ...(mode === "roundtrip-nostore" && { store: false }) } };
-  }
+  // The README recipe for servers that store nothing: store: false sends reasoning items back
+  // only with encrypted_content, which the SDK asks for only for models it knows to reason;
+  // forceReasoning says this one does.
+  if (mode === "roundtrip-nostore") common.providerOptions = { openai: { store: false, forceReasoning: true } };
   if (mode === "body") {
     const r = await generateText(common);
     return { steps: [{ reasoning: reasoning(r.content), text: r.text }] };

@@ -148,21 +148,25 @@ def js_install() -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         pytest.skip("node is not installed (.ci/run installs Debian's nodejs and npm): apt-get install -y nodejs npm")
+    import fcntl
     import hashlib
     lock = (JS / "package-lock.json").read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "thinkwire" / \
         f"js-{hashlib.sha256(lock).hexdigest()[:16]}"
-    if not (cache / "node_modules" / ".thinkwire-ok").exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        for f in ("package.json", "package-lock.json"):
-            shutil.copy(JS / f, cache / f)
-        p = subprocess.run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-                           cwd=cache, capture_output=True, text=True, timeout=300)
-        if p.returncode != 0:
-            pytest.skip(f"npm ci of tests/clients/js failed (no registry?): {p.stderr.strip()[-300:]}")
-        (cache / "node_modules" / ".thinkwire-ok").touch()
-    shutil.copy(JS / "run.mjs", cache / "run.mjs")
-    return cache
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)   # test runs of other checkouts share the cache
+        if not (cache / "node_modules" / ".thinkwire-ok").exists():
+            for f in ("package.json", "package-lock.json"):
+                shutil.copy(JS / f, cache / f)
+            p = subprocess.run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+                               cwd=cache, capture_output=True, text=True, timeout=300)
+            if p.returncode != 0:
+                pytest.skip(f"npm ci of tests/clients/js failed (no registry?): {p.stderr.strip()[-300:]}")
+            (cache / "node_modules" / ".thinkwire-ok").touch()
+        script = cache / f"run-{os.getpid()}.mjs"   # beside node_modules, so its imports resolve
+        shutil.copy(JS / "run.mjs", script)
+    return script
 
 
 VERCEL = ["chat:body", "chat:stream", "chat:roundtrip",
@@ -170,20 +174,13 @@ VERCEL = ["chat:body", "chat:stream", "chat:roundtrip",
           "messages:body", "messages:stream", "messages:roundtrip"]
 
 
-@pytest.fixture(scope="module")
-def vercel(base, scripts):
-    """Every Vercel AI SDK scenario, run in one node process: {"surface:mode": result}."""
-    cache = js_install()
-    p = subprocess.run([shutil.which("node"), str(cache / "run.mjs"), f"{base}/s/vercel", *VERCEL],
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return {r["scenario"]: r for r in map(json.loads, p.stdout.splitlines())}
-
-
 def vercel_run(base: str, *scenarios: str, prefix: str = "vercel") -> dict:
-    cache = js_install()
-    p = subprocess.run([shutil.which("node"), str(cache / "run.mjs"), f"{base}/s/{prefix}", *scenarios],
-                       capture_output=True, text=True, timeout=120, env=dict(os.environ, AI_SDK_LOG_WARNINGS="false"))
+    script = js_install()
+    try:
+        p = subprocess.run([shutil.which("node"), str(script), f"{base}/s/{prefix}", *scenarios],
+                           capture_output=True, text=True, timeout=120, env=dict(os.environ, AI_SDK_LOG_WARNINGS="false"))
+    finally:
+        script.unlink()
     assert p.returncode == 0, p.stderr[-2000:]
     return {r["scenario"]: r for r in map(json.loads, p.stdout.splitlines())}
 

@@ -57,7 +57,7 @@ def looks_like(obj: dict) -> bool:
 
 
 def mode(ctx: FlowContext) -> str:
-    """How thinking blocks go out: off, unsigned, redacted, or omitted (the request asked)."""
+    """How thinking blocks go out: signed, unsigned, off, redacted, or omitted (the request asked)."""
     thinking = ctx.request.get("thinking") if isinstance(ctx.request, dict) else None
     if isinstance(thinking, dict) and thinking.get("display") == "omitted":
         m = "omitted"

@@ -24,8 +24,9 @@ Ids are deterministic: reasoning items are `rs_<message id without "msg_">_<posi
 message piece keeps the message's id, later ones are `<message id>_<position>` (position = the
 item's place among those the message became). A message without an id uses `<response id>_<index>`.
 
-What the request asks for (`reasoning.summary` auto/concise/detailed, or the option
-`think_responses_summary`) adds the text as a `summary_text` part, streamed as
+What the request asks for (`reasoning.summary` auto/concise/detailed), or the option
+`think_responses_summary` (on by default: some clients read only the summary), adds the text as
+a `summary_text` part, streamed as
 `reasoning_summary_part.added` / `reasoning_summary_text.delta` ... `.done` / `part.done`;
 `think_responses_content=off` leaves `content` out (only when the summary carries the text).
 `include: ["reasoning.encrypted_content"]` puts the proxy's sealed mark in `encrypted_content`.

@@ -169,7 +169,7 @@ def js_install() -> Path:
     return script
 
 
-VERCEL = ["chat:body", "chat:stream", "chat:roundtrip",
+VERCEL = ["chat:body", "chat:stream", "chat:roundtrip", "openai-chat:body",
           "responses:body", "responses:stream", "responses:roundtrip", "responses:roundtrip-nostore",
           "messages:body", "messages:stream", "messages:roundtrip"]
 
@@ -413,3 +413,19 @@ def test_library_tool_loop_sends_the_reasoning_back_as_the_model_wrote_it(reques
         assert turn2 == [{"type": "item_reference", "id": "msg_1"}]
     else:
         assert text_of(turn2[0]) == "<think>I should list the files.</think>Let me look."
+
+
+# -- what the recipes warn about -------------------------------------------------------------
+def test_vercel_ai_sdk_openai_chat_provider_never_reads_chat_reasoning(vercel, scripts):
+    """Why the recipe says @ai-sdk/openai-compatible: @ai-sdk/openai's .chat() drops it."""
+    assert reasoning_and_text(vercel["openai-chat:body"]) == [([], "Here is the fix.")]
+
+
+def test_litellm_fakes_responses_streams_for_a_model_missing_from_its_cost_map(litellm_results, base, scripts):
+    """Why the recipe registers the model: unregistered, stream=True goes out as one
+    non-streamed call; registered with native streaming (the other tests), it streams."""
+    import litellm
+    events = list(litellm.responses(model="openai/qwen3-unmapped", api_base=f"{base}/s/litellm-unmapped/v1",
+                                    api_key="x", input="fix the build", stream=True))
+    assert events and not scripts.sent("litellm-unmapped")[0].get("stream")
+    assert scripts.sent("litellm-responses-stream")[0]["stream"] is True

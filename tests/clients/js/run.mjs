@@ -1,6 +1,6 @@
 // Runs the Vercel AI SDK through thinkwire, one scenario per line of output (JSON).
 // Usage: node run.mjs PREFIX SCENARIO... where a scenario is SURFACE:MODE, SURFACE one of
-// chat, responses, messages and MODE one of body, stream, roundtrip (streamed, a tool loop the
+// chat, openai-chat (@ai-sdk/openai's .chat()), responses, messages and MODE one of body, stream, roundtrip (streamed, a tool loop the
 // SDK runs itself, so it builds turn 2 from its own turn-1 result), roundtrip-nostore (Responses
 // with store: false). Each scenario talks to PREFIX-SURFACE-MODE/v1 (PREFIX: the proxy URL and a
 // path naming the scripted upstream, e.g. http://127.0.0.1:8080/s/vercel).
@@ -13,6 +13,7 @@ const [proxy, ...scenarios] = process.argv.slice(2);
 
 function model(surface, baseURL) {
   if (surface === "chat") return createOpenAICompatible({ name: "tw", baseURL, apiKey: "x" })("qwen3");
+  if (surface === "openai-chat") return createOpenAI({ baseURL, apiKey: "x" }).chat("qwen3");
   if (surface === "responses") return createOpenAI({ baseURL, apiKey: "x" }).responses("qwen3");
   return createAnthropic({ baseURL, apiKey: "x" })("qwen3");
 }

@@ -402,9 +402,27 @@ class StrictResponses:
         self.turns = turns
         self.ids: set[str] = set()
         self.blobs: set[str] = set()
+        self.stored: dict[str, dict] = {}      # output items of `store`d responses, by id
         self.bodies: list[bytes] = []
         self.errors: list[str] = []
         self._n = 0
+
+    def _resolve(self, items: list) -> list | Reply:
+        """`item_reference`s replaced by the items they name, as a store-backed server reads
+        them; an unknown id is 404, an item given twice 400, as OpenAI answers."""
+        out, seen = [], set()
+        for it in items:
+            if isinstance(it, dict) and it.get("type") == "item_reference":
+                if it.get("id") not in self.stored:
+                    return self._error(404, f"Item with id '{it.get('id')}' not found.", param="input")
+                it = self.stored[it["id"]]
+            iid = it.get("id") if isinstance(it, dict) else None
+            if iid is not None:
+                if iid in seen:
+                    return self._error(400, f"Duplicate item found with id {iid}.", param="input")
+                seen.add(iid)
+            out.append(it)
+        return out
 
     def _error(self, status: int, message: str, code: str | None = None, param: str | None = None) -> Reply:
         self.errors.append(message)
@@ -415,7 +433,9 @@ class StrictResponses:
         self.bodies.append(seen.body)
         req = seen.json()
         items = req.get("input")
-        items = items if isinstance(items, list) else []
+        items = self._resolve(items if isinstance(items, list) else [])
+        if isinstance(items, Reply):
+            return items
         calls: set[str] = set()
         turns: list[list[str]] = []
         current: list[str] | None = None
@@ -456,8 +476,11 @@ class StrictResponses:
             return self._error(400, "the script has no more turns")
         turn = self.turns[self._n]
         self._n += 1
-        return self._reply(turn, self._n, bool(req.get("stream")),
-                           "reasoning.encrypted_content" in (req.get("include") or []))
+        reply = self._reply(turn, self._n, bool(req.get("stream")),
+                            "reasoning.encrypted_content" in (req.get("include") or []))
+        if req.get("store") is not False:   # OpenAI stores by default
+            self.stored.update((it["id"], it) for it in self._last_output)
+        return reply
 
     def _reply(self, turn: Turn, n: int, stream: bool, include: bool) -> Reply:
         out: list[dict] = []
@@ -476,6 +499,7 @@ class StrictResponses:
         if turn.tool:
             out.append({"id": f"fc_{n}", "type": "function_call", "status": "completed", "call_id": f"call_{n}",
                         "name": turn.tool[0], "arguments": json.dumps(turn.tool[1])})
+        self._last_output = out
         resp = {"id": f"resp_{n}", "object": "response", "created_at": 1, "model": "qwen3",
                 "status": "completed", "output": out, "usage": {"input_tokens": 3, "output_tokens": 9,
                                                                 "total_tokens": 12}}

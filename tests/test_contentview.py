@@ -140,6 +140,20 @@ def test_responses_stream_reads_deltas_by_output_index():
     assert re.search(r"^model\s+m$", text, re.M) and "total_tokens=3" in text
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_responses_reasoning_in_both_summary_and_content_is_shown_once(stream):
+    # thinkwire's default: the same text in both. A differing summary still shows (test above).
+    ctx = make_ctx({"model": "m"})
+    out = demo.responses_reply("<think>plan it</think>done", False, stream)
+    if stream:
+        driver = engine.stream_driver(engine.SURFACES["responses"], ctx)
+        data = b"".join(b"".join(driver(c)) for c in out) + b"".join(driver(b""))
+    else:
+        data = engine.SURFACES["responses"].rewrite_body(json.dumps(out).encode(), ctx)
+    assert b"reasoning_summary" in data or b"summary_text" in data
+    assert sections(view(data, SSE if stream else JSON)) == [("reasoning", "plan it"), ("answer", "done")]
+
+
 # -- Anthropic Messages ---------------------------------------------------------------------------
 def test_messages_body_shows_blocks_in_order_and_stop_reason():
     body = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [

@@ -35,8 +35,15 @@ def upstream_bytes(surface: str, text: str = TEXT, step: int = 4) -> bytes:
     return b"".join(encode_events(surface, model_objs(surface, deltas)))
 
 
+@pytest.fixture(scope="module")
+def proxy(proxy_factory):
+    # These tests compare the client's bytes with the offline rewrite of the same stream. The
+    # default thinking signature is a mark, sealed with a random nonce: both sides use unsigned.
+    return proxy_factory(options={"think_signature": "unsigned"})
+
+
 def offline(surface: str, data: bytes) -> bytes:
-    d = engine.stream_driver(SURFACES[surface], make_ctx({"model": "m", "stream": True}))
+    d = engine.stream_driver(SURFACES[surface], make_ctx({"model": "m", "stream": True}, signature="unsigned"))
     return b"".join(d(data) + d(b""))
 
 

@@ -95,6 +95,9 @@ def stream(*blocks, eol="\n", names=True, **kw):
 
 # -- running the rewrite --------------------------------------------------------------------
 def ctx_for(request=None, sealer=SEALER, **opts):
+    # Tests of where blocks go compare them whole, so they read them without a (random) mark:
+    # under `off`. The default, `signed`, has its own tests below.
+    opts.setdefault("signature", "off")
     return make_ctx(request, sealer, **opts)
 
 
@@ -423,9 +426,51 @@ def test_stream_signature_off_sends_no_signature():
     assert sdk_stream(out)["content"][0] == {"type": "thinking", "thinking": "x"}
 
 
-def test_stream_signature_unsigned_starts_with_an_empty_signature_and_no_delta():
-    out, _ = run_stream(stream(text("<think>x</think>hi")), signature="unsigned")
-    assert b"signature_delta" not in out
+def kinds_of(out):
+    return [o["type"] if o["type"] != "content_block_delta" else o["delta"]["type"] for o in objs_of(out)]
+
+
+def test_stream_signature_unsigned_ends_the_block_with_an_empty_signature_delta():
+    # Clients that read the signature only from signature_delta (the Vercel AI SDK) still get a string.
+    out, _ = run_stream(stream(text("<think>x</think>hi"), ping=False), signature="unsigned")
+    kinds = kinds_of(out)
+    assert kinds[:5] == ["message_start", "content_block_start", "thinking_delta", "signature_delta",
+                         "content_block_stop"]
+    assert objs_of(out)[3]["delta"] == {"type": "signature_delta", "signature": ""}
+    assert sdk_stream(out)["content"][0] == {"type": "thinking", "thinking": "x", "signature": ""}
+
+
+def test_signed_is_the_default_policy():
+    ctx = make_ctx(None, SEALER)
+    assert messages.mode(ctx) == "signed"
+
+
+def test_body_signed_block_shows_its_text_and_a_mark_of_text_and_pair_as_signature():
+    out, _, _ = run_body(body(text("<thinking>\nplan</thinking>hi")), ctx=make_ctx(None, SEALER))
+    block = sdk_body(out)["content"][0]
+    assert block["type"] == "thinking" and block["thinking"] == "plan"
+    opened = SEALER.open(block["signature"])
+    assert (opened.text, opened.pair) == ("plan", TagPair("<thinking>", "</thinking>"))
+
+
+def test_stream_signed_streams_text_live_then_one_signature_delta_before_the_stop():
+    out, _ = run_stream(stream(text("<think>a", "b", "c</think>", "hi<think>d</think>e"), ping=False),
+                        ctx=make_ctx(None, SEALER))
+    objs = objs_of(out)
+    kinds = kinds_of(out)
+    assert objs[1]["content_block"] == {"type": "thinking", "thinking": "", "signature": ""}
+    assert kinds[2:7] == ["thinking_delta", "thinking_delta", "thinking_delta", "signature_delta",
+                          "content_block_stop"]
+    assert kinds.count("signature_delta") == 2   # one per thinking block, each sealing its own text
+    msg = sdk_stream(out)
+    assert [b["thinking"] for b in msg["content"] if b["type"] == "thinking"] == ["abc", "d"]
+    assert [SEALER.open(b["signature"]).text for b in msg["content"] if b["type"] == "thinking"] == ["abc", "d"]
+
+
+def test_signed_falls_back_to_unsigned_without_a_sealer():
+    out, _, _ = run_body(body(text("<think>x</think>hi")), ctx=make_ctx(None, None))
+    assert json.loads(out)["content"][0] == {"type": "thinking", "thinking": "x", "signature": ""}
+    out, _ = run_stream(stream(text("<think>x</think>hi")), ctx=make_ctx(None, None))
     assert sdk_stream(out)["content"][0] == {"type": "thinking", "thinking": "x", "signature": ""}
 
 
@@ -619,7 +664,7 @@ def cut(s: str, points: list[int]) -> list[str]:
 
 
 SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MODES = st.sampled_from([("off", None), ("unsigned", None), ("redacted", None),
+MODES = st.sampled_from([("signed", None), ("off", None), ("unsigned", None), ("redacted", None),
                          ("off", {"thinking": {"display": "omitted"}})])
 
 
@@ -808,7 +853,7 @@ SAMPLES = {
     "cr": stream(text("<think>x", "y</think>hi", " there"), eol="\r"),
     "no event lines": stream(text("<think>x", "y</think>hi", " there"), names=False),
 }
-SIGNATURES = [("off", None), ("unsigned", None), ("redacted", None),
+SIGNATURES = [("off", None), ("unsigned", None), ("signed", None), ("redacted", None),
               ("off", {"thinking": {"display": "omitted"}})]
 
 

@@ -32,6 +32,21 @@ def fn(*args, id="fc_1", name="get_weather"):
     return {"type": "function_call", "id": id, "call_id": "call_" + id, "name": name, "args": list(args)}
 
 
+@pytest.fixture(autouse=True)
+def _summary_only_when_asked(monkeypatch):
+    """These tests read reasoning items with the summary only where the request asks for one
+    (the default puts it in every item: test_summary_is_on_by_default)."""
+    monkeypatch.setenv("THINK_RESPONSES_SUMMARY", "off")
+
+
+def test_summary_is_on_by_default(monkeypatch):
+    monkeypatch.delenv("THINK_RESPONSES_SUMMARY")
+    out, _ = rewrite([msg(["<think>x</think>hi"])])
+    rs = out["output"][0]
+    assert rs["summary"] == [{"type": "summary_text", "text": "x"}]
+    assert rs["content"] == [{"type": "reasoning_text", "text": "x"}]
+
+
 def native(summary="I thought", id="rs_up"):
     return {"type": "reasoning", "id": id, "summary": summary}
 

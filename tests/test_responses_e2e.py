@@ -126,9 +126,18 @@ def test_summary_auto_gives_summary_events_and_a_final_summary(proxy, up):
     assert up.requests[-1].json()["reasoning"] == {"summary": "auto"}  # the request went out as sent
 
 
-def test_summary_not_asked_gives_no_summary(proxy, up):
+def test_summary_by_default_even_when_not_asked(proxy, up):
+    # Clients that read only the summary (the Vercel AI SDK, Pydantic AI) show the reasoning too.
     up.route("/v1/responses", sse_reply(stream_of([msg(["<think>plan</think>done"])])))
     final, events = final_of(proxy)
+    assert final.output[0].summary[0].text == final.output[0].content[0].text == "plan"
+    assert [e.delta for e in events if e.type == "response.reasoning_summary_text.delta"] == ["plan"]
+
+
+def test_summary_not_asked_and_option_off_gives_no_summary(proxy_factory, up):
+    p = proxy_factory(options={"think_responses_summary": "off"})
+    up.route("/v1/responses", sse_reply(stream_of([msg(["<think>plan</think>done"])])))
+    final, events = final_of(p)
     assert final.output[0].summary == [] and not [e for e in events if "summary" in e.type]
 
 

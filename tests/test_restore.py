@@ -109,6 +109,15 @@ def test_messages_the_mark_wins_over_visible_text():
     assert out["messages"][1]["content"][0]["text"] == "<think>sealed text</think>hi"
 
 
+def test_messages_signed_block_is_restored_from_its_mark_whatever_text_the_client_shows():
+    # The default policy: the visible text and a mark. Libraries may re-trim or re-wrap the text.
+    block = {"type": "thinking", "thinking": "  plan, as the client keeps it ",
+             "signature": SEALER.seal("plan", TagPair("<thinking>", "</thinking>"))}
+    out, ctx = m_restore(m_req([block, {"type": "text", "text": "hi"}]))
+    assert out["messages"][1]["content"] == [{"type": "text", "text": "<thinking>plan</thinking>hi"}]
+    assert ctx.stats.restored == 1
+
+
 def test_messages_block_before_a_tool_use_becomes_its_own_text_block_in_place():
     out, _ = m_restore(m_req([{"type": "text", "text": "a"}, omitted("b"), tool_use()]))
     assert out["messages"][1]["content"] == [{"type": "text", "text": "a"},
@@ -187,6 +196,15 @@ def test_messages_only_assistant_turns_are_touched():
     req = {"model": "m", "messages": [
         {"role": "user", "content": [{"type": "thinking", "thinking": "x", "signature": ""}]},
         {"role": "system", "content": "s"}, {"role": "assistant", "content": "plain string"}]}
+    assert m_restore(req)[0] is None
+
+
+def test_messages_thinking_a_library_replays_as_user_text_is_left_alone():
+    # Pydantic AI replays a thinking part without a signature as text in a *user* turn. User
+    # text is the user's: never rewritten. (With the default `signed` it sends the block back.)
+    req = m_req([{"type": "text", "text": "hi"}])
+    req["messages"].insert(1, {"role": "user", "content": [
+        {"type": "text", "text": "<assistant_thinking>\nplan\n</assistant_thinking>"}]})
     assert m_restore(req)[0] is None
 
 
@@ -361,6 +379,48 @@ def test_responses_keep_leaves_the_request_alone():
     assert r_restore([USER, sealed("mine"), amsg("a")], restore="keep")[0] is None
 
 
+def ref(id_):
+    return {"type": "item_reference", "id": id_}
+
+
+def test_responses_reference_to_our_reasoning_id_names_the_upstream_message_it_came_from():
+    # The Vercel AI SDK with store: true. The upstream stored msg_abc as the model wrote it
+    # (reasoning inline) and never issued rs_abc_0: the reference to msg_abc carries it, once.
+    out, ctx = r_restore([USER, ref("rs_abc_0"), ref("msg_abc"), call(), output()])
+    assert out == [USER, ref("msg_abc"), call(), output()]
+    assert ctx.stats.restored == 1
+
+
+def test_responses_references_to_later_pieces_of_a_message_become_one_reference():
+    # a<think>b</think>c<think>d</think>e became msg_abc, rs_abc_1, msg_abc_2, rs_abc_3, msg_abc_4.
+    items = [USER, ref("msg_abc"), ref("rs_abc_1"), ref("msg_abc_2"), ref("rs_abc_3"), ref("msg_abc_4"), USER]
+    out, ctx = r_restore(items)
+    assert out == [USER, ref("msg_abc"), USER]
+    assert ctx.stats.restored == 4
+
+
+def test_responses_reference_of_a_tool_turn_without_text_names_its_message():
+    # <think>x</think> then a tool call: the client saw only rs_abc_0 and the call.
+    out, _ = r_restore([USER, ref("rs_abc_0"), call(), output(), ref("rs_def_0"), ref("msg_def")])
+    assert out == [USER, ref("msg_abc"), call(), output(), ref("msg_def")]
+
+
+def test_responses_references_to_upstream_ids_pass_untouched():
+    items = [USER, ref("msg_0f1e2d"), ref("rs_0f1e2d"), ref("fc_1"), call(), output()]
+    assert r_restore(items)[0] is None
+
+
+def test_responses_drop_removes_references_to_our_reasoning_and_still_merges_pieces():
+    out, ctx = r_restore([USER, ref("rs_abc_0"), ref("msg_abc"), ref("rs_abc_2"), ref("msg_abc_3")],
+                         restore="drop")
+    assert out == [USER, ref("msg_abc")]
+    assert ctx.stats.restored == 3
+
+
+def test_responses_keep_leaves_references_alone():
+    assert r_restore([USER, ref("rs_abc_0"), ref("msg_abc")], restore="keep")[0] is None
+
+
 @pytest.mark.parametrize("data", [b"", b"nope", b"[]", b'{"input": "just text"}', b'{"input": {"a": 1}}',
                                   b'{"input": [1, null, "x", {"type": "reasoning"}]}', b"\xff"])
 def test_responses_non_json_or_unexpected_shapes_return_none(data):
@@ -446,8 +506,8 @@ def _assistant_text(req):
     return "".join(b["text"] for b in turn["content"] if b["type"] == "text")
 
 
-@pytest.mark.parametrize("policy,display", [("off", None), ("unsigned", None), ("redacted", None),
-                                            ("off", "omitted")])
+@pytest.mark.parametrize("policy,display", [("signed", None), ("off", None), ("unsigned", None),
+                                            ("redacted", None), ("off", "omitted")])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=model_text(), with_tool=st.booleans(), via_sdk=st.booleans())
 def test_property_messages_echo_of_a_rewritten_response_restores_what_the_model_wrote(

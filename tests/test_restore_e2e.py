@@ -72,11 +72,11 @@ def messages_loop(proxies, display="omitted", as_received=True, turns=4):
 def m_proxies(proxy_factory):
     env = {"THINK_SIGNING_KEY": KEY}
     return {policy: proxy_factory(options={"think_signature": policy}, env=env)
-            for policy in ("off", "unsigned", "redacted")}
+            for policy in ("signed", "off", "unsigned", "redacted")}
 
 
-@pytest.mark.parametrize("policy,display", [("off", "omitted"), ("off", None), ("unsigned", None),
-                                            ("redacted", None)])
+@pytest.mark.parametrize("policy,display", [("signed", None), ("off", "omitted"), ("off", None),
+                                            ("unsigned", None), ("redacted", None)])
 @pytest.mark.parametrize("as_received", [True, False], ids=["claude-code", "sdk-objects"])
 def test_messages_tool_loop_completes_against_the_strict_upstream(m_proxies, up, policy, display, as_received):
     strict = StrictAnthropic(loop_turns())

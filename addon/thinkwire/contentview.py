@@ -270,12 +270,14 @@ def _pretty_tools(r: Reading) -> None:
 def _responses_item(item: dict, secs: list[Section]) -> None:
     t = item.get("type")
     if t == "reasoning":
+        own: list[Section] = []
         for p in item.get("summary") or []:
             if isinstance(p, dict):
-                _add(secs, "reasoning summary", _s(p.get("text")))
+                _add(own, "reasoning summary", _s(p.get("text")))
         for p in item.get("content") or []:
             if isinstance(p, dict):
-                _add(secs, "reasoning", _s(p.get("text")))
+                _add(own, "reasoning", _s(p.get("text")))
+        secs += _once(own)
         if item.get("encrypted_content"):
             secs.append(Section("note", f"encrypted_content: {len(item['encrypted_content'])} chars"))
     elif t == "message":
@@ -313,6 +315,17 @@ def _responses_tail(obj: dict, r: Reading) -> None:
         r.tail.append(("error", _s(obj["error"].get("message")) or json.dumps(obj["error"])))
     if _usage(obj.get("usage")):
         r.tail.append(("usage", _usage(obj.get("usage"))))
+
+
+def _once(secs: list[Section]) -> list[Section]:
+    """One reasoning item's sections, its text shown once when its summary repeats its content
+    word for word (thinkwire puts the reasoning in both by default)."""
+    def text(kind: str) -> str:
+        return "".join(x.text for x in secs if x.kind == kind)
+    summary = text("reasoning summary")
+    if not summary or summary != text("reasoning"):
+        return secs
+    return [Section("reasoning", summary)] + [x for x in secs if x.kind not in ("reasoning", "reasoning summary")]
 
 
 # The Responses stream events that carry text, and the section each one goes to.
@@ -362,7 +375,7 @@ def _responses_stream(events: list, r: Reading) -> None:
         slot = items[oi]
         if not slot["deltas"] and slot["item"]:
             _responses_item(slot["item"], slot["secs"])
-        for s in slot["secs"]:
+        for s in _once(slot["secs"]):
             _add(out, s.kind, s.text, s.label) if s.kind in ("reasoning", "answer") else out.append(s)
     if not items and final and final.get("output"):  # a stream with only the final event
         for item in final["output"]:

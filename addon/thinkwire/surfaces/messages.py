@@ -10,12 +10,19 @@ came, byte for byte when its index did not move. A message in which the upstream
 
 How a thinking block this proxy makes looks (`think_signature`, and the request's
 `thinking.display`):
-  off       {"type": "thinking", "thinking": x}                    (no signature key)
+  signed    {"type": "thinking", "thinking": x, "signature": MARK}  (the default: Anthropic's shape)
   unsigned  {"type": "thinking", "thinking": x, "signature": ""}
+  off       {"type": "thinking", "thinking": x}                    (no signature key)
   redacted  {"type": "redacted_thinking", "data": MARK}
   omitted   {"type": "thinking", "thinking": "", "signature": MARK}   (request asked display: omitted)
 MARK is `marks.Sealer.seal(x, pair)`: the text and its tag pair, sealed with the proxy key, so a
-later request can be restored to what the model wrote. Without a sealer, marks fall back to off.
+later request can be restored to what the model wrote. Without a sealer, signed falls back to
+unsigned, redacted and omitted to off.
+
+In streams a thinking block starts with `"signature": ""` (no key under off) and its text flows
+as `thinking_delta`s as it comes (omitted and redacted hold it: they send no text); every policy
+with a signature ends the block with one `signature_delta` carrying it whole, right before
+`content_block_stop`, as Anthropic does (some clients take the signature only from there).
 """
 
 from __future__ import annotations
@@ -50,14 +57,14 @@ def looks_like(obj: dict) -> bool:
 
 
 def mode(ctx: FlowContext) -> str:
-    """How thinking blocks go out: off, unsigned, redacted, or omitted (the request asked)."""
+    """How thinking blocks go out: signed, unsigned, off, redacted, or omitted (the request asked)."""
     thinking = ctx.request.get("thinking") if isinstance(ctx.request, dict) else None
     if isinstance(thinking, dict) and thinking.get("display") == "omitted":
         m = "omitted"
     else:
         m = ctx.settings.signature
-    if m in ("omitted", "redacted") and ctx.sealer is None:
-        return "off"  # a mark needs the proxy key
+    if ctx.sealer is None and m in ("signed", "omitted", "redacted"):
+        return "unsigned" if m == "signed" else "off"  # a mark needs the proxy key
     return m
 
 
@@ -67,7 +74,9 @@ def _thinking_block(text: str, pair, m: str, ctx: FlowContext) -> dict:
     if m == "omitted":
         return {"type": "thinking", "thinking": "", "signature": ctx.sealer.seal(text, pair)}
     block = {"type": "thinking", "thinking": text}
-    if m == "unsigned":
+    if m == "signed":
+        block["signature"] = ctx.sealer.seal(text, pair)
+    elif m == "unsigned":
         block["signature"] = ""
     return block
 
@@ -131,6 +140,8 @@ def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict
 _THINK, _TEXT = "thinking", "text"
 _TEXT_DELTA = '"text_delta","text":'             # a delta's type and text key, for _delta_event
 _THINKING_DELTA = '"thinking_delta","thinking":'
+_LIVE = frozenset({"signed", "unsigned", "off"})       # thinking text streams as it comes
+_SEALED = frozenset({"signed", "omitted", "redacted"})  # ... is held for the mark at the block end
 
 
 class _TextBlock:
@@ -281,10 +292,10 @@ class StreamRewriter:
             if kind == REASONING:
                 if st.kind != _THINK:
                     out += self._open(st, _THINK)
-                if self.mode in ("off", "unsigned"):
+                if self.mode in _LIVE:
                     out.append(self._delta_event(st.index, _THINKING_DELTA,
                                                  literal if literal is not None and value == text else dumps(value)))
-                else:
+                if self.mode in _SEALED:
                     st.reasoning.append(value)
             elif kind == END:
                 if st.kind == _THINK:
@@ -340,9 +351,10 @@ class StreamRewriter:
             idx = self._take_index()
             out.append(self._created(_START, {"type": _START, "index": idx, "content_block": {
                 "type": "redacted_thinking", "data": self.ctx.sealer.seal(text, pair)}}))
-        elif self.mode == "omitted":
+        elif self.mode != "off":
+            sig = "" if self.mode == "unsigned" else self.ctx.sealer.seal(text, pair)
             out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
-                "type": "signature_delta", "signature": self.ctx.sealer.seal(text, pair)}}))
+                "type": "signature_delta", "signature": sig}}))
         out.append(self._created(_STOP, {"type": _STOP, "index": idx}))
         return out
 

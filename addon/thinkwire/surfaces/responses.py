@@ -24,8 +24,9 @@ Ids are deterministic: reasoning items are `rs_<message id without "msg_">_<posi
 message piece keeps the message's id, later ones are `<message id>_<position>` (position = the
 item's place among those the message became). A message without an id uses `<response id>_<index>`.
 
-What the request asks for (`reasoning.summary` auto/concise/detailed, or the option
-`think_responses_summary`) adds the text as a `summary_text` part, streamed as
+What the request asks for (`reasoning.summary` auto/concise/detailed), or the option
+`think_responses_summary` (on by default: some clients read only the summary), adds the text as
+a `summary_text` part, streamed as
 `reasoning_summary_part.added` / `reasoning_summary_text.delta` ... `.done` / `part.done`;
 `think_responses_content=off` leaves `content` out (only when the summary carries the text).
 `include: ["reasoning.encrypted_content"]` puts the proxy's sealed mark in `encrypted_content`.
@@ -1040,6 +1041,18 @@ class StreamRewriter(_Owner):
 # unrelated turn. Empty reasoning injects nothing. Text is read from `content`, else from
 # `summary`, accepting part types reasoning_text, summary_text, text and output_text.
 # drop: items of ours are removed. keep: the request goes as it came.
+#
+# References. A client that lets the upstream store the conversation (`store: true`, the Vercel
+# AI SDK's default) sends earlier output as `{"type": "item_reference", "id": ...}`. The upstream
+# stored the message as the model wrote it (reasoning inline), under the message's own id, and
+# never issued the ids this proxy made for the pieces it split that message into. So a reference
+# to one of ours becomes a reference to the upstream message it came from: `rs_<base>_<n>` ->
+# `msg_<base>`, `msg_<base>_<n>` -> `msg_<base>`; once per upstream id, where the first reference
+# to it stood (later ones, the client's own reference to `msg_<base>` included, are removed: the
+# upstream refuses an item twice). That brings the reasoning back exactly as written. drop removes
+# references to our reasoning ids instead (a stored message still holds its reasoning: drop
+# cannot take that out). The proxy keeps no state, so a message whose id does not start with
+# `msg_` cannot be named again: its pieces are referenced as `msg_<base>` all the same.
 _PART_TYPES = frozenset({"reasoning_text", "summary_text", "text", "output_text"})
 _MESSAGE_TEXT = frozenset({"output_text", "text", "input_text"})
 
@@ -1053,8 +1066,9 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     if found is None:
         return None
     obj, items = found
+    items, refs = _upstream_refs(items, how)
     ours = [_ours_item(it, ctx) for it in items]
-    restored = sum(o is not None for o in ours)
+    restored = sum(o is not None for o in ours) + refs
     if not restored:
         return None
     out: list = []
@@ -1080,6 +1094,47 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     obj["input"] = out
     ctx.stats.restored += restored
     return dumps(obj).encode()
+
+
+def _upstream_refs(items: list, how: str) -> tuple[list, int]:
+    """The items with references to ids this proxy made turned into references to the upstream
+    messages they came from (see above), and how many were ours."""
+    def target(item: object) -> tuple[str | None, bool]:   # (upstream id, was it one of ours)
+        if not (isinstance(item, dict) and item.get("type") == "item_reference"):
+            return None, False
+        rid = item.get("id")
+        if _our_id(rid):
+            return (None if how == "drop" else "msg_" + rid[3:].rpartition("_")[0]), True
+        if _our_piece_id(rid):
+            return rid.rpartition("_")[0], True
+        return (rid if isinstance(rid, str) else None), False
+
+    found = [target(it) for it in items]
+    n = sum(ours for _, ours in found)
+    if not n:
+        return items, 0
+    mapped = {t for t, ours in found if ours and t is not None}
+    out: list = []
+    sent: set[str] = set()
+    for item, (t, ours) in zip(items, found):
+        if ours and t is None:
+            continue                    # drop: a reference to our reasoning goes
+        if t in mapped:
+            if t in sent:
+                continue
+            sent.add(t)
+            if ours:
+                item = dict(item, id=t)
+        out.append(item)
+    return out, n
+
+
+def _our_piece_id(rid: object) -> bool:
+    """`msg_<base>_<digits>`: the shape of the later message pieces this surface makes."""
+    if not isinstance(rid, str) or not rid.startswith("msg_"):
+        return False
+    base, sep, pos = rid[4:].rpartition("_")
+    return bool(base and sep and pos.isascii() and pos.isdigit())
 
 
 def _ours_item(item: object, ctx: FlowContext) -> tuple[str, TagPair] | None:

@@ -166,30 +166,38 @@ def test_no_request_or_response_text_in_logs_below_debug(proxy_factory, up):
 
 # -- where it listens ----------------------------------------------------------------------------
 def _fake_run(tmp_path: Path) -> Path:
-    """scripts/run with a stand-in bootstrap and a stand-in mitmdump that prints its arguments."""
+    """scripts/run with a stand-in bootstrap and a stand-in `thinkwire` that prints its arguments."""
     (tmp_path / "scripts").mkdir()
     (tmp_path / "bin").mkdir()
     shutil.copy(ROOT / "scripts" / "run", tmp_path / "scripts" / "run")
     (tmp_path / "scripts" / "_bootstrap.sh").write_text(
         'ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"\nexport PATH="$ROOT/bin:$PATH"\n')
-    fake = tmp_path / "bin" / "mitmdump"
+    fake = tmp_path / "bin" / "thinkwire"
     fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n')
     fake.chmod(0o755)
     return tmp_path / "scripts" / "run"
 
 
-@pytest.mark.parametrize("args,listens", [
+LISTEN_CASES = [
     ([], ["--listen-host", "127.0.0.1"]),
     (["--mode", "reverse:http://127.0.0.1:9", "--listen-port", "8081"], ["--listen-host", "127.0.0.1"]),
     (["--listen-host", "0.0.0.0"], ["--listen-host", "0.0.0.0"]),
     (["--set", "listen_host=::1"], ["--set", "listen_host=::1"]),
-])
-def test_scripts_run_listens_on_loopback_unless_told_otherwise(tmp_path, args, listens):
-    run = _fake_run(tmp_path)
-    out = subprocess.run(["bash", str(run), *args], capture_output=True, text=True, timeout=30)
+]
+
+
+@pytest.mark.parametrize("args,listens", LISTEN_CASES)
+def test_scripts_run_is_thinkwire_run_with_every_argument(tmp_path, args, listens):
+    out = subprocess.run(["bash", str(_fake_run(tmp_path)), *args], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
-    got = out.stdout.split("\n")[:-1]
-    assert got[:2] == ["-s", str(tmp_path / "addon" / "think.py")]
+    assert out.stdout.split("\n")[:-1] == ["run", *args]
+
+
+@pytest.mark.parametrize("args,listens", LISTEN_CASES)
+def test_thinkwire_run_listens_on_loopback_unless_told_otherwise(args, listens):
+    from thinkwire import cli
+    got = cli.proxy_argv("mitmdump", args)
+    assert got[1:3] == ["-s", str(cli.addon_path())]
     hosts = [a for a in got if "listen-host" in a or "listen_host" in a]
     assert len(hosts) == 1, got
     i = got.index(listens[0])

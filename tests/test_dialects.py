@@ -129,8 +129,11 @@ def test_tagless_means_content_without_a_closing_tag_is_the_answer():
     assert chat_stream("deepseek-v3.1", ["plain ", "answer"]) == ("", "plain answer")
 
 
-def test_tagless_means_content_body_with_a_closing_tag_is_reasoning_first():
-    assert chat_body("deepseek-v3.1", "thinking</think>answer") == ("thinking", "answer")
+def test_tagless_means_content_body_with_a_closing_tag_is_answer_unless_thinking_is_on():
+    # As its stream: text streamed as answer before the tag cannot be taken back.
+    assert chat_body("deepseek-v3.1", "thinking</think>answer") == ("", "thinkinganswer")
+    on = json.dumps({"model": "deepseek-v3.1", "chat_template_kwargs": {"thinking": True}})
+    assert chat_body(on, "thinking</think>answer") == chat_stream(on, ["think", "ing</think>answer"]) == ("thinking", "answer")
 
 
 def test_tagless_means_content_stream_starts_inside_when_the_request_turns_thinking_on():
@@ -363,3 +366,9 @@ def test_stray_closing_tag_in_a_stream_is_removed_and_the_log_suggests_a_profile
             break
         time.sleep(0.1)
     assert any("mystery-model" in line and "starts_inside: true" in line for line in proxy.lines)
+
+
+def test_think_starts_inside_forces_starting_inside_even_for_a_tagless_means_content_profile():
+    assert make_ctx({"model": "deepseek-v3.1"}, starts_inside="on").rules().starts_inside
+    assert not make_ctx({"model": "deepseek-v3.1", "chat_template_kwargs": {"thinking": False}},
+                        starts_inside="on").rules().starts_inside

@@ -118,8 +118,12 @@ def test_unclosed_block_ending_in_a_partial_closing_tag_keeps_that_text():
     assert whole("<think>abc</thi") == (["abc</thi"], "")
 
 
-def test_closing_tag_without_opening_in_a_body_makes_the_text_before_it_reasoning():
-    assert whole("reasoned here.</think>Hi! 😊") == (["reasoned here."], "Hi! 😊")
+def test_closing_tag_without_opening_in_a_body_is_removed_and_the_text_before_it_stays_answer():
+    # As a stream must: the text was sent before the tag came. A profile that starts inside
+    # makes it reasoning, in bodies and streams alike.
+    assert whole("reasoned here.</think>Hi! 😊") == ([], "reasoned here.Hi! 😊")
+    assert split_text("reasoned here.</think>Hi! 😊", RULES).stray_closes == 1
+    assert whole("reasoned here.</think>Hi! 😊", Rules(PAIRS, starts_inside=True)) == (["reasoned here."], "Hi! 😊")
 
 
 def test_stray_closing_tag_in_a_stream_never_reaches_the_client():
@@ -137,7 +141,7 @@ def test_stray_closing_tag_after_a_block_is_removed():
 def test_second_closing_tag_of_a_prompt_opened_block_is_removed():
     rules = Rules(PAIRS, starts_inside=True)
     assert whole("reasoning</think>content A</think>content B", rules) == (["reasoning"], "content Acontent B")
-    assert whole("reasoning</think>content A</think>content B") == (["reasoning"], "content Acontent B")
+    assert whole("reasoning</think>content A</think>content B") == ([], "reasoningcontent Acontent B")
 
 
 def test_closing_tag_of_a_pair_written_as_text_in_prose_is_text():

@@ -46,7 +46,7 @@ class FlowContext:
             switch = thinking_switch(self.request)
             if switch is False:
                 inside = False   # thinking turned off: the template closed the block in the prompt
-            elif inside and p.tagless_means == "content" and switch is not True:
+            elif inside and not s.starts_inside and p.tagless_means == "content" and switch is not True:
                 # Output without a closing tag would be an answer. A stream cannot take back text
                 # it sent as reasoning, so it starts as answer; a closing tag still ends reasoning
                 # (whole bodies: the text before it becomes reasoning).
@@ -73,6 +73,7 @@ class FlowContext:
         if not count:
             return result
         blocks = result.reasoning
+        self.stats.stray_closes += result.stray_closes
         self.stats.blocks += len(blocks)
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result

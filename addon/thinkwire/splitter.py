@@ -488,6 +488,7 @@ class Split:
     """A whole text, split: reasoning blocks and content, in order."""
 
     pieces: list
+    stray_closes: int = 0   # closing tags with no opening tag (the template may open the block)
 
     @property
     def reasoning(self) -> list[str]:
@@ -508,13 +509,11 @@ class Split:
 
 
 def split_text(text: str, rules: Rules) -> Split:
-    """Split a whole output. A closing tag with no opening tag makes the text before it reasoning."""
+    """Split a whole output exactly as a stream of it is split. (A closing tag with no opening
+    tag is removed, and the text before it stays answer, as a stream has already sent it: only a
+    profile that starts inside makes that text reasoning, in bodies and streams alike.)"""
     s = Splitter(rules)
-    pieces = s.feed(text) + s.finish()
-    if s.stray_closes and not rules.starts_inside:
-        s = Splitter(rules, starts_inside=True)
-        pieces = s.feed(text) + s.finish()
-    return Split(merge(pieces))
+    return Split(merge(s.feed(text) + s.finish()), s.stray_closes)
 
 
 def merge(pieces: list) -> list:

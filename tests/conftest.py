@@ -14,7 +14,7 @@ from harness import Proxy, Upstream  # noqa: E402
 from thinkwire.context import FlowContext  # noqa: E402
 from thinkwire.settings import Settings  # noqa: E402
 
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = ROOT / "tests" / "corpus"   # real recorded responses; provenance in its SOURCES.md
 
 
 @pytest.fixture(autouse=True)
@@ -42,9 +42,9 @@ def make_ctx(request: dict | None = None, sealer=None, **values) -> FlowContext:
 
 
 def corpus_files(prefix: str) -> list[Path]:
-    if not CORPUS.is_dir():
-        return []
-    return sorted(p for p in CORPUS.iterdir() if p.name.startswith(prefix) and p.suffix in (".sse", ".json", ".jsonl"))
+    files = sorted(p for p in CORPUS.iterdir() if p.name.startswith(prefix) and p.suffix in (".sse", ".json", ".jsonl"))
+    assert files, f"no {prefix}* samples in {CORPUS}"   # the corpus ships with the tests
+    return files
 
 
 def corpus_bytes(path: Path) -> bytes:

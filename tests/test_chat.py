@@ -360,7 +360,6 @@ def _body_expectation(path):
     return msg
 
 
-@pytest.mark.skipif(not CHAT_SAMPLES, reason="shared/corpus not present")
 @pytest.mark.parametrize("path", CHAT_SAMPLES, ids=lambda p: p.name)
 def test_corpus_sample_rewrites_and_keeps_invariants(path):
     data = corpus_bytes(path)
@@ -415,9 +414,7 @@ def test_corpus_sample_rewrites_and_keeps_invariants(path):
 
 
 def test_corpus_stream_equals_body_for_the_same_output():
-    path = next((p for p in CHAT_SAMPLES if p.name == "chat__ollama-qwen3__stream_2.sse"), None)
-    if path is None:
-        pytest.skip("shared/corpus not present")
+    path = next(p for p in CHAT_SAMPLES if p.name == "chat__ollama-qwen3__stream_2.sse")
     out, _ = run_stream(corpus_bytes(path))
     streamed = accumulate(out).choices[0].message
     original = "".join((c["choices"][0]["delta"].get("content") or "")

@@ -819,7 +819,6 @@ def test_stream_sequence_numbers_reuse_the_numbers_of_held_events():
 CORPUS = corpus_files("responses__")
 
 
-@pytest.mark.skipif(not CORPUS, reason="corpus not present")
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
 def test_corpus_passes_through_unchanged_whole_and_at_any_chunking(path):
     data = corpus_bytes(path)
@@ -834,7 +833,6 @@ def test_corpus_passes_through_unchanged_whole_and_at_any_chunking(path):
         assert ctx.stats.native
 
 
-@pytest.mark.skipif(not CORPUS, reason="corpus not present")
 def test_corpus_streams_read_by_the_sdk_after_the_proxy():
     for path in CORPUS:
         if path.suffix == ".sse":

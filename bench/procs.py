@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from thinkwire.process import LISTENING, ToolProcess, tool
+from devtools.process import LISTENING, ToolProcess, tool
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

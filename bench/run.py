@@ -21,6 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "addon"))
+sys.path.insert(0, str(HERE.parent))  # devtools/
 
 PARTS = ("splitter", "surfaces", "e2e", "memory")
 

@@ -8,6 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "addon"))
+sys.path.insert(0, str(ROOT))  # devtools/
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import Proxy, Upstream  # noqa: E402

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
-from thinkwire.process import LISTENING, ToolProcess, child_env, tool
+from devtools.process import LISTENING, ToolProcess, child_env, tool
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDON = ROOT / "addon" / "think.py"

@@ -22,7 +22,8 @@ from mitmproxy.test import taddons, tflow, tutils
 
 from conftest import make_ctx
 from harness import ADDON, post, sse, sse_reply
-from thinkwire import bodies, contentview, demo, engine
+from devtools import demo
+from thinkwire import bodies, contentview, engine
 from thinkwire.addon import ThinkWire
 from thinkwire.contentview import UPSTREAM_KEY, ThinkwireContentview, read_request, read_response, render
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.e2e
 def test_demo_shows_upstream_and_client_side_by_side_for_every_surface(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
     env["COLUMNS"] = "120"
-    p = subprocess.run([sys.executable, "-m", "thinkwire.demo", "--save", str(tmp_path / "demo.flows")],
+    p = subprocess.run([sys.executable, "-m", "devtools.demo", "--save", str(tmp_path / "demo.flows")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout

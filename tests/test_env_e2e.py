@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from harness import ADDON, Upstream, sse, sse_reply
-from thinkwire.process import LISTENING, ToolProcess, child_env, tool
+from devtools.process import LISTENING, ToolProcess, child_env, tool
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 from harness import sse, sse_reply
-from thinkwire.process import LISTENING, ToolProcess, child_env
+from devtools.process import LISTENING, ToolProcess, child_env
 
 pytestmark = pytest.mark.e2e
 

@@ -32,7 +32,7 @@ from wsproto.events import (AcceptConnection, CloseConnection, Message, Ping, Re
                             TextMessage)
 
 from harness import ADDON, ROOT, post, sse, sse_reply
-from thinkwire.process import LISTENING, ToolProcess, tool
+from devtools.process import LISTENING, ToolProcess, tool
 
 pytestmark = pytest.mark.e2e
 

@@ -402,3 +402,14 @@ def test_parsed_request_is_kept_only_until_the_response():
             tw.responseheaders(f)
             tw.response(f)
             assert f.id not in tw._requests
+
+
+def test_the_runtime_package_imports_no_sdk_and_ships_no_dev_tools():
+    code = ("import pkgutil, sys, thinkwire\n"
+            "for m in pkgutil.walk_packages(thinkwire.__path__, 'thinkwire.'): __import__(m.name)\n"
+            "print(sorted(n for n in ('openai', 'anthropic', 'httpx', 'devtools') if n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT / "addon")), cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    assert not (ROOT / "addon" / "thinkwire" / "demo.py").exists()

@@ -22,7 +22,7 @@ import ssl
 import sys
 from pathlib import Path
 
-from . import engine, process
+from . import engine
 from .settings import SettingError, Settings
 from .sse import SSEParser
 
@@ -133,7 +133,7 @@ def addon_path() -> Path:
 def proxy_argv(tool: str, args: list[str]) -> list[str]:
     """mitmdump / mitmweb of this environment with thinkwire loaded, on 127.0.0.1 unless the
     arguments choose a listen host; every argument goes on as given."""
-    exe = process.tool(tool)
+    exe = str(Path(sys.executable).with_name(tool))  # the mitmproxy of this environment
     head = [exe] if os.path.exists(exe) else [  # an install whose scripts are not beside python
         sys.executable, "-c", f"import sys; from mitmproxy.tools.main import {tool}; "
                               f"sys.argv[0] = {tool!r}; sys.exit({tool}())"]

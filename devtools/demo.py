@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
-from .process import LISTENING, ToolProcess, tool
+from devtools.process import LISTENING, ToolProcess, tool
 
 MODEL = "demo-reasoner"
 PLAIN = ("<think>The user asks for the capital of France. That is Paris; "
@@ -253,7 +253,7 @@ class DemoUpstream:
 
 
 # == the proxy ==========================================================================================
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]   # the repository
 ADDON = ROOT / "addon" / "think.py"
 
 
@@ -434,7 +434,7 @@ def _upstream_rows(s: Sent) -> list[tuple[str, str]]:
 
 
 def run(proxy_url: str, upstream: DemoUpstream | None, width: int, out=print) -> int:
-    from . import engine
+    from thinkwire import engine
     failures = 0
     missing = [n for n in ("chat", "responses", "messages") if n not in engine.SURFACES]
     for case in cases():

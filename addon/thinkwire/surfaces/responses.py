@@ -365,8 +365,7 @@ class _Message:
     def pieces(self, pieces: list, obj: dict | None, src: tuple | None) -> None:
         for kind, value in pieces:
             if kind == REASONING:
-                if self.part is not None:
-                    self.part.reasoned = True
+                self.part.reasoned = True   # type: ignore[union-attr]  (pieces come from the part being read)
                 if not isinstance(self.cur, _Reason):
                     self._open_reason()
                 self._reason_delta(value)

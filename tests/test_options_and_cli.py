@@ -413,3 +413,15 @@ def test_the_runtime_package_imports_no_sdk_and_ships_no_dev_tools():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
     assert not (ROOT / "addon" / "thinkwire" / "demo.py").exists()
+
+
+def test_options_list_their_values_and_any_value_still_gets_the_clear_error(tmp_path):
+    mitmdump = os.path.join(os.path.dirname(sys.executable), "mitmdump")
+    out = subprocess.run([mitmdump, "-s", str(ROOT / "addon" / "think.py"), "--set", f"confdir={tmp_path}",
+                          "--options"], capture_output=True, text=True, timeout=60).stdout
+    flat = " ".join(out.replace("#", " ").split())     # --options folds the help text
+    assert "Env: THINK_CHAT. Valid values are 'on', 'off'. think_chat: on" in flat
+    assert "Valid values are 'signed', 'unsigned', 'off', 'redacted'. think_signature: signed" in flat
+    with taddons.context(ThinkWire()) as tctx:
+        with pytest.raises(exceptions.OptionsError, match="think_chat .* is 'maybe'; use on or off"):
+            tctx.configure(tctx.master.addons.get("thinkwire"), think_chat="maybe")

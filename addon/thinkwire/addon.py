@@ -44,7 +44,8 @@ class ThinkWire:
     # -- options ----------------------------------------------------------------------------
     def load(self, loader) -> None:
         for o in OPTIONS:
-            loader.add_option(o.name, str, env_default(o), f"{o.help}. Env: {o.env}.")
+            loader.add_option(o.name, str, env_default(o), f"{o.help}. Env: {o.env}.",
+                              choices=list(o.choices) or None)
         contentview.register()  # [inspect] the "thinkwire" and "thinkwire upstream" views
 
     def running(self) -> None:

@@ -48,18 +48,23 @@ class Option:
     default: str
     help: str
     parse: Callable[[str], Any]
+    # The values mitmproxy lists (--options) and offers (mitmweb's option editor). Options stay
+    # strings: a bool option given `off` (which users write) would leave the addon silently
+    # unconfigured in mitmproxy 12, and choices are advisory there, so `configure` still parses
+    # every value here, with errors that say how to fix it.
+    choices: tuple[str, ...] = ()
 
 
 def _opt(name: str, default: str, help: str, kind: str = "bool", choices: tuple[str, ...] = ()) -> Option:
     env = name.upper()
     if kind == "bool":
         parse = _bool(name, env)
+        choices = ("on", "off")
     elif kind == "choice":
         parse = _choice(name, env, choices)
-        help = f"{help} ({'|'.join(choices)})"
     else:
         parse = str
-    return Option(name, env, default, help, parse)
+    return Option(name, env, default, help, parse, choices)
 
 
 OPTIONS: tuple[Option, ...] = (

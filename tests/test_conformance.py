@@ -118,7 +118,7 @@ def run_chat_stream(chunks, request, values):
         out += driver(b"data: " + json.dumps(ev).encode() + b"\n\n")
     out += driver(b"data: [DONE]\n\n") + driver(b"")
     assert driver.failure is None, driver.failure
-    blocks, cur, content, in_r = [], "", "", False
+    cur, content = "", ""
     for line in b"".join(out).split(b"\n"):
         if line.startswith(b"data: {"):
             d = json.loads(line[6:])["choices"][0]["delta"]

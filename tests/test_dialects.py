@@ -272,8 +272,8 @@ def test_loader_rejects_a_strip_that_is_not_a_list(tmp_path):
 
 
 # -- the other surfaces ---------------------------------------------------------------------
-import test_messages as M  # noqa: E402  (reuse each surface's builders and SDK readers)
-import test_responses as R  # noqa: E402
+import support.messages as M  # noqa: E402  (each surface's builders and SDK readers)
+import support.responses as R  # noqa: E402
 from thinkwire.surfaces import messages, responses  # noqa: E402
 
 

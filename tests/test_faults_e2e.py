@@ -18,14 +18,14 @@ import pytest
 
 from conftest import make_ctx
 from harness import ENCODINGS, Reply, compress_events, decoded_before_error, rechunk, sse_reply
-from test_fuzz import encode_events, model_objs, parse_events, text_sequence
+from support.e2e import PATHS, fetch
+from support.events import encode_events, model_objs, parse_events, text_sequence
 from thinkwire import engine
 from thinkwire.surfaces import chat, messages, responses
 
 pytestmark = pytest.mark.e2e
 
 SURFACES = {"chat": chat, "messages": messages, "responses": responses}
-PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
 TEXT = "<think>\nthe reasoning, \u00e9 \U0001d11e\n</think>\n\nthe answer, done."
 FIGURES: dict[str, int] = {}
 
@@ -45,27 +45,6 @@ def proxy(proxy_factory):
 def offline(surface: str, data: bytes) -> bytes:
     d = engine.stream_driver(SURFACES[surface], make_ctx({"model": "m", "stream": True}, signature="unsigned"))
     return b"".join(d(data) + d(b""))
-
-
-def fetch(proxy, surface: str, timeout: float = 20) -> tuple[int | None, bytes, str | None]:
-    """POST through the proxy; (status, body bytes received, error if the read broke off)."""
-    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=timeout)
-    body = json.dumps({"model": "m", "stream": True, "messages": [], "input": "q", "max_tokens": 9})
-    got, err, status = b"", None, None
-    try:
-        conn.request("POST", PATHS[surface], body=body, headers={"content-type": "application/json"})
-        r = conn.getresponse()
-        status = r.status
-        while True:
-            piece = r.read1(65536)
-            if not piece:
-                break
-            got += piece
-    except (http.client.HTTPException, OSError) as e:
-        err = type(e).__name__
-    finally:
-        conn.close()
-    return status, got, err
 
 
 def is_prefix_of_rewrite(got: bytes, *candidates: bytes) -> bool:

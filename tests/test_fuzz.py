@@ -173,42 +173,17 @@ def test_chat_many_adjacent_blocks_in_one_delta_stay_linear():
 
 
 # == stream builders and readers, shared by the properties below ================================
-from test_messages import stream_objs as _messages_objs, text as _mtext  # noqa: E402
-from test_responses import msg as _rmsg, upstream_events as _responses_objs  # noqa: E402
+from support.messages import stream_objs as _messages_objs, text as _mtext  # noqa: E402
+from support.responses import msg as _rmsg, upstream_events as _responses_objs  # noqa: E402
+from support.events import (  # noqa: F401  (builders shared with other test modules)
+    _chat_chunk, _json, encode_events, model_objs, parse_events, text_sequence,
+)
 
 TAGS = [("<think>", "</think>"), ("<thinking>", "</thinking>"), ("[THINK]", "[/THINK]"),
         ("\u25c1think\u25b7", "\u25c1/think\u25b7"), ("<|begin_of_thought|>", "<|end_of_thought|>")]
 ALL_TAGS = sorted({t for pair in TAGS for t in pair} | {t for p in make_ctx().rules().pairs
                                                        for t in (p.open, p.close)}, key=len, reverse=True)
 _WS_CHARS = " \t\r\n\f\v"
-
-
-def _chat_chunk(delta, finish=None):
-    return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-
-def model_objs(surface: str, deltas: list[str]) -> list:
-    """The upstream's events (dicts, or "[DONE]") for a model writing `deltas`."""
-    if surface == "chat":
-        return ([_chat_chunk({"role": "assistant", "content": ""})]
-                + [_chat_chunk({"content": d}) for d in deltas] + [_chat_chunk({}, "stop"), "[DONE]"])
-    if surface == "messages":
-        return _messages_objs(_mtext(*deltas))
-    return _responses_objs([_rmsg(deltas)])
-
-
-def encode_events(surface: str, objs: list, eol: str = "\n") -> list[bytes]:
-    """Wire bytes per event; text may hold surrogate escapes, which become invalid UTF-8."""
-    out = []
-    for o in objs:
-        if isinstance(o, bytes):           # a foreign event, already bytes (without its blank line)
-            out.append(o.replace(b"\n", eol.encode()) + eol.encode() * 2)
-            continue
-        data = o if isinstance(o, str) else json.dumps(o, ensure_ascii=False)
-        head = f"event: {o['type']}{eol}" if surface != "chat" and isinstance(o, dict) and "type" in o else ""
-        out.append(f"{head}data: {data}{eol}{eol}".encode("utf-8", "surrogateescape"))
-    return out
 
 
 def run_driver(surface: str, pieces: list[bytes], **opts):
@@ -221,55 +196,6 @@ def run_driver(surface: str, pieces: list[bytes], **opts):
         out += got
     out += driver(b"")
     return b"".join(out), driver
-
-
-def parse_events(data: bytes):
-    p = SSEParser()
-    return p.feed(data) + p.finish()
-
-
-def _json(ev):
-    if ev.data is None:
-        return None
-    try:
-        return json.loads(ev.data)
-    except ValueError:
-        return None
-
-
-def text_sequence(surface: str, data: bytes) -> list[tuple[str, str]]:
-    """("r" | "c", text) for every text-carrying field of every event that parses, in order."""
-    seq: list[tuple[str, str]] = []
-    streamed: set = set()
-    for ev in parse_events(data):
-        o = _json(ev)
-        if not isinstance(o, dict):
-            continue
-        if surface == "chat":
-            choices = o.get("choices")
-            for ch in choices if isinstance(choices, list) else ():
-                d = ch.get("delta") if isinstance(ch, dict) else None
-                if isinstance(d, dict):
-                    for k, kind in (("reasoning_content", "r"), ("content", "c")):
-                        if isinstance(d.get(k), str) and d[k]:
-                            seq.append((kind, d[k]))
-        elif surface == "messages":
-            b = o.get("content_block") if o.get("type") == "content_block_start" else (
-                o.get("delta") if o.get("type") == "content_block_delta" else None)
-            if isinstance(b, dict):
-                for k, kind in (("thinking", "r"), ("text", "c")):
-                    if isinstance(b.get(k), str) and b[k]:
-                        seq.append((kind, b[k]))
-        else:
-            t = o.get("type")
-            key = repr(o.get("output_index"))
-            if t in ("response.output_text.delta", "response.reasoning_text.delta") and isinstance(o.get("delta"), str):
-                seq.append(("r" if "reasoning" in t else "c", o["delta"]))
-                streamed.add(key)
-            elif t == "response.output_text.done" and isinstance(o.get("text"), str) and key not in streamed:
-                seq.append(("c", o["text"]))  # a part whose deltas never came: its text is here
-                streamed.add(key)
-    return seq
 
 
 def is_markup_deletion(src: str, got: str, tags=ALL_TAGS, join: str | None = None) -> bool:

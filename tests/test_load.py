@@ -15,8 +15,8 @@ import time
 import pytest
 
 from harness import Seen, sse_reply
-from test_faults_e2e import PATHS, fetch
-from test_fuzz import encode_events, model_objs, text_sequence
+from support.e2e import PATHS, fetch
+from support.events import encode_events, model_objs, text_sequence
 
 pytestmark = pytest.mark.e2e
 SURFACES = ["chat", "messages", "responses"]

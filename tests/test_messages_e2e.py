@@ -6,7 +6,7 @@ import anthropic
 import pytest
 
 from harness import json_reply, post, rechunk, sse_reply
-from test_messages import (body, native_thinking, redacted, stream, stream_objs, sse_event, text,
+from support.messages import (body, native_thinking, redacted, stream, stream_objs, sse_event, text,
                            tool)
 from thinkwire.marks import Sealer
 

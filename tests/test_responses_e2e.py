@@ -6,7 +6,7 @@ import openai
 import pytest
 
 from harness import json_reply, post, rechunk, sse_reply
-from test_responses import MODEL, check_invariants, final_response, fn, msg, native, shape, stream_of
+from support.responses import MODEL, check_invariants, final_response, fn, msg, native, shape, stream_of
 from thinkwire.marks import Sealer
 
 pytestmark = pytest.mark.e2e

@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import make_ctx
 from harness import json_reply, post, sse_reply
-from test_fuzz import encode_events, model_objs
+from support.events import encode_events, model_objs
 from thinkwire import engine, marks
 from thinkwire.marks import KEY_FILE, PREFIX, Sealer, load_secret
 from thinkwire.splitter import TagPair

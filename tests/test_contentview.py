@@ -20,7 +20,7 @@ from mitmproxy import contentviews, flow, io
 from mitmproxy.contentviews import Metadata
 from mitmproxy.test import taddons, tflow, tutils
 
-from conftest import make_ctx
+from conftest import make_ctx, make_settings
 from harness import ADDON, post, sse, sse_reply
 from devtools import demo
 from thinkwire import bodies, contentview, engine
@@ -405,3 +405,26 @@ def test_a_stream_the_client_left_early_keeps_what_was_sent():
         tw.error(f)
     assert f.response.raw_content == sent and b"reasoning_content" in sent
     assert f.metadata[UPSTREAM_KEY]["text"] == up.decode()
+
+
+# -- detection through the surfaces, the flow record ----------------------------------------------
+@pytest.mark.parametrize("path,surface", [
+    ("/v1/responses/resp_123", "responses"), ("/v1/messages?beta=true", "messages"),
+    ("/openai/deployments/x/chat/completions?api-version=1", "chat"), ("/v1/responses/resp_1/input_items", None),
+    ("/v1/messages/count_tokens", None)])
+def test_the_view_detects_a_surface_as_the_surfaces_themselves_do(path, surface):
+    assert contentview.surface_of_path(path) == surface
+    assert surface == engine.surface_for_path(path, make_settings()).NAME if surface else \
+        engine.surface_for_path(path, make_settings()) is None
+
+
+def test_the_flow_record_round_trips_and_a_malformed_one_is_ignored():
+    from thinkwire.record import FlowRecord
+    f = tflow.tflow(resp=True)
+    FlowRecord("chat", "default", 2, 10, 1, None).put(f)
+    assert FlowRecord.of(f) == FlowRecord("chat", "default", 2, 10, 1, None)
+    assert FlowRecord.of(f).summary() == "2 reasoning block(s), 10 chars moved"
+    f.metadata["thinkwire"] = {"blocks": 1}          # no surface: not a record this version reads
+    assert FlowRecord.of(f) is None
+    f.metadata["thinkwire"] = "garbage"
+    assert FlowRecord.of(f) is None

@@ -11,6 +11,7 @@ from mitmproxy import ctx, exceptions, http
 from . import bodies, contentview, engine
 from .context import FlowContext
 from .marks import LazySealer
+from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import decoder_for
 
@@ -18,7 +19,6 @@ log = logging.getLogger(__name__)
 
 MARK_REWRITTEN = ":brain:"
 MARK_FELL_BACK = ":warning:"
-META = "thinkwire"  # flow.metadata key
 _UNSEEN = object()
 
 
@@ -104,7 +104,7 @@ class ThinkWire:
             return
         if new is not None:
             flow.request.content = new
-            flow.metadata[META + "_restored"] = fctx.stats.restored
+            flow.metadata[RESTORED_KEY] = fctx.stats.restored
 
     @_guarded
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -188,7 +188,7 @@ class ThinkWire:
                 ended: str = "") -> None:
         """One comment, marker and INFO line per handled flow; never any body text."""
         stats = fctx.stats
-        restored = flow.metadata.get(META + "_restored", 0)
+        restored = flow.metadata.get(RESTORED_KEY, 0)
         profile = fctx.profile.name
         if fell_back:
             summary = f"thinkwire {surface}: passed through unchanged ({fell_back})"
@@ -212,9 +212,8 @@ class ThinkWire:
             summary += f"; {restored} object(s) restored on the request"
         summary += ended
         flow.comment = summary
-        flow.metadata[META] = {"surface": surface, "profile": profile, "blocks": stats.blocks,
-                               "reasoning_chars": stats.reasoning_chars, "restored": restored,
-                               "fell_back": fell_back, "broken": stats.broken}
+        FlowRecord(surface, profile, stats.blocks, stats.reasoning_chars, restored, fell_back,
+                   stats.broken).put(flow)
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
 
@@ -225,4 +224,4 @@ def _recorded(flow: http.HTTPFlow) -> bool:  # [inspect]
     Loading runs every hook again; rewriting the rewritten body would wipe its tallies and the
     kept upstream body. Live flows, replays included, are always handled.
     """
-    return not flow.live and META in flow.metadata
+    return not flow.live and handled(flow)

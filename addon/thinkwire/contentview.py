@@ -10,22 +10,24 @@ shows exactly what the bytes say, whoever produced them.
 when the addon kept a copy (see `bodies.py`), followed by the raw original bytes. Pick it from
 the view menu to compare.
 
-The `thinkwire` view wins over the JSON view only for flows the addon handled (it set
-`flow.metadata["thinkwire"]`); deciding that costs a dict lookup and no parsing.
+The `thinkwire` view wins over the JSON view only for flows the addon handled (they carry its
+`record.FlowRecord`); deciding that costs a dict lookup and no parsing. Which surface a flow or a
+body belongs to is decided by the surfaces' own `matches` / `looks_like`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from mitmproxy import contentviews, http
 from mitmproxy.contentviews import Contentview, Metadata
 
+from . import engine
+from .record import UPSTREAM_KEY, FlowRecord, handled
 from .sse import SSEParser
 
-UPSTREAM_KEY = "thinkwire_upstream"   # flow.metadata key of the kept original body (bodies.py)
 PRIORITY = 2.0                        # above the JSON view (1)
 
 _SURFACE_TITLES = {"chat": "OpenAI chat completions", "responses": "OpenAI responses",
@@ -99,38 +101,19 @@ def _usage(u: Any) -> str:
     return " ".join(parts)
 
 
-# -- detecting the surface -------------------------------------------------------------------
+# -- detecting the surface: the surfaces' own rules -------------------------------------------
 def surface_of_path(path: str) -> str | None:
-    p = path.split("?", 1)[0].rstrip("/")
-    if p.endswith("/chat/completions"):
-        return "chat"
-    if p.endswith("/responses"):
-        return "responses"
-    if p.endswith("/messages"):
-        return "messages"
+    for name, surface in engine.SURFACES.items():
+        if surface.matches(path):
+            return name
     return None
 
 
-def _surface_of_body(obj: dict) -> str | None:
-    if isinstance(obj.get("choices"), list):
-        return "chat"
-    if obj.get("object") == "response" or isinstance(obj.get("output"), list):
-        return "responses"
-    if obj.get("type") == "message" or (isinstance(obj.get("content"), list) and "role" in obj):
-        return "messages"
-    return None
-
-
-def _surface_of_event(obj: dict) -> str | None:
-    if isinstance(obj.get("choices"), list) or obj.get("object") == "chat.completion.chunk":
-        return "chat"
-    t = obj.get("type")
-    if isinstance(t, str):
-        if t.startswith("response."):
-            return "responses"
-        if t in ("message_start", "content_block_start", "content_block_delta",
-                 "content_block_stop", "message_delta", "message_stop", "ping"):
-            return "messages"
+def _surface_of(obj: dict) -> str | None:
+    """The surface whose body or stream event this is (each surface's own `looks_like`)."""
+    for name, surface in engine.SURFACES.items():
+        if surface.looks_like(obj):
+            return name
     return None
 
 
@@ -162,25 +145,23 @@ def read_response(data: bytes, surface: str | None = None, content_type: str | N
         events = _events(data)
         if not surface:
             for _, obj in events:
-                if isinstance(obj, dict) and (surface := _surface_of_event(obj)):
+                if isinstance(obj, dict) and (surface := _surface_of(obj)):
                     break
-        reader = {"chat": _chat_stream, "responses": _responses_stream,
-                  "messages": _messages_stream}.get(surface or "")
-        if reader is None:
+        readers = READERS.get(surface or "")
+        if readers is None:
             raise ValueError("not an LLM event stream thinkwire knows")
         r = Reading(surface or "", True, len(events))
-        reader(events, r)
+        readers.stream(events, r)
         return r
     obj = json.loads(data)
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
-    surface = _surface_of_body(obj) or surface
-    reader = {"chat": _chat_body, "responses": _responses_body,
-              "messages": _messages_body}.get(surface or "")
-    if reader is None:
+    surface = _surface_of(obj) or surface
+    readers = READERS.get(surface or "")
+    if readers is None:
         raise ValueError("not an LLM response thinkwire knows")
     r = Reading(surface or "")
-    reader(obj, r)
+    readers.body(obj, r)
     return r
 
 
@@ -503,12 +484,7 @@ def read_request(data: bytes, surface: str | None) -> Reading:
         names = [_s(t.get("name")) or _s((t.get("function") or {}).get("name")) or _s(t.get("type"))
                  for t in tools]
         r.head.append(("tools", ", ".join(n for n in names if n)))
-    if surface == "messages":
-        _messages_request(obj, r)
-    elif surface == "responses":
-        _responses_request(obj, r)
-    else:
-        _chat_request(obj, r)
+    READERS[surface].request(obj, r)
     return r
 
 
@@ -617,24 +593,32 @@ def render(r: Reading, extra: list[tuple[str, str]] = (), request: bool = False)
     return "\n".join(lines) + "\n"
 
 
+# -- the readers, one row per surface ----------------------------------------------------------
+@dataclass(frozen=True)
+class Readers:
+    body: Callable[[dict, Reading], None]
+    stream: Callable[[list, Reading], None]
+    request: Callable[[dict, Reading], None]
+
+
+READERS = {
+    "chat": Readers(_chat_body, _chat_stream, _chat_request),
+    "responses": Readers(_responses_body, _responses_stream, _responses_request),
+    "messages": Readers(_messages_body, _messages_stream, _messages_request),
+}
+
+
 def _flow_surface(flow: Any, message: Any) -> str | None:
-    md = getattr(flow, "metadata", None)
-    tw = md.get("thinkwire") if isinstance(md, dict) else None
-    if isinstance(tw, dict) and tw.get("surface") in _SURFACE_TITLES:
-        return tw["surface"]
+    rec = FlowRecord.of(flow)
+    if rec is not None and rec.surface in READERS:
+        return rec.surface
     req = getattr(flow, "request", None)
     return surface_of_path(req.path) if isinstance(req, http.Request) else None
 
 
 def _summary(flow: Any) -> list[tuple[str, str]]:
-    md = getattr(flow, "metadata", None)
-    tw = md.get("thinkwire") if isinstance(md, dict) else None
-    if not isinstance(tw, dict):
-        return []
-    if tw.get("fell_back"):
-        return [("thinkwire", f"passed through unchanged ({tw['fell_back']})")]
-    return [("thinkwire", f"{tw.get('blocks', 0)} reasoning block(s), "
-                          f"{tw.get('reasoning_chars', 0)} chars moved")]
+    rec = FlowRecord.of(flow)
+    return [("thinkwire", rec.summary())] if rec is not None else []
 
 
 def prettify_message(data: bytes, metadata: Metadata) -> str:
@@ -659,8 +643,7 @@ class ThinkwireContentview(Contentview):
         flow = metadata.flow
         if flow is None or not data or metadata.http_message is None:
             return 0
-        md = flow.metadata
-        if "thinkwire" not in md:
+        if not handled(flow):
             return 0
         ct = metadata.content_type
         if ct in ("application/json", "text/event-stream") or (ct is None and data[:1] == b"{"):

@@ -425,3 +425,10 @@ def test_options_list_their_values_and_any_value_still_gets_the_clear_error(tmp_
     with taddons.context(ThinkWire()) as tctx:
         with pytest.raises(exceptions.OptionsError, match="think_chat .* is 'maybe'; use on or off"):
             tctx.configure(tctx.master.addons.get("thinkwire"), think_chat="maybe")
+
+
+def test_every_surface_module_provides_the_surface_protocol():
+    from thinkwire import engine
+    from thinkwire.surfaces import Surface
+    for name, module in engine.SURFACES.items():
+        assert isinstance(module, Surface) and module.NAME == name

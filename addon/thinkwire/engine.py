@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import json
-from types import ModuleType
-
 from .context import FlowContext
 from .marks import LazySealer
 from .settings import Settings
 from .stream import StreamDriver
-from .surfaces import chat, messages, responses
+from .surfaces import Surface, chat, messages, responses
 
-SURFACES: dict[str, ModuleType] = {"chat": chat, "messages": messages, "responses": responses}
+SURFACES: dict[str, Surface] = {"chat": chat, "messages": messages, "responses": responses}
 
 
-def enabled(settings: Settings) -> list[ModuleType]:
+def enabled(settings: Settings) -> list[Surface]:
     return [m for name, m in SURFACES.items() if getattr(settings, name)]
 
 
-def surface_for_path(path: str, settings: Settings) -> ModuleType | None:
+def surface_for_path(path: str, settings: Settings) -> Surface | None:
     for m in enabled(settings):
         if m.matches(path):
             return m
@@ -45,7 +43,7 @@ def is_event_stream(content_type: str | None) -> bool:
     return bool(content_type) and content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
 
 
-def stream_driver(surface: ModuleType, ctx: FlowContext, decoder=None) -> StreamDriver:
+def stream_driver(surface: Surface, ctx: FlowContext, decoder=None) -> StreamDriver:
     def on_fail(reason: str) -> None:
         ctx.stats.fell_back = reason
 

@@ -1,12 +1,58 @@
-"""The API surfaces. Each module has: NAME, SHAPE, matches(path), looks_like(obj),
-rewrite_body(data, ctx) -> bytes | None, StreamRewriter(ctx), and restore_request(data, ctx)."""
+"""The API surfaces: one module each (chat, messages, responses), each a `Surface`."""
 
 from __future__ import annotations
 
 import json
 import re
 from json.decoder import scanstring
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+
+from ..sse import dumps
+
+if TYPE_CHECKING:
+    from ..context import FlowContext
+    from ..stream import EventRewriter
+
+
+@runtime_checkable
+class Surface(Protocol):
+    """What a surface module provides; the engine and the views use nothing else."""
+
+    NAME: str      # "chat", "messages", "responses"
+    SHAPE: str     # what its responses hold, for messages about input that is not one
+
+    def matches(self, path: str) -> bool:
+        """A request path this surface answers (query strings and prefixes allowed)."""
+
+    def looks_like(self, obj: dict) -> bool:
+        """A response body or stream event of this surface."""
+
+    def rewrite_body(self, data: bytes, ctx: FlowContext) -> bytes | None:
+        """The rewritten response body, or None when nothing changes. ValueError: not JSON."""
+
+    def StreamRewriter(self, ctx: FlowContext) -> EventRewriter:  # noqa: N802 (a class in the module)
+        """The rewriter of one stream, event by event."""
+
+    def restore_request(self, data: bytes, ctx: FlowContext) -> bytes | None:
+        """The request with the reasoning this proxy made restored, or None when none is."""
+
+
+def restore(data: bytes, ctx: FlowContext, how: str, key: str,
+            fix: Callable[[dict, list, str], int]) -> bytes | None:
+    """What every surface's way back shares: under `keep` the request goes as it came; otherwise
+    `fix(request, its list under key, how)` restores it in place and says how many objects were
+    this proxy's. A request that holds none is never re-serialized (it goes byte-identical)."""
+    if how == "keep":
+        return None
+    found = request_list(data, key, ctx.request)
+    if found is None:
+        return None
+    obj, items = found
+    n = fix(obj, items, how)
+    if not n:
+        return None
+    ctx.stats.restored += n
+    return dumps(obj).encode()
 
 
 def request_list(data: bytes, key: str, parsed: dict | None = None) -> tuple[dict, list] | None:

@@ -11,7 +11,7 @@ import json
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import key_pattern, learn_literal, read_literal, request_list
+from . import key_pattern, learn_literal, read_literal, restore
 from ..sse import Event, dumps, encode
 
 NAME = "chat"
@@ -287,13 +287,11 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     Chat clients send `reasoning_content` back without any mark, so the proxy cannot tell
     its own from an upstream's: nothing changes unless `think_chat_restore` asks for it.
     """
-    mode = ctx.settings.chat_restore
-    if mode == "keep":
-        return None
-    found = request_list(data, "messages", ctx.request)
-    if found is None:
-        return None
-    obj, messages = found
+    return restore(data, ctx, ctx.settings.chat_restore, "messages",
+                   lambda obj, messages, mode: _restore_messages(messages, mode, ctx))
+
+
+def _restore_messages(messages: list, mode: str, ctx: FlowContext) -> int:
     pair = ctx.rules().pairs[0]
     changed = 0
     for m in messages:
@@ -311,7 +309,4 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
                 m["content"] = [{"type": "text", "text": inline}] + content
             else:
                 m["content"] = inline + (content if isinstance(content, str) else "")
-    if not changed:
-        return None
-    ctx.stats.restored += changed
-    return dumps(obj).encode()
+    return changed

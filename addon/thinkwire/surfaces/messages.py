@@ -31,7 +31,7 @@ import json
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import key_pattern, learn_literal, read_literal, request_list
+from . import key_pattern, learn_literal, read_literal, restore
 from ..sse import Event, dumps, encode
 
 NAME = "messages"
@@ -449,13 +449,11 @@ def _learn_shape(data: str, text: str, u: int) -> tuple[str, str, int] | None:
 # keep: the request goes as it came.
 def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     """The request with this proxy's thinking blocks restored, or None when nothing is ours."""
-    how = ctx.settings.restore
-    if how == "keep":
-        return None
-    found = request_list(data, "messages", ctx.request)
-    if found is None:
-        return None
-    obj, msgs = found
+    return restore(data, ctx, ctx.settings.restore, "messages",
+                   lambda obj, msgs, how: _restore_messages(msgs, how, ctx))
+
+
+def _restore_messages(msgs: list, how: str, ctx: FlowContext) -> int:
     restored = 0
     for m in msgs:
         if not (isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), list)):
@@ -464,10 +462,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
         if n:
             m["content"] = new
             restored += n
-    if not restored:
-        return None
-    ctx.stats.restored += restored
-    return dumps(obj).encode()
+    return restored
 
 
 def _ours(block: object, ctx: FlowContext):

@@ -44,7 +44,7 @@ from json.encoder import encode_basestring
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter, TagPair
-from . import request_list
+from . import restore
 from ..sse import Event, dumps
 
 
@@ -1058,18 +1058,16 @@ _MESSAGE_TEXT = frozenset({"output_text", "text", "input_text"})
 
 def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     """The request with this proxy's reasoning items restored, or None when nothing is ours."""
-    how = ctx.settings.restore
-    if how == "keep":
-        return None
-    found = request_list(data, "input", ctx.request)
-    if found is None:
-        return None
-    obj, items = found
+    return restore(data, ctx, ctx.settings.restore, "input",
+                   lambda obj, items, how: _restore_input(obj, items, how, ctx))
+
+
+def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
     items, refs = _upstream_refs(items, how)
     ours = [_ours_item(it, ctx) for it in items]
     restored = sum(o is not None for o in ours) + refs
     if not restored:
-        return None
+        return 0
     out: list = []
     pending: list[str] = []     # inline reasoning waiting for its assistant turn
     for item, got in zip(items, ours):
@@ -1091,8 +1089,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
                 pending = []    # the turn ended without an answer: this reasoning is dropped
         out.append(item)
     obj["input"] = out
-    ctx.stats.restored += restored
-    return dumps(obj).encode()
+    return restored
 
 
 def _upstream_refs(items: list, how: str) -> tuple[list, int]:

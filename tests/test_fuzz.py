@@ -318,11 +318,6 @@ def test_valid_streams_rewrite_the_same_at_any_chunking_and_lose_nothing(surface
     got_r = "".join(t for k, t in seq if k == "r")
     got_c = "".join(t for k, t in seq if k == "c")
     reasoning = [b for b in want.reasoning if b]
-    if surface == "responses" and not reasoning and not want.content:
-        # Known, reported: a Responses message that is only empty blocks (`<think></think>`)
-        # is left as the upstream sent it, markup and all (stream and body alike).
-        assert got_r == "" and got_c == full
-        return
     assert got_r == (chat.BLOCK_JOIN.join(reasoning) if surface == "chat" else "".join(reasoning))
     assert got_c == want.content
 
@@ -491,10 +486,6 @@ def damaged_stream(draw, surface):
             objs[k], objs[k + 1] = objs[k + 1], objs[k]
         elif isinstance(objs[k], dict):
             paths = list(_paths(objs[k]))
-            if surface == "responses" and objs[k].get("type") == "response.output_item.added":
-                # Known, reported: an item added under one output_index whose events then use
-                # another is closed again at response.completed, so its text shows twice.
-                paths = [p for p in paths if p != ("output_index",)]
             if surface == "responses":
                 # An event without its `type` is not a delta any more, so whether its text
                 # "came in" is a matter of definition; the text check needs typed events here.

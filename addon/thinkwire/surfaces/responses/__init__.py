@@ -76,10 +76,32 @@ def looks_like(obj: dict) -> bool:
 
 
 @dataclass(frozen=True)
+class _Channel:
+    """One place a reasoning item carries its text, and the events that stream it there."""
+
+    key: str           # the item's list of parts
+    part_type: str
+    part_event: str    # <part_event>.added / .done
+    text_event: str    # <text_event>.delta / .done
+    index: str         # the events' index key
+
+
+SUMMARY_CHANNEL = _Channel("summary", "summary_text", "response.reasoning_summary_part",
+                           "response.reasoning_summary_text", "summary_index")
+CONTENT_CHANNEL = _Channel("content", "reasoning_text", "response.content_part", "response.reasoning_text",
+                           "content_index")
+
+
+@dataclass(frozen=True)
 class _Mode:
     summary: bool      # reasoning items carry their text as a summary_text part
     content: bool      # ... and as a reasoning_text content part
     encrypted: bool    # ... and the sealed mark as encrypted_content
+
+    @property
+    def channels(self) -> tuple[_Channel, ...]:
+        """The channels in use, in the order their events go out (summary first)."""
+        return tuple(c for c, on in ((SUMMARY_CHANNEL, self.summary), (CONTENT_CHANNEL, self.content)) if on)
 
 
 def _mode(ctx: FlowContext) -> _Mode:
@@ -479,28 +501,21 @@ class _Message:
         r = self.cur = _Reason(self.o.alloc(), f"rs_{self._base()}_{self.pos}")
         self.pos += 1
         item: dict = {"id": r.id, "type": "reasoning", "summary": []}
-        if mode.content:
-            item["content"] = []
+        for ch in mode.channels:
+            item[ch.key] = []
         emit = self.o.emit
         emit(_ev("response.output_item.added", output_index=r.d, item=item))
-        if mode.summary:
-            emit(_ev("response.reasoning_summary_part.added", item_id=r.id, output_index=r.d,
-                     summary_index=0, part={"type": "summary_text", "text": ""}))
-        if mode.content:
-            emit(_ev("response.content_part.added", item_id=r.id, output_index=r.d,
-                     content_index=0, part={"type": "reasoning_text", "text": ""}))
+        for ch in mode.channels:
+            emit(_ev(f"{ch.part_event}.added", item_id=r.id, output_index=r.d, **{ch.index: 0},
+                     part={"type": ch.part_type, "text": ""}))
 
     def _reason_delta(self, text: str) -> None:
         r = self.cur
         assert isinstance(r, _Reason)
         r.text.add(text)
-        mode = self.o.mode
-        if mode.summary:
-            self.o.emit(_ev("response.reasoning_summary_text.delta", item_id=r.id, output_index=r.d,
-                            summary_index=0, delta=text))
-        if mode.content:
-            self.o.emit(_ev("response.reasoning_text.delta", item_id=r.id, output_index=r.d,
-                            content_index=0, delta=text))
+        for ch in self.o.mode.channels:
+            self.o.emit(_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.d, **{ch.index: 0},
+                            delta=text))
 
     def _close_reason(self, pair: TagPair | None) -> None:
         r = self.cur
@@ -509,20 +524,11 @@ class _Message:
         mode = self.o.mode
         emit = self.o.emit
         item: dict = {"id": r.id, "type": "reasoning", "summary": []}
-        if mode.summary:
-            part = {"type": "summary_text", "text": text}
-            emit(_ev("response.reasoning_summary_text.done", item_id=r.id, output_index=r.d,
-                     summary_index=0, text=text))
-            emit(_ev("response.reasoning_summary_part.done", item_id=r.id, output_index=r.d,
-                     summary_index=0, part=part))
-            item["summary"] = [part]
-        if mode.content:
-            part = {"type": "reasoning_text", "text": text}
-            emit(_ev("response.reasoning_text.done", item_id=r.id, output_index=r.d,
-                     content_index=0, text=text))
-            emit(_ev("response.content_part.done", item_id=r.id, output_index=r.d,
-                     content_index=0, part=part))
-            item["content"] = [part]
+        for ch in mode.channels:
+            part = {"type": ch.part_type, "text": text}
+            emit(_ev(f"{ch.text_event}.done", item_id=r.id, output_index=r.d, **{ch.index: 0}, text=text))
+            emit(_ev(f"{ch.part_event}.done", item_id=r.id, output_index=r.d, **{ch.index: 0}, part=part))
+            item[ch.key] = [part]
         if mode.encrypted:
             ctx = self.o.ctx
             item["encrypted_content"] = ctx.sealer.seal(text, pair or ctx.rules().pairs[0])
@@ -851,14 +857,8 @@ class StreamRewriter(_Owner):
 
     def _reason_templates(self, r: _Reason) -> tuple:
         """(type, template) of the events `_reason_delta` sends for a piece of text."""
-        mode = self.mode
-        evs = []
-        if mode.summary:
-            evs.append(_ev("response.reasoning_summary_text.delta", item_id=r.id, output_index=r.d,
-                           summary_index=0, delta=""))
-        if mode.content:
-            evs.append(_ev("response.reasoning_text.delta", item_id=r.id, output_index=r.d,
-                           content_index=0, delta=""))
+        evs = [_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.d, **{ch.index: 0}, delta="")
+               for ch in self.mode.channels]
         return tuple((e["type"], _template(e)) for e in evs)
 
     def _frame(self, type_: str, data: str) -> bytes:

@@ -404,6 +404,17 @@ class _Message:
             ev["item_id"] = seg.id
         self.o.emit(ev, src)
 
+    def _reuse_or_make(self, seg: _Seg, obj: dict | None, src: tuple | None, type_: str,
+                       made_only: dict, **fields) -> None:
+        """An event on the message piece `seg`: the upstream's own (`obj`), moved onto `seg` with
+        `fields` set, when there is one; else one made from scratch, with the fields only a made
+        event needs (`made_only`). Item events carry no item_id."""
+        if obj is not None:
+            self._emit_on(seg, obj, src, **fields)
+            return
+        ids = {} if type_.startswith("response.output_item.") else {"item_id": seg.id}
+        self.o.emit(_ev(type_, **ids, output_index=seg.d, **fields, **made_only))
+
     def _ensure_seg(self) -> _Seg:
         if isinstance(self.cur, _Seg):
             return self.cur
@@ -430,11 +441,8 @@ class _Message:
         seg = self._ensure_seg()
         dp = seg.dpart or self._open_dpart(seg)
         dp.text.add(text)
-        if obj is not None:
-            self._emit_on(seg, obj, src, content_index=dp.dc, delta=text)
-        else:
-            self.o.emit(_ev("response.output_text.delta", item_id=seg.id, output_index=seg.d,
-                            content_index=dp.dc, delta=text, logprobs=[]))
+        self._reuse_or_make(seg, obj, src, "response.output_text.delta", {"logprobs": []},
+                            content_index=dp.dc, delta=text)
 
     def _open_dpart(self, seg: _Seg) -> _DPart:
         up = self.part
@@ -452,11 +460,8 @@ class _Message:
         assert dp is not None
         text = dp.text.value()
         dp.text_done = True
-        if obj is not None:
-            self._emit_on(seg, obj, src, content_index=dp.dc, text=text)
-        else:
-            self.o.emit(_ev("response.output_text.done", item_id=seg.id, output_index=seg.d,
-                            content_index=dp.dc, text=text, logprobs=[]))
+        self._reuse_or_make(seg, obj, src, "response.output_text.done", {"logprobs": []},
+                            content_index=dp.dc, text=text)
 
     def _close_dpart(self, seg: _Seg, obj: dict | None = None, src: tuple | None = None) -> None:
         dp = seg.dpart
@@ -467,11 +472,7 @@ class _Message:
         # (annotations, logprobs); a piece closed earlier, by a reasoning block, has them empty.
         base = obj.get("part") if obj is not None else None
         part = dict(base if _is_text_part(base) else dp.upart.template, text=dp.text.value())
-        if obj is not None:
-            self._emit_on(seg, obj, src, content_index=dp.dc, part=part)
-        else:
-            self.o.emit(_ev("response.content_part.done", item_id=seg.id, output_index=seg.d,
-                            content_index=dp.dc, part=part))
+        self._reuse_or_make(seg, obj, src, "response.content_part.done", {}, content_index=dp.dc, part=part)
         seg.content.append(part)
         seg.dpart = None
 
@@ -485,10 +486,7 @@ class _Message:
         if seg.id is not None:
             item["id"] = seg.id
         item["content"] = seg.content
-        if obj is not None:
-            self.o.emit(dict(obj, output_index=seg.d, item=item), src)
-        else:
-            self.o.emit(_ev("response.output_item.done", output_index=seg.d, item=item))
+        self._reuse_or_make(seg, obj, src, "response.output_item.done", {}, item=item)
         self.built.append(item)
         self.cur = None
 

@@ -45,6 +45,7 @@ from json.encoder import encode_basestring
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter, TagPair
 from . import request_list
+from ..fastpath import ASCII_SLOT, NUMBER_SLOT, ByteShape, canonical_head, text_slot
 from ..sse import Event, dumps
 
 
@@ -726,8 +727,9 @@ def _fill(tpl: tuple, vals: list) -> str:
 class StreamRewriter(_Owner):
     """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
 
-    def __init__(self, ctx: FlowContext) -> None:
+    def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         super().__init__(ctx)
+        self.fast = fast               # False: no shortcut, every event parsed in full
         self.passthrough = False
         self.map: dict = {}            # upstream output_index -> ours, for items passed through
         self.active: dict = {}         # upstream output_index -> _Message still open
@@ -739,6 +741,7 @@ class StreamRewriter(_Owner):
         self.eol = b"\n"
         self._batch: list = []
         self._shape: _Shape | None = None  # of the last output_text.delta parsed in full
+        self._bytes: ByteShape | None = None  # the same, as bytes, for on_chunk
         self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
 
     # -- the Owner side ------------------------------------------------------------------------
@@ -749,12 +752,28 @@ class StreamRewriter(_Owner):
         return self.ctx.splitter(self.model)
 
     # -- events --------------------------------------------------------------------------------
+    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
+        """The byte fast path (see thinkwire.fastpath): an output_text.delta shaped like the last,
+        its text plain."""
+        b = self._bytes
+        if b is None or self.passthrough:
+            return None
+        m = b.match(chunk)
+        if m is None:
+            return None
+        shape = self._shape
+        assert shape is not None
+        vals = [int(g) if k == _SEQ else g.decode("ascii") for k, g in zip(shape.kinds, m.groups())]
+        out = self._fast(Event(chunk, shape.event, None), shape, vals, plain=True)
+        self._hits += out is not None
+        return out
+
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:
             return [ev.raw]
         learn = True
         shape = self._shape
-        if shape is not None and ev.event == shape.event:
+        if shape is not None and self.fast and ev.event == shape.event:
             vals = shape.match(ev.data)
             if vals is None:
                 self._misses += 1
@@ -778,11 +797,22 @@ class StreamRewriter(_Owner):
         if learn and obj["type"] == "response.output_text.delta":
             # A server whose deltas differ in more than the slots is not learned from for long.
             self._shape = _learn(ev, obj) if self._misses < 16 or self._misses * 4 < self._hits else None
+            self._bytes = self._learn_bytes(ev, self._shape) if self._shape is not None and self.fast else None
         self._batch = []
         self._dispatch(obj, (ev, obj))
         return self._send(obj.get("sequence_number"))
 
-    def _fast(self, ev: Event, shape: _Shape, vals: list) -> list[bytes] | None:
+    def _learn_bytes(self, ev: Event, shape: _Shape) -> ByteShape | None:
+        head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
+        if head is None:
+            return None
+        text = text_slot(self.ctx.rules(self.model))   # the rules the parts' splitters have
+        consts = [c.encode("utf-8", "surrogateescape") for c in shape.consts]
+        consts[0], consts[-1] = head + consts[0], consts[-1] + b"\n\n"
+        return ByteShape(consts, [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT
+                                  for k in shape.kinds])
+
+    def _fast(self, ev: Event, shape: _Shape, vals: list, plain: bool = False) -> list[bytes] | None:
         """An output_text.delta shaped like the last one: `_dispatch` without the JSON parse.
         Its text is fed to the splitter once; one answer or reasoning piece goes out from a
         template (or as the original bytes, when nothing changes), anything else takes the
@@ -793,9 +823,15 @@ class StreamRewriter(_Owner):
         if p is None or p.splitter is None or last is None:
             return None
         seq, text = vals[shape.seq_i], vals[shape.text_i]
+        if plain:   # a plain text (the byte path): the splitter's plain step, or the full path
+            piece = p.splitter.plain(text)
+            if piece is None:
+                return None
+            pieces = [piece]
+        else:
+            pieces = p.splitter.feed(text) if text else []
         self.event_lines = ev.event is not None
         self.eol = ev.eol
-        pieces = p.splitter.feed(text) if text else []
         p.fed = p.fed or bool(text)
         cur = m.cur   # type: ignore[union-attr]
         if len(pieces) == 1:

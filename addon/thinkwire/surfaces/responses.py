@@ -188,7 +188,7 @@ class _DPart:
     def __init__(self, dc: int, upart: _UPart) -> None:
         self.dc = dc
         self.text = _Text()
-        self.tpl: tuple | None = None  # (shape, template, unchanged) for the fast path
+        self.tpl: tuple | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
         self.text_done = False
         self.upart = upart
         self.first = upart.made == 0
@@ -215,7 +215,7 @@ class _Reason:
         self.d = d
         self.id = id_
         self.text = _Text()
-        self.tpl: tuple | None = None  # the delta events' templates, for the fast path
+        self.tpl: tuple | None = None  # ((event lines, eol), the delta events cut), for the fast path
 
 
 class _Message:
@@ -716,14 +716,6 @@ def _template(ev: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _fill(tpl: tuple, vals: list) -> str:
-    parts = [tpl[0]]
-    for v, c in zip(vals, tpl[1:]):
-        parts.append(v)
-        parts.append(c)
-    return "".join(parts)
-
-
 class StreamRewriter(_Owner):
     """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
 
@@ -763,7 +755,8 @@ class StreamRewriter(_Owner):
             return None
         shape = self._shape
         assert shape is not None
-        vals = [int(g) if k == _SEQ else g.decode("ascii") for k, g in zip(shape.kinds, m.groups())]
+        vals = [g.decode("ascii") for g in m.groups()]
+        vals[shape.seq_i] = int(vals[shape.seq_i])
         out = self._fast(Event(chunk, shape.event, None), shape, vals, plain=True)
         self._hits += out is not None
         return out
@@ -841,7 +834,7 @@ class StreamRewriter(_Owner):
                 dp.text.add(value)
                 n = self._number(seq, last, True)
                 tpl = dp.tpl
-                if tpl is None or tpl[0] is not shape:
+                if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
                     tpl = dp.tpl = self._delta_template(shape, cur, dp)
                 if tpl[2] and n == seq and value == text:
                     return [ev.raw]    # as it came: the original bytes
@@ -852,18 +845,23 @@ class StreamRewriter(_Owner):
                     if "\\" in out[i]:
                         out[i] = encode_basestring(json.loads(out[i]))
                 self.dirty = True
-                return [self._frame("response.output_text.delta", _fill(tpl[1], out))]
+                cuts = tpl[1]
+                parts = [cuts[0]]
+                for v, c in zip(out, cuts[1:]):
+                    parts.append(v.encode("utf-8", "surrogateescape"))
+                    parts.append(c)
+                return [b"".join(parts)]
             if kind == REASONING and type(cur) is _Reason:
                 cur.text.add(value)
                 tpl = cur.tpl
-                if tpl is None:
-                    tpl = cur.tpl = self._reason_templates(cur)
-                lit = encode_basestring(value)
+                if tpl is None or tpl[0] != (self.event_lines, self.eol):
+                    tpl = cur.tpl = ((self.event_lines, self.eol), self._reason_templates(cur))
+                lit = encode_basestring(value).encode("utf-8", "surrogateescape")
                 frames = []
-                for type_, t in tpl:
+                for head, mid, tail in tpl[1]:
                     n = self._number(seq, last, False)
                     last = n
-                    frames.append(self._frame(type_, _fill(t, [str(n), lit])))
+                    frames.append(b"%s%d%s%s%s" % (head, n, mid, lit, tail))
                 self.dirty = True
                 return frames
         obj = shape.event_obj(vals)
@@ -883,10 +881,15 @@ class StreamRewriter(_Owner):
         ev = dict(shape.obj, output_index=seg.d, content_index=dp.dc)
         if seg.id is not None and "item_id" in ev:
             ev["item_id"] = seg.id
-        return shape, _template(ev), ev == shape.obj
+        # What _frame gives for _template(ev) filled with values, cut where the values go.
+        cuts = [x.encode("utf-8", "surrogateescape") for x in _template(ev)]
+        head, tail = self._frame("response.output_text.delta", "\0").split(b"\0")
+        cuts[0], cuts[-1] = head + cuts[0], cuts[-1] + tail
+        return shape, cuts, ev == shape.obj, (self.event_lines, self.eol)
 
     def _reason_templates(self, r: _Reason) -> tuple:
-        """(type, template) of the events `_reason_delta` sends for a piece of text."""
+        """The events `_reason_delta` sends for a piece of text, as framed bytes cut where the
+        sequence number and the text literal go."""
         mode = self.mode
         evs = []
         if mode.summary:
@@ -895,7 +898,12 @@ class StreamRewriter(_Owner):
         if mode.content:
             evs.append(_ev("response.reasoning_text.delta", item_id=r.id, output_index=r.d,
                            content_index=0, delta=""))
-        return tuple((e["type"], _template(e)) for e in evs)
+        cuts = []
+        for e in evs:
+            pre, mid, post = (x.encode("utf-8", "surrogateescape") for x in _template(e))
+            head, tail = self._frame(e["type"], "\0").split(b"\0")
+            cuts.append((head + pre, mid, post + tail))
+        return tuple(cuts)
 
     def _frame(self, type_: str, data: str) -> bytes:
         """sse.encode for compact JSON (it has no line breaks)."""

@@ -133,7 +133,8 @@ class StreamRewriter:
             return None
         if piece[0] == CONTENT:
             return [chunk]              # answer text as it came
-        (kind, text), = st.runs([piece])
+        # (runs() changes a block's first text only: skip it for the rest.)
+        text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
         # Text longer than the chunk's got held whitespace or a block separator in front: that
         # may need escapes.
         lit = text.encode() if len(text) <= len(plain) else dumps(text)[1:-1].encode("utf-8", "surrogateescape")

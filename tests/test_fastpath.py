@@ -224,3 +224,26 @@ def test_splitter_plain_declines_where_feed_must_decide():
     assert s.plain("x") is None           # a block's first text: leading whitespace is trimmed
     s.feed("a<")
     assert s.plain("x") is None           # a partial tag is held
+
+
+def test_an_error_in_the_byte_path_fails_open_with_the_chunk_and_the_rest_as_they_came():
+    class Broken(chat.StreamRewriter):
+        def on_chunk(self, chunk):
+            got = super().on_chunk(chunk)
+            if got is not None and b"boom" in chunk:
+                raise RuntimeError("boom")
+            return got
+    events = chat_stream(["<think>", "a", " b", " boom", " c", "</think>", "d"])
+    d = StreamDriver(Broken(make_ctx()))
+    out = [d(e) for e in events] + [d(b"")]
+    assert d.failure == "RuntimeError: boom"
+    k = 4   # the role chunk, then "<think>", "a", " b": the fourth text chunk raised
+    assert b"".join(out[k]).endswith(events[k])
+    assert [b"".join(o) for o in out[k + 1:-1]] == events[k + 1:]
+
+
+def test_a_rewriter_built_with_fast_off_takes_no_shortcut():
+    for mod in (chat, messages, responses):
+        rw = mod.StreamRewriter(make_ctx(), fast=False)
+        d = StreamDriver(rw)
+        assert d._on_chunk is None

@@ -1,5 +1,7 @@
 """The API surfaces. Each module has: NAME, SHAPE, matches(path), looks_like(obj),
-rewrite_body(data, ctx) -> bytes | None, StreamRewriter(ctx), and restore_request(data, ctx)."""
+rewrite_body(data, ctx) -> bytes | None, StreamRewriter(ctx, fast=True), and
+restore_request(data, ctx). A StreamRewriter has on_event, on_chunk (the byte fast path, see
+thinkwire.fastpath), finish and abort; fast=False turns both shortcuts off (the tests' reference)."""
 
 from __future__ import annotations
 

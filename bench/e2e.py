@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import tempfile
 import time
 
@@ -62,51 +63,64 @@ def _summarise(runs: list[dict]) -> dict:
             "surfaces": runs[-1]["surfaces"]}
 
 
-def _ratios(res: dict) -> dict:
-    a, b, c = res.get("a"), res.get("b"), res.get("c")
-    out = {}
-    if a and c:
-        out["cpu_c_over_a"] = c["cpu_ms_per_1k_events"] / a["cpu_ms_per_1k_events"]
-    if b and c:
-        out["cpu_c_over_b"] = c["cpu_ms_per_1k_events"] / b["cpu_ms_per_1k_events"]
-        out["added_p50_ms"] = c["p50_ms"] - b["p50_ms"]
-        out["added_p99_ms"] = c["p99_ms"] - b["p99_ms"]
-        out["thinkwire_us_per_event"] = (c["cpu_ms_per_1k_events"] - b["cpu_ms_per_1k_events"])
+def _per_1k(r: dict) -> float:
+    return r["cpu_s"] / r["events"] * 1e6
+
+
+def _stat(vals: list[float]) -> dict:
+    v = sorted(vals)
+    return {"median": statistics.median(v), "min": v[0], "max": v[-1], "rounds": len(v)}
+
+
+def _ratios(runs: dict) -> dict:
+    """Per round, (b) and (c) ran back to back on the same load: the figures are the medians
+    (and ranges) of the per-round ratios and differences."""
+    b, c = runs["b"], runs["c"]
+    out = {"cpu_c_over_b": _stat([_per_1k(y) / _per_1k(x) for x, y in zip(b, c)]),
+           "thinkwire_us_per_event": _stat([_per_1k(y) - _per_1k(x) for x, y in zip(b, c)]),
+           "added_p50_ms": _stat([y["p50_ms"] - x["p50_ms"] for x, y in zip(b, c)]),
+           "added_p99_ms": _stat([y["p99_ms"] - x["p99_ms"] for x, y in zip(b, c)])}
+    if runs.get("a"):
+        out["cpu_c_over_a"] = _stat([_per_1k(c[0]) / _per_1k(runs["a"][0])])
     return out
 
 
-def run_e2e(streams: int, n: int, interval_ms: float, burst_rounds: int, paced_rounds: int,
-            log=print) -> dict:
-    shapes = [workload.SHAPES[name] for name in _surfaces()]
+def run_e2e(modes: dict, log=print) -> dict:
+    """`modes`: {"burst"|"paced": (streams, events per stream, interval in ms, rounds)}. Each
+    surface on its own: per round (b) and (c) run one after the other, the order alternating
+    between rounds (and surfaces); (a), mitmproxy with no addon, runs in the first round only."""
+    names = _surfaces()
     up = Upstream()
     proxies = {}
     try:
         proxies = start_proxies(list(CONFIGS), up.url)
         # Warm up: imports, caches and the first flow's set-up are not what is measured.
+        shapes = [workload.SHAPES[name] for name in names]
         for p in proxies.values():
             asyncio.run(client.run(p.port, _plan(shapes, len(shapes), "n=50")))
-        out: dict = {"streams": streams, "events_per_stream": n, "interval_ms": interval_ms,
-                     "surfaces": [s.name for s in shapes], "config": {k: v[0] for k, v in CONFIGS.items()}}
-        for mode, rounds, iv in (("burst", burst_rounds, 0.0), ("paced", paced_rounds, interval_ms / 1000)):
-            if rounds <= 0:
-                continue
-            runs: dict = {c: [] for c in CONFIGS}
-            plan = _plan(shapes, streams, f"n={n}&iv={iv}")
-            for rnd in range(rounds):
-                order = list(CONFIGS) if rnd % 2 == 0 else list(reversed(CONFIGS))
-                for c in order:
-                    r = _one(proxies[c], plan, n)
-                    runs[c].append(r)
-                    log(f"  {mode:>5} ({c}) round {rnd + 1}: {r['cpu_s']:.2f} cpu s, "
-                        f"{r['events'] / r['wall_s']:.0f} events/s, delay p50 {r['p50_ms']:.2f} ms "
-                        f"p99 {r['p99_ms']:.2f} ms" + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
-            res = {c: _summarise(v) for c, v in runs.items()}
-            res["ratios"] = _ratios(res)
+        out: dict = {"surfaces": names, "config": {k: v[0] for k, v in CONFIGS.items()}}
+        for mode, (streams, n, interval_ms, rounds) in modes.items():
+            iv = interval_ms / 1000
+            res: dict = {"streams": streams, "events_per_stream": n, "interval_ms": interval_ms}
+            for k, name in enumerate(names):
+                plan = _plan([workload.SHAPES[name]], streams, f"n={n}&iv={iv}")
+                runs: dict = {"a": [], "b": [], "c": []}
+                for rnd in range(rounds):
+                    order = ["b", "c"] if (rnd + k) % 2 == 0 else ["c", "b"]
+                    if rnd == 0:
+                        order.insert(0, "a")
+                    for c in order:
+                        r = _one(proxies[c], plan, n)
+                        runs[c].append(r)
+                        log(f"  {mode:>5} {name:>9} ({c}) round {rnd + 1}: {_per_1k(r):.1f} cpu ms/1k events, "
+                            f"{r['events'] / r['wall_s']:.0f} events/s, delay p50 {r['p50_ms']:.2f} ms "
+                            f"p99 {r['p99_ms']:.2f} ms" + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
+                row = {c: _summarise(v) for c, v in runs.items() if v}
+                row["ratios"] = _ratios(runs)
+                res[name] = row
             out[mode] = res
         for c, p in proxies.items():
-            for mode in ("burst", "paced"):
-                if mode in out:
-                    out[mode][c]["peak_rss_mb"] = p.hwm_kb() / 1024
+            out.setdefault("peak_rss_mb", {})[c] = p.hwm_kb() / 1024
             out.setdefault("log_warnings", {})[c] = p.warnings()[:5]
         return out
     finally:

@@ -654,8 +654,8 @@ class FullPath(messages.StreamRewriter):
     """The rewrite with no fast path, whose deltas are built as dicts and dumped: the reference
     the fast path and the delta templates must match byte for byte."""
 
-    def _fast(self, *args):
-        return None
+    def __init__(self, ctx):
+        super().__init__(ctx, fast=False)
 
     def _delta_event(self, index, head, literal):
         kind = "text_delta" if head == messages._TEXT_DELTA else "thinking_delta"

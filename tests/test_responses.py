@@ -736,8 +736,8 @@ def test_property_output_index_and_sequence_number_hold_on_every_event(texts, po
 class _FullPath(responses.StreamRewriter):
     """The rewriter with its fast path off: every event is parsed in full."""
 
-    def _fast(self, ev, shape, vals):
-        return None
+    def __init__(self, ctx):
+        super().__init__(ctx, fast=False)
 
 
 class _Counted(responses.StreamRewriter):

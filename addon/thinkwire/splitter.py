@@ -197,19 +197,10 @@ class Splitter:
             if self._inside:
                 if (self.rules.scan(self._pair, self._lead_open).first.search(text) is None
                         and not (self.rules.trim and text[-1] in _WS)):
-                    self.reasoning_chars += len(text)
-                    self._fresh = False
-                    return [(REASONING, text)]
+                    return [self._plain_reasoning(text)]
             elif not self._at_start:
                 if self.rules._plain_re.search(text) is None:
-                    # What _observe does for text with no line end and no backtick.
-                    if self._boundary and text.strip(_WS):
-                        self._boundary = False
-                    if self._line_blank and text.strip(_HSPACE):
-                        self._line_blank = False
-                    if len(self._line_head) < 8:
-                        self._line_head = (self._line_head + text)[:8]
-                    return [(CONTENT, text)]
+                    return [self._plain_content(text)]
         elif self._ws_hold and not text.strip(_WS):
             self._ws_more.append(text)
             return []
@@ -217,6 +208,50 @@ class Splitter:
         held = self._take_held()
         self._run(held + text if held else text, out, final=False)
         return out
+
+    def plain(self, text: str) -> tuple[int, str] | None:
+        """`feed(text)` for a non-empty text with no character that could start any tag or
+        marker of the rules, no line end and no backtick (the byte fast path checks that): the
+        one piece it gives, with the state `feed` leaves. None, with nothing changed, where
+        `feed` must decide: text held other than trailing whitespace, whitespace being trimmed
+        at a block's start or the output's, or nothing to give yet."""
+        if self._skip_ws:
+            return None
+        if not self._inside:
+            if self._held or self._at_start:
+                return None
+            return self._plain_content(text)
+        trim = self.rules.trim
+        if self._held:
+            if not self._ws_hold:
+                return None   # a partial tag
+            if trim and not text.strip(_WS):
+                return None   # whitespace only: feed holds it and gives nothing
+            text = self._take_held() + text
+        if trim:
+            kept = text.rstrip(_WS)
+            if not kept:
+                return None
+            if len(kept) < len(text):   # held for now: it is dropped if the block ends next
+                self._held = text[len(kept):]
+                self._ws_hold = not self.rules._ws_lead
+                text = kept
+        return self._plain_reasoning(text)
+
+    def _plain_reasoning(self, text: str) -> tuple[int, str]:
+        self.reasoning_chars += len(text)
+        self._fresh = False
+        return (REASONING, text)
+
+    def _plain_content(self, text: str) -> tuple[int, str]:
+        # What _observe does for text with no line end and no backtick.
+        if self._boundary and text.strip(_WS):
+            self._boundary = False
+        if self._line_blank and text.strip(_HSPACE):
+            self._line_blank = False
+        if len(self._line_head) < 8:
+            self._line_head = (self._line_head + text)[:8]
+        return (CONTENT, text)
 
     def finish(self) -> list:
         out: list = []

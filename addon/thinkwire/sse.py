@@ -7,10 +7,10 @@ back out exactly as it came in.
 
 from __future__ import annotations
 
-import json
 import re
-from json.encoder import encode_basestring
 from dataclasses import dataclass
+
+from .fastpath import _make_dumps, dumps  # noqa: F401  (the JSON encoder lives in fastpath)
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _LINES = re.compile("\r\n|\r|\n")
@@ -112,6 +112,10 @@ class SSEParser:
         last.complete = False
         return events + [last]
 
+    def idle(self) -> bool:
+        """Nothing pending: the next bytes start a new event."""
+        return not (self._tail or self._raw or self._lines) and self._bom_checked
+
     def pending(self) -> bytes:
         """Bytes received but not yet part of a complete event (for a fail-open hand-off)."""
         buf = b"".join(self._raw) + b"".join(self._tail)
@@ -137,24 +141,6 @@ def _make_event(raw: bytes, lines: list[bytes], eol: bytes, parser: SSEParser) -
             name = (v[1:] if v[:1] == b" " else v).decode("utf-8", "surrogateescape")
         # comments (":..."), id:, retry: and unknown fields only live in `raw`.
     return Event(raw, name, "\n".join(data) if data else None, eol)
-
-
-def _make_dumps():
-    """Compact JSON, non-ASCII kept as is (what model servers send), with its encoder made once:
-    json.dumps builds a JSONEncoder per call, and JSONEncoder.encode a C encoder per call."""
-    enc = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    try:
-        c = make(None, enc.default, encode_basestring, None, ":", ",", False, False, True)  # type: ignore[misc]
-        probe = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {}}
-        if "".join(c(probe, 0)) != enc.encode(probe):
-            raise ValueError
-    except Exception:  # a Python without the C encoder, or with another one
-        return enc.encode
-    return lambda obj: "".join(c(obj, 0))
-
-
-dumps = _make_dumps()
 
 
 def encode(data: str, event: str | None = None, eol: bytes = b"\n") -> bytes:

@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 class EventRewriter(Protocol):
     def on_event(self, ev: Event) -> list[bytes]: ...
+    # Optional, the byte fast path (thinkwire.fastpath): a chunk that is one whole event, as
+    # on_event would answer it, or None (nothing changed) for on_event to decide. Used only
+    # when the rewriter's `fast` is true.
+    # def on_chunk(self, chunk: bytes) -> list[bytes] | None: ...
     def finish(self) -> list[bytes]: ...
     def abort(self) -> list[bytes]: ...
 
@@ -145,8 +149,23 @@ class StreamDriver:
         self.on_broken = on_broken
         self.broken: str | None = None   # why a compressed stream stopped decoding part way
         self.ended = False               # the client's stream has had its end
+        # The byte fast path, while it may apply: no Content-Encoding, not failed, not ended.
+        on_chunk = getattr(rewriter, "on_chunk", None) if getattr(rewriter, "fast", False) else None
+        self._on_chunk = on_chunk if decoder is None else None
+        self._idle = self.parser.idle
 
     def __call__(self, chunk: bytes) -> list[bytes]:
+        on_chunk = self._on_chunk
+        if on_chunk is not None and self._idle():
+            try:
+                got = on_chunk(chunk)
+            except Exception as e:
+                out: list[bytes] = []
+                self._fail(f"{type(e).__name__}: {e}", out, [])
+                out.append(chunk)
+                return self._join(out)
+            if got is not None:
+                return got if len(got) == 1 else self._join(got)
         if self.ended:  # after a compressed stream broke off: the rest is dropped
             return []
         final = chunk == b""
@@ -160,6 +179,8 @@ class StreamDriver:
             if final and self.decoder is not None and not self.decoder.ended():
                 self._break("the compressed stream ended before its end marker")
         self.ended = final
+        if final:
+            self._on_chunk = None
         if self.passthrough:
             if data:
                 out.append(data)
@@ -217,6 +238,7 @@ class StreamDriver:
         """Fail open: what the rewriter held, then the original bytes from here on."""
         self.failure = reason
         self.passthrough = True
+        self._on_chunk = None
         log.warning("thinkwire: stream rewrite failed, passing the rest through unchanged: %s",
                     reason, exc_info=log.isEnabledFor(logging.DEBUG))
         if self.on_fail:

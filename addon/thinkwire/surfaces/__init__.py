@@ -1,10 +1,11 @@
-"""The API surfaces: one module each (chat, messages, responses), each a `Surface`."""
+"""The API surfaces: one module each (chat, messages, responses), each a `Surface`.
+
+A surface's StreamRewriter has on_event, on_chunk (the byte fast path, see thinkwire.fastpath),
+finish and abort; `fast=False` turns both shortcuts off (the tests' reference)."""
 
 from __future__ import annotations
 
 import json
-import re
-from json.decoder import scanstring
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from ..sse import dumps
@@ -30,8 +31,8 @@ class Surface(Protocol):
     def rewrite_body(self, data: bytes, ctx: FlowContext) -> bytes | None:
         """The rewritten response body, or None when nothing changes. ValueError: not JSON."""
 
-    def StreamRewriter(self, ctx: FlowContext) -> EventRewriter:  # noqa: N802 (a class in the module)
-        """The rewriter of one stream, event by event."""
+    def StreamRewriter(self, ctx: FlowContext, fast: bool = True) -> EventRewriter:  # noqa: N802
+        """The rewriter of one stream (a class in the module)."""
 
     def restore_request(self, data: bytes, ctx: FlowContext) -> bytes | None:
         """The request with the reasoning this proxy made restored, or None when none is."""
@@ -66,37 +67,3 @@ def request_list(data: bytes, key: str, parsed: dict | None = None) -> tuple[dic
     value = obj.get(key) if isinstance(obj, dict) else None
     return (obj, value) if isinstance(value, list) else None
 
-
-# -- the fast path's shape: the bytes around one text literal ---------------------------------
-# Servers send the same bytes around every token delta of a stream but the text. Learned from
-# an event parsed in full, the text before and after its text literal lets a later event that
-# starts and ends the same way be read by decoding that literal alone, without a JSON parse.
-def key_pattern(key: str) -> re.Pattern:
-    """`"key": "` (inside a JSON string a quote is escaped, so this finds keys only)."""
-    return re.compile(r'"%s"\s*:\s*"' % re.escape(key))
-
-
-def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[object], object]) -> tuple[str, str] | None:
-    """The data before and after the string literal that the parse read `value` from: the last
-    `key` literal equal to `value` that is the one `read(parsed)` takes (a number put in its
-    place must come back there; not another key of that name, not an earlier duplicate)."""
-    for m in reversed(list(key.finditer(data))):
-        found, end = scanstring(data, m.end())  # the data parsed as JSON: a key's value is a string
-        if found == value:
-            before, after = data[:m.end() - 1], data[end:]
-            # Only one string value changed to a number: the structure `read` walks is the same.
-            if read(json.loads(before + "0" + after)) == 0:
-                return before, after
-    return None
-
-
-def read_literal(data: str, before: str, after: str) -> tuple[str, str] | None:
-    """(text, literal) when what stands between `before` and `after` is one JSON string."""
-    start, stop = len(before), len(data) - len(after)
-    if stop - start < 2 or data[start] != '"':
-        return None
-    try:
-        text, end = scanstring(data, start + 1)
-    except ValueError:
-        return None
-    return (text, data[start:stop]) if end == stop else None

@@ -11,7 +11,8 @@ import json
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import key_pattern, learn_literal, read_literal, restore
+from . import restore
+from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal
 from ..sse import Event, dumps, encode
 
 NAME = "chat"
@@ -103,8 +104,9 @@ class _Choice:
 class StreamRewriter:
     """One chat stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
 
-    def __init__(self, ctx: FlowContext) -> None:
+    def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         self.ctx = ctx
+        self.fast = fast                     # False: no shortcut, every event parsed in full
         self.fields = _fields(ctx)
         self.choices: dict = {}
         self.template: dict | None = None   # top-level fields of the last chunk, for flush chunks
@@ -112,13 +114,38 @@ class StreamRewriter:
         self.eol = b"\n"
         # The text around the content of the last plain delta (see _learn_shape).
         self._shape: tuple[str, str, int] | None = None
+        # The same as bytes, for on_chunk: (ByteShape, the choice, the reasoning event cut
+        # where its text goes).
+        self._bytes: tuple | None = None
+
+    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
+        """The byte fast path (see thinkwire.fastpath): a plain delta shaped like the last."""
+        b = self._bytes
+        if b is None:
+            return None
+        m = b[0].match(chunk)
+        st = b[1]
+        if m is None or st.native or st.done:
+            return None
+        plain = m[1].decode("ascii")
+        piece = st.splitter.plain(plain)
+        if piece is None:
+            return None
+        if piece[0] == CONTENT:
+            return [chunk]              # answer text as it came
+        # (runs() changes a block's first text only: skip it for the rest.)
+        text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
+        # Text longer than the chunk's got held whitespace or a block separator in front: that
+        # may need escapes.
+        lit = text.encode() if len(text) <= len(plain) else dumps(text)[1:-1].encode("utf-8", "surrogateescape")
+        return [lit.join(b[2])]
 
     def on_event(self, ev: Event) -> list[bytes]:
         data = ev.data
         if data is None:
             return [ev.raw]                 # comments, keep-alives
         shape = self._shape
-        if shape is not None and data.startswith(shape[0]) and data.endswith(shape[1]):
+        if shape is not None and self.fast and data.startswith(shape[0]) and data.endswith(shape[1]):
             out = self._fast(ev, data, *shape)
             if out is not None:
                 return out
@@ -135,6 +162,7 @@ class StreamRewriter:
         self.event_name, self.eol = ev.event, ev.eol
         self._shape = _learn_shape(data, obj)
         per_choice = [self._choice(ch, obj.get("model")) for ch in obj["choices"]]
+        self._bytes = self._learn_bytes(ev) if self._shape is not None and self.fast else None
         if all(p is None for p in per_choice):
             return [ev.raw]
         return self._chunks(obj, ev, [[ch] if p is None else p for ch, p in zip(obj["choices"], per_choice)])
@@ -176,6 +204,17 @@ class StreamRewriter:
             r = dumps(runs[0][1])
             value = "null," + ",".join(f'"{f}":{r}' for f in self.fields)
         return [encode(before + value + after, ev.event, ev.eol)]
+
+    def _learn_bytes(self, ev: Event) -> tuple | None:
+        before, after, idx = self._shape   # type: ignore[misc]
+        st = self.choices.get(idx)
+        head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
+        if st is None or head is None:
+            return None
+        # What _fast sends for a reasoning run, cut where the text goes.
+        value = "null," + ",".join(f'"{f}":"\0"' for f in self.fields)
+        cut = encode(before + value + after, ev.event, ev.eol).split(b"\0")
+        return literal_shape(head, before, after, st.splitter.rules), st, cut
 
     def _choice(self, ch: object, model: object) -> list[dict] | None:
         """The choice dicts this choice becomes, or None when it passes unchanged."""

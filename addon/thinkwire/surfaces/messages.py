@@ -31,7 +31,8 @@ import json
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import key_pattern, learn_literal, read_literal, restore
+from . import restore
+from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal
 from ..sse import Event, dumps, encode
 
 NAME = "messages"
@@ -165,8 +166,9 @@ class _TextBlock:
 class StreamRewriter:
     """One Messages stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
 
-    def __init__(self, ctx: FlowContext) -> None:
+    def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         self.ctx = ctx
+        self.fast = fast                    # False: no shortcut, every event parsed in full
         self.mode = mode(ctx)
         self.model: object = None
         self.next = 0                       # the next output block index
@@ -179,13 +181,49 @@ class StreamRewriter:
         self.eol = b"\n"
         # The text around the text literal of the last text_delta parsed in full (_learn_shape).
         self._shape: tuple[str, str, int] | None = None
+        self._bytes = None                  # the same as a ByteShape, for on_chunk
+        self._thinking_cut: tuple[int, list[bytes]] | None = None  # a thinking delta cut at its text
 
     # -- events -------------------------------------------------------------------------
+    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
+        """The byte fast path (see thinkwire.fastpath): a plain text_delta shaped like the last."""
+        b = self._bytes
+        if b is None or self.raw:
+            return None
+        m = b.match(chunk)
+        if m is None:
+            return None
+        u = self._shape[2]   # type: ignore[index]
+        st = self.texts.get(u)
+        if st is None:
+            return None
+        plain = m[1].decode("ascii")
+        piece = st.splitter.plain(plain)
+        if piece is None:
+            return None
+        self.eol = b"\n"
+        kind, text = piece
+        # Text longer than the chunk's got held whitespace in front: that may need escapes.
+        literal = '"' + text + '"' if len(text) <= len(plain) else dumps(text)
+        if kind == CONTENT:
+            if st.kind == _TEXT and st.index == u:
+                return [chunk]   # the same text into the same block: as it came
+        elif st.kind == _THINK and self.mode in _LIVE:
+            cut = self._thinking_cut
+            if cut is None or cut[0] != st.index:
+                cut = self._thinking_cut = (st.index, self._delta_event(st.index, _THINKING_DELTA, '"\0"').split(b"\0"))
+            if self.mode in _SEALED:
+                st.reasoning.append(text)
+            self.changed = True
+            return [literal[1:-1].encode().join(cut[1])]
+        out = self._pieces(chunk, st, u, [piece], text, literal)
+        return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
+
     def on_event(self, ev: Event) -> list[bytes]:
         if self.raw or ev.data is None:
             return [ev.raw]
         shape = self._shape
-        if shape is not None:
+        if shape is not None and self.fast:
             data = ev.data
             if data.startswith(shape[0]) and data.endswith(shape[1]):
                 out = self._fast(ev, data, *shape)
@@ -244,6 +282,8 @@ class StreamRewriter:
         if isinstance(delta, dict) and delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
             text = delta["text"]
             self._shape = _learn_shape(ev.data, text, u)
+            head = canonical_head(ev.raw, ev.data, ev.event, ev.eol) if self._shape and self.fast else None
+            self._bytes = None if head is None else literal_shape(head, *self._shape[:2], st.splitter.rules)
             return self._text(ev, st, u, text, None)
         # Any other delta (citations_delta ...) belongs to the text: put it in a text block.
         out = [] if st.kind == _TEXT else self._open(st, _TEXT)
@@ -267,11 +307,15 @@ class StreamRewriter:
 
     def _text(self, ev: Event, st: _TextBlock, u: int, text: str, literal: str | None) -> list[bytes]:
         """A text_delta of the text block `st` (upstream index `u`), fed to its splitter once."""
-        pieces = st.splitter.feed(text)
+        return self._pieces(ev.raw, st, u, st.splitter.feed(text), text, literal)
+
+    def _pieces(self, raw: bytes, st: _TextBlock, u: int, pieces: list, text: str,
+                literal: str | None) -> list[bytes]:
+        """The events for the pieces of a text_delta whose bytes are `raw`."""
         if pieces == [(CONTENT, text)] and st.kind != _THINK:
             out = [] if st.kind == _TEXT else self._open(st, _TEXT)
             if st.index == u:
-                return out + [ev.raw]  # the same text into the same block: as it came
+                return out + [raw]  # the same text into the same block: as it came
             return out + self._emit(st, pieces, text, literal)
         return self._emit(st, pieces, text, literal)
 

@@ -44,9 +44,10 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 
 from ...context import FlowContext
+from ...fastpath import ASCII_SLOT, NUMBER_SLOT, ByteShape, canonical_head, text_slot
 from ...splitter import CONTENT, END, REASONING, Splitter, TagPair
-from .restore import restore_request  # noqa: F401  (the way back: restore.py)
 from ...sse import Event, dumps
+from .restore import restore_request  # noqa: F401  (the way back: restore.py)
 
 
 
@@ -210,7 +211,7 @@ class _DPart:
     def __init__(self, dc: int, upart: _UPart) -> None:
         self.dc = dc
         self.text = _Text()
-        self.tpl: tuple | None = None  # (shape, template, unchanged) for the fast path
+        self.tpl: tuple | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
         self.text_done = False
         self.upart = upart
         self.first = upart.made == 0
@@ -237,7 +238,7 @@ class _Reason:
         self.d = d
         self.id = id_
         self.text = _Text()
-        self.tpl: tuple | None = None  # the delta events' templates, for the fast path
+        self.tpl: tuple | None = None  # ((event lines, eol), the delta events cut), for the fast path
 
 
 class _Message:
@@ -719,19 +720,12 @@ def _template(ev: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _fill(tpl: tuple, vals: list) -> str:
-    parts = [tpl[0]]
-    for v, c in zip(vals, tpl[1:]):
-        parts.append(v)
-        parts.append(c)
-    return "".join(parts)
-
-
 class StreamRewriter(_Owner):
     """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
 
-    def __init__(self, ctx: FlowContext) -> None:
+    def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         super().__init__(ctx)
+        self.fast = fast               # False: no shortcut, every event parsed in full
         self.passthrough = False
         self.map: dict = {}            # upstream output_index -> ours, for items passed through
         self.active: dict = {}         # upstream output_index -> _Message still open
@@ -743,6 +737,7 @@ class StreamRewriter(_Owner):
         self.eol = b"\n"
         self._batch: list = []
         self._shape: _Shape | None = None  # of the last output_text.delta parsed in full
+        self._bytes: ByteShape | None = None  # the same, as bytes, for on_chunk
         self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
 
     # -- the Owner side ------------------------------------------------------------------------
@@ -753,12 +748,29 @@ class StreamRewriter(_Owner):
         return self.ctx.splitter(self.model)
 
     # -- events --------------------------------------------------------------------------------
+    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
+        """The byte fast path (see thinkwire.fastpath): an output_text.delta shaped like the last,
+        its text plain."""
+        b = self._bytes
+        if b is None or self.passthrough:
+            return None
+        m = b.match(chunk)
+        if m is None:
+            return None
+        shape = self._shape
+        assert shape is not None
+        vals = [g.decode("ascii") for g in m.groups()]
+        vals[shape.seq_i] = int(vals[shape.seq_i])
+        out = self._fast(Event(chunk, shape.event, None), shape, vals, plain=True)
+        self._hits += out is not None
+        return out
+
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:
             return [ev.raw]
         learn = True
         shape = self._shape
-        if shape is not None and ev.event == shape.event:
+        if shape is not None and self.fast and ev.event == shape.event:
             vals = shape.match(ev.data)
             if vals is None:
                 self._misses += 1
@@ -782,11 +794,22 @@ class StreamRewriter(_Owner):
         if learn and obj["type"] == "response.output_text.delta":
             # A server whose deltas differ in more than the slots is not learned from for long.
             self._shape = _learn(ev, obj) if self._misses < 16 or self._misses * 4 < self._hits else None
+            self._bytes = self._learn_bytes(ev, self._shape) if self._shape is not None and self.fast else None
         self._batch = []
         self._dispatch(obj, (ev, obj))
         return self._send(obj.get("sequence_number"))
 
-    def _fast(self, ev: Event, shape: _Shape, vals: list) -> list[bytes] | None:
+    def _learn_bytes(self, ev: Event, shape: _Shape) -> ByteShape | None:
+        head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
+        if head is None:
+            return None
+        text = text_slot(self.ctx.rules(self.model))   # the rules the parts' splitters have
+        consts = [c.encode("utf-8", "surrogateescape") for c in shape.consts]
+        consts[0], consts[-1] = head + consts[0], consts[-1] + b"\n\n"
+        return ByteShape(consts, [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT
+                                  for k in shape.kinds])
+
+    def _fast(self, ev: Event, shape: _Shape, vals: list, plain: bool = False) -> list[bytes] | None:
         """An output_text.delta shaped like the last one: `_dispatch` without the JSON parse.
         Its text is fed to the splitter once; one answer or reasoning piece goes out from a
         template (or as the original bytes, when nothing changes), anything else takes the
@@ -797,9 +820,15 @@ class StreamRewriter(_Owner):
         if p is None or p.splitter is None or last is None:
             return None
         seq, text = vals[shape.seq_i], vals[shape.text_i]
+        if plain:   # a plain text (the byte path): the splitter's plain step, or the full path
+            piece = p.splitter.plain(text)
+            if piece is None:
+                return None
+            pieces = [piece]
+        else:
+            pieces = p.splitter.feed(text) if text else []
         self.event_lines = ev.event is not None
         self.eol = ev.eol
-        pieces = p.splitter.feed(text) if text else []
         p.fed = p.fed or bool(text)
         cur = m.cur   # type: ignore[union-attr]
         if len(pieces) == 1:
@@ -809,7 +838,7 @@ class StreamRewriter(_Owner):
                 dp.text.add(value)
                 n = self._number(seq, last, True)
                 tpl = dp.tpl
-                if tpl is None or tpl[0] is not shape:
+                if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
                     tpl = dp.tpl = self._delta_template(shape, cur, dp)
                 if tpl[2] and n == seq and value == text:
                     return [ev.raw]    # as it came: the original bytes
@@ -820,18 +849,23 @@ class StreamRewriter(_Owner):
                     if "\\" in out[i]:
                         out[i] = encode_basestring(json.loads(out[i]))
                 self.dirty = True
-                return [self._frame("response.output_text.delta", _fill(tpl[1], out))]
+                cuts = tpl[1]
+                parts = [cuts[0]]
+                for v, c in zip(out, cuts[1:]):
+                    parts.append(v.encode("utf-8", "surrogateescape"))
+                    parts.append(c)
+                return [b"".join(parts)]
             if kind == REASONING and type(cur) is _Reason:
                 cur.text.add(value)
                 tpl = cur.tpl
-                if tpl is None:
-                    tpl = cur.tpl = self._reason_templates(cur)
-                lit = encode_basestring(value)
+                if tpl is None or tpl[0] != (self.event_lines, self.eol):
+                    tpl = cur.tpl = ((self.event_lines, self.eol), self._reason_templates(cur))
+                lit = encode_basestring(value).encode("utf-8", "surrogateescape")
                 frames = []
-                for type_, t in tpl:
+                for head, mid, tail in tpl[1]:
                     n = self._number(seq, last, False)
                     last = n
-                    frames.append(self._frame(type_, _fill(t, [str(n), lit])))
+                    frames.append(b"%s%d%s%s%s" % (head, n, mid, lit, tail))
                 self.dirty = True
                 return frames
         obj = shape.event_obj(vals)
@@ -851,13 +885,23 @@ class StreamRewriter(_Owner):
         ev = dict(shape.obj, output_index=seg.d, content_index=dp.dc)
         if seg.id is not None and "item_id" in ev:
             ev["item_id"] = seg.id
-        return shape, _template(ev), ev == shape.obj
+        # What _frame gives for _template(ev) filled with values, cut where the values go.
+        cuts = [x.encode("utf-8", "surrogateescape") for x in _template(ev)]
+        head, tail = self._frame("response.output_text.delta", "\0").split(b"\0")
+        cuts[0], cuts[-1] = head + cuts[0], cuts[-1] + tail
+        return shape, cuts, ev == shape.obj, (self.event_lines, self.eol)
 
     def _reason_templates(self, r: _Reason) -> tuple:
-        """(type, template) of the events `_reason_delta` sends for a piece of text."""
+        """The events `_reason_delta` sends for a piece of text, as framed bytes cut where the
+        sequence number and the text literal go."""
         evs = [_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.d, **{ch.index: 0}, delta="")
                for ch in self.mode.channels]
-        return tuple((e["type"], _template(e)) for e in evs)
+        cuts = []
+        for e in evs:
+            pre, mid, post = (x.encode("utf-8", "surrogateescape") for x in _template(e))
+            head, tail = self._frame(e["type"], "\0").split(b"\0")
+            cuts.append((head + pre, mid, post + tail))
+        return tuple(cuts)
 
     def _frame(self, type_: str, data: str) -> bytes:
         """sse.encode for compact JSON (it has no line breaks)."""

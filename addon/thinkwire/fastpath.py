@@ -1,0 +1,129 @@
+"""The fast path: token deltas handled without a JSON parse, and most of them before any SSE framing.
+
+Servers send the same bytes around every token delta of a stream but the text. Learned from an
+event parsed in full, the text before and after its text literal (a *shape*) lets a later event
+that starts and ends the same way be read by decoding that literal alone (`read_literal`).
+
+One step earlier, on the chunk's bytes (`ByteShape`): model servers flush one event per HTTP
+chunk, and mitmproxy calls the stream callable once per chunk. When the chunk is exactly the
+learned event with another text literal, and that literal holds nothing that matters (no quote,
+backslash, control or non-ASCII byte, backtick, or first character of any tag or marker), the
+text is its bytes: the splitter's plain step (`Splitter.plain`) decides it, and the surface sends
+the original bytes (answer text) or one concatenation (reasoning). Anything else takes the
+surface's `on_event`, which gives the same bytes (tests/test_fastpath.py).
+
+A rewriter built with `fast=False` takes neither shortcut: the tests' reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from json.decoder import scanstring
+from json.encoder import encode_basestring
+from typing import Callable
+
+from .splitter import Rules
+
+
+def _make_dumps():
+    """Compact JSON, non-ASCII kept as is (what model servers send), with its encoder made once:
+    json.dumps builds a JSONEncoder per call, and JSONEncoder.encode a C encoder per call."""
+    enc = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    try:
+        c = make(None, enc.default, encode_basestring, None, ":", ",", False, False, True)  # type: ignore[misc]
+        probe = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {}}
+        if "".join(c(probe, 0)) != enc.encode(probe):
+            raise ValueError
+    except Exception:  # a Python without the C encoder, or with another one
+        return enc.encode
+    return lambda obj: "".join(c(obj, 0))
+
+
+dumps = _make_dumps()
+
+
+# -- shapes in text ----------------------------------------------------------------------------
+def key_pattern(key: str) -> re.Pattern:
+    """`"key": "` (inside a JSON string a quote is escaped, so this finds keys only)."""
+    return re.compile(r'"%s"\s*:\s*"' % re.escape(key))
+
+
+def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[object], object]) -> tuple[str, str] | None:
+    """The data before and after the string literal that the parse read `value` from: the last
+    `key` literal equal to `value` that is the one `read(parsed)` takes (a number put in its
+    place must come back there; not another key of that name, not an earlier duplicate)."""
+    for m in reversed(list(key.finditer(data))):
+        found, end = scanstring(data, m.end())  # the data parsed as JSON: a key's value is a string
+        if found == value:
+            before, after = data[:m.end() - 1], data[end:]
+            # Only one string value changed to a number: the structure `read` walks is the same.
+            if read(json.loads(before + "0" + after)) == 0:
+                return before, after
+    return None
+
+
+def read_literal(data: str, before: str, after: str) -> tuple[str, str] | None:
+    """(text, literal) when what stands between `before` and `after` is one JSON string."""
+    start, stop = len(before), len(data) - len(after)
+    if stop - start < 2 or data[start] != '"':
+        return None
+    try:
+        text, end = scanstring(data, start + 1)
+    except ValueError:
+        return None
+    return (text, data[start:stop]) if end == stop else None
+
+
+# -- shapes in bytes ---------------------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def plain_bytes(rules: Rules) -> bytes:
+    """A regex class of the bytes a plain text literal may hold: printable ASCII but the quote,
+    the backslash, the backtick and the first character of every tag and marker (non-ASCII
+    first characters are out with every non-ASCII byte)."""
+    tags = [p.open for p in rules.pairs] + [p.close for p in rules.pairs] + list(rules.strip) + list(rules.ends)
+    firsts = {t[0] for t in tags if t[0] < "\x7f"}
+    out = "".join(re.escape(c) for c in sorted(firsts | {'"', "\\", "`"}))
+    return b"[^\\x00-\\x1f\\x7f-\\xff" + out.encode() + b"]"
+
+
+def canonical_head(raw: bytes, data: str, event: str | None, eol: bytes) -> bytes | None:
+    """The bytes before the data of an event that `sse.encode` would frame as it came (an
+    optional `event:` line, one `data:` line, LF line ends), else None: only such events are
+    matched byte for byte, so what a shortcut sends is what the full path would."""
+    if eol != b"\n" or "\n" in data or "\r" in data:
+        return None
+    head = (b"event: " + event.encode("utf-8", "surrogateescape") + b"\n" if event is not None else b"") + b"data: "
+    if raw != head + data.encode("utf-8", "surrogateescape") + b"\n\n":
+        return None
+    return head
+
+
+class ByteShape:
+    """A learned event as bytes: `match(chunk)` is a match whose groups are the slots' values
+    when the chunk is that event with other values, each text slot plain (see `plain_bytes`)."""
+
+    __slots__ = ("match",)
+
+    def __init__(self, consts: list[bytes], slots: list[bytes]) -> None:
+        rx = re.escape(consts[0])
+        for slot, c in zip(slots, consts[1:]):
+            rx += slot + re.escape(c)
+        self.match = re.compile(rx, re.S).fullmatch
+
+
+def text_slot(rules: Rules) -> bytes:
+    """A non-empty plain string literal: its text is the group."""
+    return b'"(' + plain_bytes(rules) + b'+)"'
+
+
+NUMBER_SLOT = b"(0|[1-9][0-9]*)"
+ASCII_SLOT = b'("[^"\\\\\\x00-\\x1f\\x7f-\\xff]*")'   # a string literal without escapes, quotes kept
+
+
+def literal_shape(head: bytes, before: str, after: str, rules: Rules) -> ByteShape:
+    """The shape of an event whose one slot is a text literal between `before` and `after`."""
+    return ByteShape([head + before.encode("utf-8", "surrogateescape"),
+                      after.encode("utf-8", "surrogateescape") + b"\n\n"], [text_slot(rules)])

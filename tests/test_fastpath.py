@@ -1,0 +1,249 @@
+"""The fast path (thinkwire.fastpath): the shortcuts give byte for byte what the full path gives.
+
+The byte path works on a chunk that is one whole event; everything else takes on_event. So
+the property: for any model output and any chunking (an event per chunk, two events glued,
+events cut in half, random cuts), the stream callable with `fast=True` sends the same bytes as
+with `fast=False` (every event parsed in full), on every surface.
+"""
+
+import json
+import random
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import make_ctx
+from thinkwire.fastpath import plain_bytes
+from thinkwire.marks import PREFIX, Sealer
+from thinkwire.splitter import Rules, Splitter, TagPair
+from thinkwire.stream import StreamDriver
+from thinkwire.surfaces import chat, messages, responses
+
+MODEL = "m"
+
+
+def _d(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ev(obj, name=None) -> bytes:
+    return ((f"event: {name}\n" if name else "") + f"data: {_d(obj)}\n\n").encode()
+
+
+# -- each surface's upstream stream of some text deltas ------------------------------------------
+def chat_stream(texts):
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL}
+    def ch(delta, finish=None):
+        return _ev(dict(head, choices=[{"index": 0, "delta": delta, "finish_reason": finish}]))
+    return ([ch({"role": "assistant", "content": ""})] + [ch({"content": t}) for t in texts]
+            + [ch({}, "stop"), b"data: [DONE]\n\n"])
+
+
+def messages_stream(texts):
+    def ev(obj):
+        return _ev(obj, obj["type"])
+    return ([ev({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant",
+                                                      "model": MODEL, "content": []}}),
+             ev({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})]
+            + [ev({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})
+               for t in texts]
+            + [ev({"type": "content_block_stop", "index": 0}),
+               ev({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}), ev({"type": "message_stop"})])
+
+
+def responses_stream(texts, obfuscation=False):
+    seq = iter(range(10_000))
+    def ev(type_, **f):
+        return _ev({"type": type_, "sequence_number": next(seq), **f}, type_)
+    item = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+    part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    full = "".join(texts)
+    resp = {"id": "resp_1", "object": "response", "model": MODEL, "status": "in_progress", "output": []}
+    out = [ev("response.created", response=resp),
+           ev("response.output_item.added", output_index=0, item=item),
+           ev("response.content_part.added", item_id="msg_1", output_index=0, content_index=0, part=part)]
+    for k, t in enumerate(texts):
+        extra = {"obfuscation": "abcd"[: k % 5]} if obfuscation else {}
+        out.append(ev("response.output_text.delta", item_id="msg_1", output_index=0, content_index=0,
+                      delta=t, logprobs=[], **extra))
+    done_part = dict(part, text=full)
+    done_item = dict(item, status="completed", content=[done_part])
+    out += [ev("response.output_text.done", item_id="msg_1", output_index=0, content_index=0, text=full,
+               logprobs=[]),
+            ev("response.content_part.done", item_id="msg_1", output_index=0, content_index=0, part=done_part),
+            ev("response.output_item.done", output_index=0, item=done_item),
+            ev("response.completed", response=dict(resp, status="completed", output=[done_item]))]
+    return out
+
+
+SURFACES = {"chat": (chat, chat_stream), "messages": (messages, messages_stream),
+            "responses": (responses, responses_stream),
+            "responses+obfuscation": (responses, lambda t: responses_stream(t, obfuscation=True))}
+
+_MARK = re.compile(re.escape(PREFIX.encode()) + rb"[A-Za-z0-9_-]+")
+
+
+def run(surface, chunks, fast, sealer=None, request=None, **opts):
+    """The bytes the client gets, and how many chunks the byte path answered."""
+    mod = SURFACES[surface][0]
+    rw = mod.StreamRewriter(make_ctx(request, sealer, **opts), fast=fast)
+    hits = []
+    if fast:
+        real = rw.on_chunk
+        def counted(chunk):
+            got = real(chunk)
+            hits.append(got is not None)
+            return got
+        rw.on_chunk = counted
+    d = StreamDriver(rw)
+    out = b"".join(b for c in chunks for b in d(c)) + b"".join(d(b""))
+    assert d.failure is None
+    if sealer is not None:   # marks carry a random nonce: put what each opens to in its place
+        out = _MARK.sub(lambda m: repr(sealer.open(m.group().decode())).encode(), out)
+    return out, sum(hits)
+
+
+def chunkings(events, rng):
+    data = b"".join(events)
+    glued = [b"".join(events[i:i + 2]) for i in range(0, len(events), 2)]
+    halves = [h for e in events for h in (e[: len(e) // 2], e[len(e) // 2:])]
+    cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, len(events))))
+    rand = [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+    return {"an event per chunk": events, "two events glued": glued, "events cut in half": halves,
+            "random cuts": rand, "one chunk": [data]}
+
+
+TOKENS = [" so", " the", " x", " >", " 0", "word ", "  ", " ", "\n", "\n\n", "<think>", "</think>", "<th",
+          "ink>", "</thi", "nk>", "\u00e9t\u00e9", " \"q\"", "a\\b", " `code`", " [x]", "<", "b>", "\t", " \u2028",
+          "[THINK]", "[/THINK]", "<tool_call>", "```", "\nok", " a <", " b"]
+token_lists = st.lists(st.sampled_from(TOKENS), min_size=1, max_size=40)
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=token_lists, seed=st.integers(0, 2**16))
+def test_fast_and_full_paths_send_the_same_bytes_under_every_chunking(surface, texts, seed):
+    events = SURFACES[surface][1](texts)
+    for name, chunks in chunkings(events, random.Random(seed)).items():
+        assert run(surface, chunks, True)[0] == run(surface, chunks, False)[0], name
+
+
+SETTINGS = {"trim off": {"trim": "off"}, "both chat fields": {"chat_field": "both"},
+            "start inside": {"starts_inside": "on"}}
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize("opts", SETTINGS)
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_and_full_paths_agree_under_other_settings(surface, opts, seed):
+    rng = random.Random(seed)
+    texts = ["<think>"] + [rng.choice(TOKENS) for _ in range(60)]
+    events = SURFACES[surface][1](texts)
+    for name, chunks in chunkings(events, rng).items():
+        assert run(surface, chunks, True, **SETTINGS[opts])[0] == run(surface, chunks, False, **SETTINGS[opts])[0], name
+
+
+@pytest.mark.parametrize("signature,request_", [("signed", None), ("redacted", None), ("off", None),
+                                                ("signed", {"thinking": {"display": "omitted"}})])
+def test_messages_marks_agree_on_both_paths(signature, request_):
+    texts = ["<think>", "hm"] + [" w", " x "] * 20 + ["</think>", "ok", " fine"]
+    events = messages_stream(texts)
+    sealer = Sealer(b"k")
+    fast, hits = run("messages", events, True, sealer, request_, signature=signature)
+    assert fast == run("messages", events, False, sealer, request_, signature=signature)[0]
+    assert hits >= 40
+
+
+def test_responses_keeps_the_text_for_the_final_event():
+    texts = ["<think>", "hm"] + [" w"] * 30 + ["</think>", "The"] + [" answer"] * 30
+    events = responses_stream(texts, obfuscation=True)
+    fast, hits = run("responses", events, True, request={"reasoning": {"summary": "auto"}})
+    assert fast == run("responses", events, False, request={"reasoning": {"summary": "auto"}})[0]
+    assert hits >= 55
+    final = json.loads(fast.rsplit(b"data: ", 1)[1])
+    assert final["response"]["output"][-1]["content"][0]["text"] == "The" + " answer" * 30
+
+
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])
+def test_plain_tokens_take_the_byte_path_and_answer_text_leaves_as_it_came(surface):
+    texts = ["<think>", "Okay"] + [" word", " and ", " more"] * 20 + ["</think>", "So"] + [" it", " is"] * 20
+    events = SURFACES[surface][1](texts)
+    fast, hits = run(surface, events, True)
+    assert fast == run(surface, events, False)[0]
+    assert hits >= 100    # every plain delta but the first of each kind, trailing spaces included
+    answer = events[-42:-2] if surface == "chat" else []   # the answer deltas
+    for e in answer:
+        assert e in fast
+
+
+# -- Splitter.plain: what feed does for a plain text -------------------------------------------------
+RULES = [Rules((TagPair("<think>", "</think>"), TagPair("[THINK]", "[/THINK]")), ends=("<tool_call>",)),
+         Rules((TagPair("<think>", "</think>"),), trim=False),
+         Rules((TagPair("<think>", "</think>"),), starts_inside=True),
+         Rules((TagPair(" <t>", "</t>"),)),   # a tag that starts with whitespace
+         Rules((TagPair("<think>", "</think>"),), strip=("<answer>",))]
+
+
+def _state(s: Splitter):
+    return {k: getattr(s, k) for k in Splitter.__slots__ if k != "rules"}
+
+
+@pytest.mark.parametrize("rules", RULES, ids=range(len(RULES)))
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(st.sampled_from(TOKENS + ["x", " y ", "z  ", "  w"]), max_size=40))
+def test_splitter_plain_gives_what_feed_gives(rules, texts):
+    plain = re.compile(plain_bytes(rules) + b"+")
+    a, b = Splitter(rules), Splitter(rules)
+    for t in texts:
+        before = _state(b)
+        want = a.feed(t)
+        got = b.plain(t) if plain.fullmatch(t.encode()) else None
+        if got is None:
+            assert _state(b) == before
+            b.feed(t)
+        else:
+            assert [got] == want
+        assert _state(b) == _state(a)
+    assert a.finish() == b.finish()
+
+
+def test_splitter_plain_keeps_trailing_whitespace_held_like_feed():
+    s = Splitter(RULES[0], starts_inside=True)
+    assert s.feed("a") == [(0, "a")]
+    assert s.plain(" b ") == (0, " b")
+    assert s.plain(" c") == (0, "  c")
+    assert s.plain("  ") is None          # whitespace only: feed holds it
+    assert s.feed("</think>x") == [(2, TagPair("<think>", "</think>")), (1, "x")]
+
+
+def test_splitter_plain_declines_where_feed_must_decide():
+    s = Splitter(RULES[0])
+    assert s.plain("x") is None           # the start of the output: trimming may apply
+    s.feed("<think>")
+    assert s.plain("x") is None           # a block's first text: leading whitespace is trimmed
+    s.feed("a<")
+    assert s.plain("x") is None           # a partial tag is held
+
+
+def test_an_error_in_the_byte_path_fails_open_with_the_chunk_and_the_rest_as_they_came():
+    class Broken(chat.StreamRewriter):
+        def on_chunk(self, chunk):
+            got = super().on_chunk(chunk)
+            if got is not None and b"boom" in chunk:
+                raise RuntimeError("boom")
+            return got
+    events = chat_stream(["<think>", "a", " b", " boom", " c", "</think>", "d"])
+    d = StreamDriver(Broken(make_ctx()))
+    out = [d(e) for e in events] + [d(b"")]
+    assert d.failure == "RuntimeError: boom"
+    k = 4   # the role chunk, then "<think>", "a", " b": the fourth text chunk raised
+    assert b"".join(out[k]).endswith(events[k])
+    assert [b"".join(o) for o in out[k + 1:-1]] == events[k + 1:]
+
+
+def test_a_rewriter_built_with_fast_off_takes_no_shortcut():
+    for mod in (chat, messages, responses):
+        rw = mod.StreamRewriter(make_ctx(), fast=False)
+        d = StreamDriver(rw)
+        assert d._on_chunk is None

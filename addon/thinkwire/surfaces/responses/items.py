@@ -1,0 +1,496 @@
+"""OpenAI Responses: the items a message becomes, and the state machine that builds them
+(`_Message`), shared by the body path and the stream path, so the two agree by construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...context import FlowContext
+from ...splitter import CONTENT, END, REASONING, Splitter, TagPair
+
+_SUMMARY_ASKED = frozenset({"auto", "concise", "detailed"})
+_ENCRYPTED = "reasoning.encrypted_content"
+
+
+@dataclass(frozen=True)
+class _Channel:
+    """One place a reasoning item carries its text, and the events that stream it there."""
+
+    key: str           # the item's list of parts
+    part_type: str
+    part_event: str    # <part_event>.added / .done
+    text_event: str    # <text_event>.delta / .done
+    index: str         # the events' index key
+
+
+SUMMARY_CHANNEL = _Channel("summary", "summary_text", "response.reasoning_summary_part",
+                           "response.reasoning_summary_text", "summary_index")
+CONTENT_CHANNEL = _Channel("content", "reasoning_text", "response.content_part", "response.reasoning_text",
+                           "content_index")
+
+
+@dataclass(frozen=True)
+class _Mode:
+    summary: bool      # reasoning items carry their text as a summary_text part
+    content: bool      # ... and as a reasoning_text content part
+    encrypted: bool    # ... and the sealed mark as encrypted_content
+
+    @property
+    def channels(self) -> tuple[_Channel, ...]:
+        """The channels in use, in the order their events go out (summary first)."""
+        return tuple(c for c, on in ((SUMMARY_CHANNEL, self.summary), (CONTENT_CHANNEL, self.content)) if on)
+
+
+def _mode(ctx: FlowContext) -> _Mode:
+    req = ctx.request if isinstance(ctx.request, dict) else {}
+    reasoning = req.get("reasoning")
+    asked = isinstance(reasoning, dict) and reasoning.get("summary") in _SUMMARY_ASKED
+    summary = asked or ctx.settings.responses_summary
+    include = req.get("include")
+    encrypted = (ctx.sealer is not None and isinstance(include, list) and _ENCRYPTED in include)
+    # Content may be left out only when the summary carries the text: nothing is lost.
+    return _Mode(summary, ctx.settings.responses_content or not summary, encrypted)
+
+
+def _ev(type_: str, **fields) -> dict:
+    return {"type": type_, "sequence_number": 0, **fields}
+
+
+def _empty_part(part: dict) -> dict:
+    """What a `content_part.added` shows of an output_text part: no text, no annotations yet."""
+    p = dict(part, text="")
+    for k in ("annotations", "logprobs"):
+        if k in p:
+            p[k] = []
+    return p
+
+
+def _is_text_part(part: object) -> bool:
+    return isinstance(part, dict) and part.get("type") == "output_text"
+
+
+# -- the state machine both paths share --------------------------------------------------------
+class _Owner:
+    """What a `_Message` needs from the response around it."""
+
+    def __init__(self, ctx: FlowContext) -> None:
+        self.ctx = ctx
+        self.mode = _mode(ctx)
+        self.resp_id: str | None = None
+        self.model: object = None
+        self.next_index = 0
+        self.unrouted_text = False   # text events for an item never added went out as they came
+
+    def alloc(self) -> int:
+        d = self.next_index
+        self.next_index += 1
+        return d
+
+    def emit(self, ev: dict, src: tuple | None = None) -> None:  # the body path discards events
+        pass
+
+
+class _UPart:
+    """An upstream output_text part being read."""
+    __slots__ = ("c", "template", "added", "splitter", "fed", "made", "reasoned")
+
+    def __init__(self, c: object, template: dict, added: tuple, splitter: Splitter | None) -> None:
+        self.c = c
+        self.template = template      # the part as `content_part.added` showed it
+        self.added = added            # (obj, src) of that event, for reuse
+        self.splitter = splitter      # None once finished (and on the body path)
+        self.fed = False
+        self.made = 0                 # downstream parts made from it so far
+        self.reasoned = False         # some of its text became reasoning
+
+
+class _Text:
+    """Text that arrives in pieces, held about once: pieces are joined in groups of 64 (and
+    groups of groups ...), so a long stream of small deltas costs about its characters, not a
+    string object per delta. Each character is copied a few times (log64 of the count)."""
+    __slots__ = ("tail", "levels")
+
+    def __init__(self) -> None:
+        self.tail: list[str] = []
+        self.levels: list[list[str]] = []   # levels[k]: joined groups of 64**(k+1) pieces; older first
+
+    def add(self, s: str) -> None:
+        tail = self.tail
+        tail.append(s)
+        if len(tail) >= 64:
+            self._carry()
+
+    def _carry(self) -> None:
+        s = "".join(self.tail)
+        self.tail = []
+        for lvl in self.levels:
+            lvl.append(s)
+            if len(lvl) < 64:
+                return
+            s = "".join(lvl)
+            lvl.clear()
+        self.levels.append([s])
+
+    def value(self) -> str:
+        parts = [x for lvl in reversed(self.levels) for x in lvl]
+        parts += self.tail
+        text = "".join(parts)
+        self.tail = [text]
+        self.levels = []
+        return text
+
+
+class _DPart:
+    """A downstream output_text part being written."""
+    __slots__ = ("dc", "text", "text_done", "upart", "first", "tpl")
+
+    def __init__(self, dc: int, upart: _UPart) -> None:
+        self.dc = dc
+        self.text = _Text()
+        self.tpl: tuple | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
+        self.text_done = False
+        self.upart = upart
+        self.first = upart.made == 0
+
+
+class _Seg:
+    """A downstream message item being written."""
+    __slots__ = ("d", "id", "content", "cmap", "next_c", "dpart")
+
+    def __init__(self, d: int, id_: str | None) -> None:
+        self.d = d
+        self.id = id_
+        self.content: list = []
+        self.cmap: dict = {}          # upstream content_index -> ours
+        self.next_c = 0
+        self.dpart: _DPart | None = None
+
+
+class _Reason:
+    """A reasoning item being written."""
+    __slots__ = ("d", "id", "text", "tpl")
+
+    def __init__(self, d: int, id_: str) -> None:
+        self.d = d
+        self.id = id_
+        self.text = _Text()
+        self.tpl: tuple | None = None  # ((event lines, eol), the delta events cut), for the fast path
+
+
+class _Message:
+    """One upstream message item, becoming reasoning and message items in order."""
+
+    def __init__(self, owner: _Owner, u: int, item: dict, added: tuple) -> None:
+        self.o = owner
+        self.u = u
+        self.item = item                      # the item as output_item.added showed it
+        mid = item.get("id")
+        self.mid = mid if isinstance(mid, str) and mid else None
+        self.added = added                    # (obj, src) of output_item.added
+        self.pending: list | None = [added]   # events held while nothing is open yet
+        self.opened = False
+        self.saw_part = False
+        self.pos = 0                          # items made so far (for ids)
+        self.segs = 0                         # message items made so far
+        self.cur: _Seg | _Reason | None = None
+        self.part: _UPart | None = None
+        self.built: list[dict] = []           # the items made, as done
+
+    # -- ids -----------------------------------------------------------------------------------
+    def _base(self) -> str:
+        if self.mid:
+            return self.mid[4:] if self.mid.startswith("msg_") else self.mid
+        return f"{self.o.resp_id or 'resp'}_{self.u}"
+
+    def _opened(self) -> None:
+        self.opened = True
+        self.pending = None
+
+    # -- upstream input ------------------------------------------------------------------------
+    def part_added(self, obj: dict, src: tuple | None, whole: bool = False) -> None:
+        self.saw_part = True
+        part = obj.get("part")
+        if _is_text_part(part):
+            if self.part is not None:
+                self._end_part()
+            splitter = None if whole else self.o.splitter()  # type: ignore[attr-defined]
+            self.part = _UPart(obj.get("content_index"), part, (obj, src), splitter)
+            if self.pending is not None:
+                self.pending.append((obj, src))
+            return
+        seg = self._ensure_seg()
+        dc = seg.next_c
+        seg.next_c += 1
+        seg.cmap[obj.get("content_index")] = dc
+        self._emit_on(seg, obj, src, content_index=dc)
+
+    def delta(self, obj: dict, src: tuple | None) -> None:
+        text = obj.get("delta")
+        p = self.part
+        if not isinstance(text, str) or p is None or p.splitter is None:
+            self.other(obj, src)
+            return
+        if text:
+            p.fed = True
+            self.pieces(p.splitter.feed(text), obj, src)
+
+    def text_done(self, obj: dict | None, src: tuple | None) -> None:
+        p = self.part
+        if p is None:
+            self.other(obj, src)
+            return
+        text = obj.get("text") if obj is not None else None
+        if p.splitter is not None:
+            sp, p.splitter = p.splitter, None
+            pieces = sp.feed(text) if not p.fed and isinstance(text, str) and text else []
+            self.pieces(pieces + sp.finish(), None, None)
+        if not p.made and not p.reasoned and (p.fed or (isinstance(text, str) and text)):
+            # Its text was markup only (`<think></think>`): the part stays, empty.
+            self._open_dpart(self._ensure_seg())
+        seg = self.cur
+        if isinstance(seg, _Seg) and seg.dpart is not None and seg.dpart.upart is p:
+            if obj is not None and not seg.dpart.text_done:
+                self._text_done_event(seg, obj, src)
+        elif self.pending is not None and obj is not None:
+            self.pending.append((obj, src))
+
+    def part_done(self, obj: dict, src: tuple | None) -> None:
+        part = obj.get("part")
+        if self.part is None or not _is_text_part(part):
+            seg = self._ensure_seg()
+            if isinstance(part, dict):
+                seg.content.append(part)
+            self._emit_on(seg, obj, src, content_index=seg.cmap.get(obj.get("content_index"),
+                                                                    obj.get("content_index")))
+            return
+        self._end_part(obj, src)
+
+    def _end_part(self, obj: dict | None = None, src: tuple | None = None) -> None:
+        p = self.part
+        assert p is not None
+        if p.splitter is not None:      # the upstream skipped output_text.done
+            self.text_done(None, None)
+        seg = self.cur
+        if isinstance(seg, _Seg) and seg.dpart is not None and seg.dpart.upart is p:
+            self._close_dpart(seg, obj, src)
+        elif self.pending is not None and obj is not None:
+            self.pending.append((obj, src))
+        self.part = None
+
+    def item_done(self, obj: dict, src: tuple | None) -> bool:
+        """Close everything; the items made are in `built`. True when they differ from the item."""
+        item = obj.get("item")
+        item = item if isinstance(item, dict) else dict(self.item, status="completed")
+        if (not self.saw_part and not self.opened and isinstance(item.get("content"), list)
+                and not self.o.unrouted_text):
+            # No part events at all (the item came whole): split what the done item holds.
+            _drive_parts(self, item, lambda text: _split_pieces(self.o, text))
+        if self.part is not None:
+            self._end_part()
+        if not self.opened:
+            d = self.o.alloc()
+            for pobj, psrc in self.pending or ():
+                self.o.emit(dict(pobj, output_index=d), psrc)
+            self.o.emit(dict(obj, output_index=d), src)
+            self._opened()
+            self.built = [item]
+            return False
+        # A reasoning block cannot be open here: a part's end closes it (the splitter's END).
+        if isinstance(self.cur, _Seg):
+            self._close_seg(item, obj, src)
+        return self.built != [item]
+
+    def other(self, obj: dict, src: tuple | None) -> None:
+        """Any other event of this item (annotations, refusals): on the current message piece."""
+        seg = self._ensure_seg()
+        c = obj.get("content_index")
+        if seg.dpart is None and self.part is not None and c == self.part.c and c is not None:
+            self._open_dpart(seg)   # e.g. an annotation for the part being read
+        fields = {"content_index": seg.cmap[c]} if c in seg.cmap else {}
+        self._emit_on(seg, obj, src, **fields)
+
+    def flush(self) -> None:
+        """The stream ended early: send what is held (text the splitter kept, held events)."""
+        p = self.part
+        if p is not None and p.splitter is not None:
+            sp, p.splitter = p.splitter, None
+            self.pieces(sp.finish(), None, None)
+        if not self.opened:
+            d = self.o.alloc()
+            for pobj, psrc in self.pending or ():
+                self.o.emit(dict(pobj, output_index=d), psrc)
+            self._opened()
+
+    # -- pieces of text ------------------------------------------------------------------------
+    def pieces(self, pieces: list, obj: dict | None, src: tuple | None) -> None:
+        for kind, value in pieces:
+            if kind == REASONING:
+                self.part.reasoned = True   # type: ignore[union-attr]  (pieces come from the part being read)
+                if not isinstance(self.cur, _Reason):
+                    self._open_reason()
+                self._reason_delta(value)
+            elif kind == CONTENT:
+                self._content(value, obj, src)
+            elif kind == END and isinstance(self.cur, _Reason):
+                self._close_reason(value)
+
+    # -- message pieces ------------------------------------------------------------------------
+    def _emit_on(self, seg: _Seg, obj: dict, src: tuple | None, **fields) -> None:
+        ev = dict(obj, output_index=seg.d, **fields)
+        if seg.id is not None and "item_id" in ev:
+            ev["item_id"] = seg.id
+        self.o.emit(ev, src)
+
+    def _reuse_or_make(self, seg: _Seg, obj: dict | None, src: tuple | None, type_: str,
+                       made_only: dict, **fields) -> None:
+        """An event on the message piece `seg`: the upstream's own (`obj`), moved onto `seg` with
+        `fields` set, when there is one; else one made from scratch, with the fields only a made
+        event needs (`made_only`). Item events carry no item_id."""
+        if obj is not None:
+            self._emit_on(seg, obj, src, **fields)
+            return
+        ids = {} if type_.startswith("response.output_item.") else {"item_id": seg.id}
+        self.o.emit(_ev(type_, **ids, output_index=seg.d, **fields, **made_only))
+
+    def _ensure_seg(self) -> _Seg:
+        if isinstance(self.cur, _Seg):
+            return self.cur
+        if isinstance(self.cur, _Reason):
+            self._close_reason(None)
+        self._opened()
+        d = self.o.alloc()
+        p = self.pos
+        self.pos += 1
+        if self.segs == 0:
+            sid = self.mid
+        else:
+            sid = f"{self.mid}_{p}" if self.mid else f"msg_{self._base()}_{p}"
+        self.segs += 1
+        item = dict(self.item)
+        if sid is not None:
+            item["id"] = sid
+        seg = self.cur = _Seg(d, sid)
+        aobj, asrc = self.added
+        self.o.emit(dict(aobj, output_index=d, item=item), asrc)
+        return seg
+
+    def _content(self, text: str, obj: dict | None, src: tuple | None) -> None:
+        seg = self._ensure_seg()
+        dp = seg.dpart or self._open_dpart(seg)
+        dp.text.add(text)
+        self._reuse_or_make(seg, obj, src, "response.output_text.delta", {"logprobs": []},
+                            content_index=dp.dc, delta=text)
+
+    def _open_dpart(self, seg: _Seg) -> _DPart:
+        up = self.part
+        assert up is not None
+        dp = seg.dpart = _DPart(seg.next_c, up)
+        seg.next_c += 1
+        seg.cmap[up.c] = dp.dc
+        up.made += 1
+        aobj, asrc = up.added
+        self._emit_on(seg, aobj, asrc if dp.first else None, content_index=dp.dc, part=dict(up.template))
+        return dp
+
+    def _text_done_event(self, seg: _Seg, obj: dict | None, src: tuple | None) -> None:
+        dp = seg.dpart
+        assert dp is not None
+        text = dp.text.value()
+        dp.text_done = True
+        self._reuse_or_make(seg, obj, src, "response.output_text.done", {"logprobs": []},
+                            content_index=dp.dc, text=text)
+
+    def _close_dpart(self, seg: _Seg, obj: dict | None = None, src: tuple | None = None) -> None:
+        dp = seg.dpart
+        assert dp is not None
+        if not dp.text_done:
+            self._text_done_event(seg, None, None)
+        # The piece the upstream's content_part.done closes keeps that part's other fields
+        # (annotations, logprobs); a piece closed earlier, by a reasoning block, has them empty.
+        base = obj.get("part") if obj is not None else None
+        part = dict(base if _is_text_part(base) else dp.upart.template, text=dp.text.value())
+        self._reuse_or_make(seg, obj, src, "response.content_part.done", {}, content_index=dp.dc, part=part)
+        seg.content.append(part)
+        seg.dpart = None
+
+    def _close_seg(self, done_item: dict | None = None, obj: dict | None = None,
+                   src: tuple | None = None) -> None:
+        seg = self.cur
+        assert isinstance(seg, _Seg)
+        if seg.dpart is not None:
+            self._close_dpart(seg)
+        item = dict(done_item) if done_item is not None else dict(self.item, status="completed")
+        if seg.id is not None:
+            item["id"] = seg.id
+        item["content"] = seg.content
+        self._reuse_or_make(seg, obj, src, "response.output_item.done", {}, item=item)
+        self.built.append(item)
+        self.cur = None
+
+    # -- reasoning items -----------------------------------------------------------------------
+    def _open_reason(self) -> None:
+        if isinstance(self.cur, _Seg):
+            self._close_seg()
+        self._opened()
+        mode = self.o.mode
+        r = self.cur = _Reason(self.o.alloc(), f"rs_{self._base()}_{self.pos}")
+        self.pos += 1
+        item: dict = {"id": r.id, "type": "reasoning", "summary": []}
+        for ch in mode.channels:
+            item[ch.key] = []
+        emit = self.o.emit
+        emit(_ev("response.output_item.added", output_index=r.d, item=item))
+        for ch in mode.channels:
+            emit(_ev(f"{ch.part_event}.added", item_id=r.id, output_index=r.d, **{ch.index: 0},
+                     part={"type": ch.part_type, "text": ""}))
+
+    def _reason_delta(self, text: str) -> None:
+        r = self.cur
+        assert isinstance(r, _Reason)
+        r.text.add(text)
+        for ch in self.o.mode.channels:
+            self.o.emit(_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.d, **{ch.index: 0},
+                            delta=text))
+
+    def _close_reason(self, pair: TagPair | None) -> None:
+        r = self.cur
+        assert isinstance(r, _Reason)
+        text = r.text.value()
+        mode = self.o.mode
+        emit = self.o.emit
+        item: dict = {"id": r.id, "type": "reasoning", "summary": []}
+        for ch in mode.channels:
+            part = {"type": ch.part_type, "text": text}
+            emit(_ev(f"{ch.text_event}.done", item_id=r.id, output_index=r.d, **{ch.index: 0}, text=text))
+            emit(_ev(f"{ch.part_event}.done", item_id=r.id, output_index=r.d, **{ch.index: 0}, part=part))
+            item[ch.key] = [part]
+        if mode.encrypted:
+            ctx = self.o.ctx
+            item["encrypted_content"] = ctx.sealer.seal(text, pair or ctx.rules().pairs[0])
+        item["status"] = "completed"
+        emit(_ev("response.output_item.done", output_index=r.d, item=item))
+        self.built.append(item)
+        self.cur = None
+
+
+def _split_pieces(owner: _Owner, text: str) -> list:
+    return owner.ctx.split(text, owner.model).pieces
+
+
+def _drive_parts(m: _Message, item: dict, split) -> None:
+    """Feed a whole message item's parts through `m`, as a stream of them would."""
+    u = m.u
+    for c, part in enumerate(item.get("content") or ()):
+        if _is_text_part(part) and isinstance(part.get("text"), str):
+            m.part_added(_ev("response.content_part.added", output_index=u, content_index=c,
+                             part=_empty_part(part)), None, whole=True)
+            m.pieces(split(part["text"]), None, None)
+            m.text_done(_ev("response.output_text.done", output_index=u, content_index=c,
+                            text=part["text"]), None)
+            m.part_done(_ev("response.content_part.done", output_index=u, content_index=c,
+                            part=part), None)
+        else:
+            m.part_added(_ev("response.content_part.added", output_index=u, content_index=c,
+                             part=part), None)
+            m.part_done(_ev("response.content_part.done", output_index=u, content_index=c,
+                            part=part), None)

@@ -1,0 +1,490 @@
+"""OpenAI Responses streams: the event rewriter (`StreamRewriter`), its numbering of
+`output_index` and `sequence_number`, and its shortcuts for the hot `output_text.delta` event."""
+
+from __future__ import annotations
+
+import json
+import re
+from json.decoder import scanstring
+from json.encoder import encode_basestring
+
+from ...context import FlowContext
+from ...fastpath import ASCII_SLOT, NUMBER_SLOT, ByteShape, canonical_head, text_slot
+from ...splitter import CONTENT, REASONING, Splitter
+from ...sse import Event, dumps
+from .items import _DPart, _ev, _Message, _Owner, _Reason, _Seg
+
+_LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
+_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+# -- streams --------------------------------------------------------------------------------------
+# The hot event, `response.output_text.delta`, is handled without a JSON parse when it is shaped
+# like the last one parsed in full: servers send the same bytes around every token delta but for
+# a few values that change each time (the slots: `sequence_number`, `delta`, and `obfuscation`,
+# OpenAI's random padding). A shape is the text between the slots; an event that has that text
+# around values of the slots' kinds is the learned event with other values (checked when learned,
+# by parsing a probe). Events go out from templates: compact JSON cut at the slots.
+_SEQ, _TEXT, _STR = 0, 1, 2
+_SLOTS = {"sequence_number": _SEQ, "delta": _TEXT, "obfuscation": _STR}
+_SLOT_KEY = re.compile(r'"(sequence_number|delta|obfuscation)"\s*:\s*')  # keys only (a quote in a string is escaped)
+_INT = re.compile(r"0|[1-9][0-9]*")
+
+
+class _Shape:
+    __slots__ = ("event", "consts", "kinds", "keys", "obj", "u", "seq_i", "text_i", "str_i", "segs", "tail")
+
+    def __init__(self, event: str | None, consts: list[str], keys: list[str], obj: dict) -> None:
+        self.event = event
+        self.consts = consts          # len(keys) + 1 strings around the slots
+        self.keys = keys              # the slots' keys, in the order they come
+        self.kinds = [_SLOTS[k] for k in keys]
+        self.obj = obj                # the event it was learned from
+        self.u = obj["output_index"]
+        self.seq_i = keys.index("sequence_number")
+        self.text_i = keys.index("delta")
+        self.str_i = [i for i, k in enumerate(self.kinds) if k == _STR]
+        # One pattern per run of text and numbers up to a string slot's opening quote (the
+        # string is read by scanstring) and one for the rest, to the end. Once per shape.
+        # (The one number slot is the run's group.)
+        segs: list = []
+        rx, number = re.escape(consts[0]), False
+        for kind, c in zip(self.kinds, consts[1:]):
+            if kind == _SEQ:
+                rx += "(0|[1-9][0-9]*)" + re.escape(c)
+                number = True
+            else:
+                segs.append((re.compile(rx + '"').match, number, kind == _TEXT))
+                rx, number = re.escape(c), False
+        self.segs = segs
+        self.tail = re.compile(rx).fullmatch, number
+
+    def match(self, data: str) -> list | None:
+        """The slots' values (int, decoded text, the raw literal) when `data` has this shape."""
+        vals: list = []
+        pos = 0
+        for rx, number, decoded in self.segs:
+            m = rx(data, pos)
+            if m is None:
+                return None
+            if number:
+                vals.append(int(m.group(1)))
+            start = m.end()
+            try:
+                v, pos = scanstring(data, start)
+            except ValueError:
+                return None
+            vals.append(v if decoded else data[start - 1:pos])
+        rx, number = self.tail
+        m = rx(data, pos)
+        if m is None:
+            return None
+        if number:
+            vals.append(int(m.group(1)))
+        return vals
+
+    def event_obj(self, vals: list) -> dict:
+        """The event `match` read, as json.loads would give it."""
+        obj = dict(self.obj)
+        for key, kind, v in zip(self.keys, self.kinds, vals):
+            obj[key] = json.loads(v) if kind == _STR else v
+        return obj
+
+
+def _learn(ev: Event, obj: dict) -> _Shape | None:
+    """The shape of a fully parsed output_text.delta event, or None when it has none we use."""
+    data = ev.data
+    assert data is not None
+    seq, text, u = obj.get("sequence_number"), obj.get("delta"), obj.get("output_index")
+    if (type(seq) is not int or seq < 0 or not isinstance(text, str) or type(u) is not int
+            or any(v for v in obj.values() if isinstance(v, (dict, list)))):
+        return None   # only flat events (`logprobs: []`): every key the pattern finds is top level
+    spans: list = []
+    for m in _SLOT_KEY.finditer(data):
+        key, pos = m.group(1), m.end()
+        v = obj.get(key)
+        if _SLOTS[key] == _SEQ:
+            n = _INT.match(data, pos)
+            if n is None or int(n.group()) != v:
+                return None
+            spans.append((pos, n.end(), key))
+        elif isinstance(v, str) and data[pos:pos + 1] == '"':
+            got, end = scanstring(data, pos + 1)
+            if got != v:
+                return None
+            spans.append((pos, end, key))
+        else:
+            return None
+    keys = [k for _, _, k in spans]
+    if keys != [k for k in obj if k in _SLOTS] or "sequence_number" not in keys or "delta" not in keys:
+        return None   # each slot exactly once, in the order the parsed event has its keys
+    consts = [data[:spans[0][0]]]
+    consts += [data[a[1]:b[0]] for a, b in zip(spans, spans[1:])]
+    consts.append(data[spans[-1][1]:])
+    shape = _Shape(ev.event, consts, keys, obj)
+    # The probe: other values in the slots must read back as exactly those values.
+    probe_vals = [seq + 1 if k == _SEQ else text + "\x01" if k == _TEXT else encode_basestring(obj[key] + "\x01")
+                  for k, key in zip(shape.kinds, keys)]
+    parts = [consts[0]]
+    for k, v, c in zip(shape.kinds, probe_vals, consts[1:]):
+        parts.append(str(v) if k == _SEQ else encode_basestring(v) if k == _TEXT else v)
+        parts.append(c)
+    probe = "".join(parts)
+    if shape.match(probe) != probe_vals or json.loads(probe) != shape.event_obj(probe_vals):
+        return None
+    return shape
+
+
+def _template(ev: dict) -> tuple[str, ...]:
+    """dumps(ev) cut where the values of its slot keys go (in its key order)."""
+    out: list[str] = []
+    cur = "{"
+    for n, (k, v) in enumerate(ev.items()):
+        cur += ("," if n else "") + encode_basestring(k) + ":"
+        if k in _SLOTS:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += dumps(v)
+    out.append(cur + "}")
+    return tuple(out)
+
+
+class StreamRewriter(_Owner):
+    """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
+
+    def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
+        super().__init__(ctx)
+        self.fast = fast               # False: no shortcut, every event parsed in full
+        self.passthrough = False
+        self.map: dict = {}            # upstream output_index -> ours, for items passed through
+        self.active: dict = {}         # upstream output_index -> _Message still open
+        self.records: dict = {}        # message key -> the items it became (changed ones only)
+        self.offset = 0                # our sequence_number minus the upstream's
+        self.last: int | None = None   # the last sequence_number sent
+        self.dirty = False             # something went out other than it came in
+        self.event_lines = False
+        self.eol = b"\n"
+        self._batch: list = []
+        self._shape: _Shape | None = None  # of the last output_text.delta parsed in full
+        self._bytes: ByteShape | None = None  # the same, as bytes, for on_chunk
+        self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
+
+    # -- the Owner side ------------------------------------------------------------------------
+    def emit(self, ev: dict, src: tuple | None = None) -> None:
+        self._batch.append((ev, src))
+
+    def splitter(self) -> Splitter:
+        return self.ctx.splitter(self.model)
+
+    # -- events --------------------------------------------------------------------------------
+    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
+        """The byte fast path (see thinkwire.fastpath): an output_text.delta shaped like the last,
+        its text plain."""
+        b = self._bytes
+        if b is None or self.passthrough:
+            return None
+        m = b.match(chunk)
+        if m is None:
+            return None
+        shape = self._shape
+        assert shape is not None
+        vals = [g.decode("ascii") for g in m.groups()]
+        vals[shape.seq_i] = int(vals[shape.seq_i])
+        out = self._fast(Event(chunk, shape.event, None), shape, vals, plain=True)
+        self._hits += out is not None
+        return out
+
+    def on_event(self, ev: Event) -> list[bytes]:
+        if self.passthrough or ev.data is None:
+            return [ev.raw]
+        learn = True
+        shape = self._shape
+        if shape is not None and self.fast and ev.event == shape.event:
+            vals = shape.match(ev.data)
+            if vals is None:
+                self._misses += 1
+            else:
+                self._hits += 1
+                out = self._fast(ev, shape, vals)
+                if out is not None:
+                    return out
+                learn = False
+        if len(ev.data) < 16 and ev.data.strip() == "[DONE]":
+            return self._flush() + [ev.raw]
+        try:
+            obj = json.loads(ev.data)
+        except ValueError:
+            self.ctx.stats.malformed_events += 1
+            return [ev.raw]
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            return [ev.raw]
+        self.event_lines = ev.event is not None
+        self.eol = ev.eol
+        if learn and obj["type"] == "response.output_text.delta":
+            # A server whose deltas differ in more than the slots is not learned from for long.
+            self._shape = _learn(ev, obj) if self._misses < 16 or self._misses * 4 < self._hits else None
+            self._bytes = self._learn_bytes(ev, self._shape) if self._shape is not None and self.fast else None
+        self._batch = []
+        self._dispatch(obj, (ev, obj))
+        return self._send(obj.get("sequence_number"))
+
+    def _learn_bytes(self, ev: Event, shape: _Shape) -> ByteShape | None:
+        head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
+        if head is None:
+            return None
+        text = text_slot(self.ctx.rules(self.model))   # the rules the parts' splitters have
+        consts = [c.encode("utf-8", "surrogateescape") for c in shape.consts]
+        consts[0], consts[-1] = head + consts[0], consts[-1] + b"\n\n"
+        return ByteShape(consts, [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT
+                                  for k in shape.kinds])
+
+    def _fast(self, ev: Event, shape: _Shape, vals: list, plain: bool = False) -> list[bytes] | None:
+        """An output_text.delta shaped like the last one: `_dispatch` without the JSON parse.
+        Its text is fed to the splitter once; one answer or reasoning piece goes out from a
+        template (or as the original bytes, when nothing changes), anything else takes the
+        full path with the pieces. None (before anything is fed): take the full path."""
+        m = self.active.get(shape.u)
+        p = m.part if m is not None else None
+        last = self.last
+        if p is None or p.splitter is None or last is None:
+            return None
+        seq, text = vals[shape.seq_i], vals[shape.text_i]
+        if plain:   # a plain text (the byte path): the splitter's plain step, or the full path
+            piece = p.splitter.plain(text)
+            if piece is None:
+                return None
+            pieces = [piece]
+        else:
+            pieces = p.splitter.feed(text) if text else []
+        self.event_lines = ev.event is not None
+        self.eol = ev.eol
+        p.fed = p.fed or bool(text)
+        cur = m.cur   # type: ignore[union-attr]
+        if len(pieces) == 1:
+            kind, value = pieces[0]
+            if kind == CONTENT and type(cur) is _Seg and cur.dpart is not None and cur.dpart.upart is p:
+                dp = cur.dpart
+                dp.text.add(value)
+                n = self._number(seq, last, True)
+                tpl = dp.tpl
+                if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
+                    tpl = dp.tpl = self._delta_template(shape, cur, dp)
+                if tpl[2] and n == seq and value == text:
+                    return [ev.raw]    # as it came: the original bytes
+                out = list(vals)
+                out[shape.seq_i] = str(n)
+                out[shape.text_i] = encode_basestring(value)
+                for i in shape.str_i:   # a raw literal is its own dumps unless it has escapes
+                    if "\\" in out[i]:
+                        out[i] = encode_basestring(json.loads(out[i]))
+                self.dirty = True
+                cuts = tpl[1]
+                parts = [cuts[0]]
+                for v, c in zip(out, cuts[1:]):
+                    parts.append(v.encode("utf-8", "surrogateescape"))
+                    parts.append(c)
+                return [b"".join(parts)]
+            if kind == REASONING and type(cur) is _Reason:
+                cur.text.add(value)
+                tpl = cur.tpl
+                if tpl is None or tpl[0] != (self.event_lines, self.eol):
+                    tpl = cur.tpl = ((self.event_lines, self.eol), self._reason_templates(cur))
+                lit = encode_basestring(value).encode("utf-8", "surrogateescape")
+                frames = []
+                for head, mid, tail in tpl[1]:
+                    n = self._number(seq, last, False)
+                    last = n
+                    frames.append(b"%s%d%s%s%s" % (head, n, mid, lit, tail))
+                self.dirty = True
+                return frames
+        obj = shape.event_obj(vals)
+        self._batch = []
+        m.pieces(pieces, obj, (ev, obj))   # type: ignore[union-attr]
+        return self._send(seq)
+
+    def _number(self, seq: int, last: int, own: bool) -> int:
+        """The number `_send` gives one event: its own (own=True) or the next free one."""
+        n = seq + self.offset if own and seq + self.offset > last else last + 1
+        self.last = n
+        if n - seq > self.offset:
+            self.offset = n - seq
+        return n
+
+    def _delta_template(self, shape: _Shape, seg: _Seg, dp: _DPart) -> tuple:
+        ev = dict(shape.obj, output_index=seg.d, content_index=dp.dc)
+        if seg.id is not None and "item_id" in ev:
+            ev["item_id"] = seg.id
+        # What _frame gives for _template(ev) filled with values, cut where the values go.
+        cuts = [x.encode("utf-8", "surrogateescape") for x in _template(ev)]
+        head, tail = self._frame("response.output_text.delta", "\0").split(b"\0")
+        cuts[0], cuts[-1] = head + cuts[0], cuts[-1] + tail
+        return shape, cuts, ev == shape.obj, (self.event_lines, self.eol)
+
+    def _reason_templates(self, r: _Reason) -> tuple:
+        """The events `_reason_delta` sends for a piece of text, as framed bytes cut where the
+        sequence number and the text literal go."""
+        evs = [_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.d, **{ch.index: 0}, delta="")
+               for ch in self.mode.channels]
+        cuts = []
+        for e in evs:
+            pre, mid, post = (x.encode("utf-8", "surrogateescape") for x in _template(e))
+            head, tail = self._frame(e["type"], "\0").split(b"\0")
+            cuts.append((head + pre, mid, post + tail))
+        return tuple(cuts)
+
+    def _frame(self, type_: str, data: str) -> bytes:
+        """sse.encode for compact JSON (it has no line breaks)."""
+        e = "\n" if self.eol == b"\n" else self.eol.decode()
+        head = f"event: {type_}{e}data: " if self.event_lines else "data: "
+        return f"{head}{data}{e}{e}".encode("utf-8", "surrogateescape")
+
+    def _dispatch(self, obj: dict, src: tuple) -> None:
+        t = obj["type"]
+        if t in _LIFECYCLE:
+            resp = obj.get("response")
+            if isinstance(resp, dict) and self.resp_id is None:
+                self.resp_id = resp.get("id") if isinstance(resp.get("id"), str) else None
+                self.model = resp.get("model")
+            self.emit(dict(obj), src)
+            return
+        if t in _FINAL:
+            self._final(obj, src)
+            return
+        u = obj.get("output_index")
+        if t == "response.output_item.added" and isinstance(u, int) and isinstance(obj.get("item"), dict):
+            self._added(u, obj, src)
+            return
+        m = self.active.get(u) if type(u) is int else None
+        if m is None and type(u) is int and u not in self.map:
+            # An upstream that sends an item's events under another output_index: its item_id says
+            # which message they belong to. Text for an item never added passes as it came; a
+            # message closed without text events is then not split from its final item, which
+            # would send that text a second time.
+            item = obj.get("item")
+            m = self._by_item_id(obj.get("item_id", item.get("id") if isinstance(item, dict) else None))
+            if m is None and t.startswith("response.output_text."):
+                self.unrouted_text = True
+        if m is None:
+            if type(u) is int and u in self.map:
+                self.emit(dict(obj, output_index=self.map[u]), src)
+            else:
+                self.emit(dict(obj), src)
+            return
+        c = obj.get("content_index")
+        if c is not None and type(c) is not int:
+            # Raised before any text is fed, so failing open loses and repeats nothing.
+            raise TypeError(f"{t}: content_index is a {type(c).__name__}, not a number")  # no body text
+        if t == "response.output_text.delta":
+            m.delta(obj, src)
+        elif t == "response.content_part.added":
+            m.part_added(obj, src)
+        elif t == "response.output_text.done":
+            m.text_done(obj, src)
+        elif t == "response.content_part.done":
+            m.part_done(obj, src)
+        elif t == "response.output_item.done":
+            del self.active[m.u]
+            self._record(m, m.item_done(obj, src))
+        else:
+            m.other(obj, src)
+
+    def _by_item_id(self, item_id: object) -> _Message | None:
+        if isinstance(item_id, str):
+            for m in self.active.values():
+                if m.mid == item_id:
+                    return m
+        return None
+
+    def _added(self, u: int, obj: dict, src: tuple) -> None:
+        item = obj["item"]
+        kind = item.get("type")
+        if kind == "reasoning":
+            self.ctx.stats.native = True
+            if not self.dirty and not self.active:
+                self.passthrough = True   # nothing changed so far: the rest goes as it comes
+        if kind == "message" and u not in self.active:
+            self.active[u] = _Message(self, u, item, (obj, src))
+            return
+        d = self.map[u] = self.alloc()
+        self.emit(dict(obj, output_index=d), src)
+
+    def _record(self, m: _Message, changed: bool) -> None:
+        if changed:
+            self.records[("id", m.mid) if m.mid else ("pos", m.u)] = m.built
+
+    def _final(self, obj: dict, src: tuple) -> None:
+        resp = obj.get("response")
+        output = resp.get("output") if isinstance(resp, dict) else None
+        # Messages the upstream never closed: close them now, as the final output shows them.
+        for u, m in list(self.active.items()):
+            del self.active[u]
+            item = None
+            for i, it in enumerate(output if isinstance(output, list) else ()):
+                if isinstance(it, dict) and it.get("type") == "message" and (
+                        it.get("id") == m.mid if m.mid else i == u):
+                    item = it
+            if item is None:
+                status = resp.get("status") if isinstance(resp, dict) else None
+                item = dict(m.item, status="completed" if status == "completed" else "incomplete")
+            self._record(m, m.item_done(_ev("response.output_item.done", output_index=u, item=item), None))
+        if not isinstance(output, list) or not self.records:
+            self.emit(dict(obj), src)
+            return
+        new: list = []
+        for i, it in enumerate(output):
+            if isinstance(it, dict) and it.get("type") == "message":
+                key = ("id", it["id"]) if isinstance(it.get("id"), str) and it["id"] else ("pos", i)
+                built = self.records.get(key)
+                if built is not None:
+                    new.extend(built)
+                    continue
+            new.append(it)
+        self.emit(dict(obj, response=dict(resp, output=new)), src)
+
+    # -- out -----------------------------------------------------------------------------------
+    def _send(self, seq: object) -> list[bytes]:
+        """Number and encode the batch. Events keep their upstream number (plus the offset
+        insertions caused) where they can; inserted ones take the next free number."""
+        batch, self._batch = self._batch, []
+        prev = self.last
+        offset = self.offset
+        out: list[bytes] = []
+        for ev, src in batch:
+            if "sequence_number" in ev:
+                s0 = src[1].get("sequence_number") if src is not None else None
+                want = s0 + offset if isinstance(s0, int) and not isinstance(s0, bool) else None
+                if want is not None:
+                    prev = want if prev is None else max(prev + 1, want)
+                    ev["sequence_number"] = prev
+                elif prev is not None:
+                    prev += 1
+                    ev["sequence_number"] = prev
+                elif src is None:
+                    ev.pop("sequence_number")   # a stream without numbers gets none
+            if src is not None and ev == src[1]:
+                out.append(src[0].raw)
+                continue
+            self.dirty = True
+            out.append(self._frame(ev["type"], dumps(ev)))
+        if isinstance(seq, int) and prev is not None:
+            self.offset = max(self.offset, prev - seq)
+        self.last = prev
+        return out
+
+    def _flush(self) -> list[bytes]:
+        self._batch = []
+        for m in self.active.values():
+            m.flush()
+        return self._send(None)
+
+    def finish(self) -> list[bytes]:
+        if self.passthrough:
+            return []
+        return self._flush()
+
+    def abort(self) -> list[bytes]:
+        if self.passthrough:
+            return []
+        self.passthrough = True
+        return self._flush()

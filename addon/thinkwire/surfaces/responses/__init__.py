@@ -41,7 +41,7 @@ import json
 from ...context import FlowContext
 from ...sse import dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
-    _drive_parts, _ev, _Message, _Owner, _split_pieces, _Text)
+    _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text)
 from .restore import restore_request  # noqa: F401  (the way back)
 from .stream import StreamRewriter, _learn  # noqa: F401  (streams)
 
@@ -76,7 +76,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     if any(isinstance(it, dict) and it.get("type") == "reasoning" for it in output):
         ctx.stats.native = True
         return None
-    owner = _Owner(ctx)
+    owner = _ResponseState(ctx)
     owner.resp_id = obj.get("id") if isinstance(obj.get("id"), str) else None
     owner.model = obj.get("model")
     new: list = []

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from ...context import FlowContext
 from ...splitter import CONTENT, END, REASONING, Splitter, TagPair
@@ -70,8 +71,29 @@ def _is_text_part(part: object) -> bool:
 
 
 # -- the state machine both paths share --------------------------------------------------------
-class _Owner:
-    """What a `_Message` needs from the response around it."""
+class Owner(Protocol):
+    """What a `_Message` needs from the response around it: the body path's `_ResponseState`, or
+    the stream's `StreamRewriter` (which also sends the events a message emits)."""
+
+    ctx: FlowContext
+    mode: _Mode
+    resp_id: str | None
+    model: object
+    unrouted_text: bool
+
+    def alloc(self) -> int:
+        """The next output_index."""
+
+    def emit(self, ev: dict, src: tuple | None = None) -> None:
+        """An event the message produced (`src`: the upstream event and its parse, when reused)."""
+
+    def splitter(self) -> Splitter:
+        """A splitter for a part read as a stream."""
+
+
+class _ResponseState:
+    """The response-wide state every owner keeps; on the body path, the owner itself (it
+    discards the events: the body path keeps only the items built)."""
 
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
@@ -89,13 +111,16 @@ class _Owner:
     def emit(self, ev: dict, src: tuple | None = None) -> None:  # the body path discards events
         pass
 
+    def splitter(self) -> Splitter:
+        return self.ctx.splitter(self.model)
 
-class _UPart:
+
+class _UpstreamPart:
     """An upstream output_text part being read."""
-    __slots__ = ("c", "template", "added", "splitter", "fed", "made", "reasoned")
+    __slots__ = ("content_index", "template", "added", "splitter", "fed", "made", "reasoned")
 
-    def __init__(self, c: object, template: dict, added: tuple, splitter: Splitter | None) -> None:
-        self.c = c
+    def __init__(self, content_index: object, template: dict, added: tuple, splitter: Splitter | None) -> None:
+        self.content_index = content_index   # the upstream's
         self.template = template      # the part as `content_part.added` showed it
         self.added = added            # (obj, src) of that event, for reuse
         self.splitter = splitter      # None once finished (and on the body path)
@@ -140,49 +165,49 @@ class _Text:
         return text
 
 
-class _DPart:
+class _OutputPart:
     """A downstream output_text part being written."""
-    __slots__ = ("dc", "text", "text_done", "upart", "first", "tpl")
+    __slots__ = ("content_index", "text", "text_done", "upart", "first", "delta_template")
 
-    def __init__(self, dc: int, upart: _UPart) -> None:
-        self.dc = dc
+    def __init__(self, content_index: int, upart: _UpstreamPart) -> None:
+        self.content_index = content_index   # ours
         self.text = _Text()
-        self.tpl: tuple | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
+        self.delta_template: tuple | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
         self.text_done = False
         self.upart = upart
         self.first = upart.made == 0
 
 
-class _Seg:
+class _MessagePiece:
     """A downstream message item being written."""
-    __slots__ = ("d", "id", "content", "cmap", "next_c", "dpart")
+    __slots__ = ("output_index", "id", "content", "content_index_map", "next_c", "dpart")
 
-    def __init__(self, d: int, id_: str | None) -> None:
-        self.d = d
+    def __init__(self, output_index: int, id_: str | None) -> None:
+        self.output_index = output_index     # ours
         self.id = id_
         self.content: list = []
-        self.cmap: dict = {}          # upstream content_index -> ours
+        self.content_index_map: dict = {}          # upstream content_index -> ours
         self.next_c = 0
-        self.dpart: _DPart | None = None
+        self.dpart: _OutputPart | None = None
 
 
-class _Reason:
+class _ReasoningItem:
     """A reasoning item being written."""
-    __slots__ = ("d", "id", "text", "tpl")
+    __slots__ = ("output_index", "id", "text", "delta_template")
 
-    def __init__(self, d: int, id_: str) -> None:
-        self.d = d
+    def __init__(self, output_index: int, id_: str) -> None:
+        self.output_index = output_index     # ours
         self.id = id_
         self.text = _Text()
-        self.tpl: tuple | None = None  # ((event lines, eol), the delta events cut), for the fast path
+        self.delta_template: tuple | None = None  # ((event lines, eol), the delta events cut), for the fast path
 
 
 class _Message:
     """One upstream message item, becoming reasoning and message items in order."""
 
-    def __init__(self, owner: _Owner, u: int, item: dict, added: tuple) -> None:
-        self.o = owner
-        self.u = u
+    def __init__(self, owner: Owner, upstream_index: int, item: dict, added: tuple) -> None:
+        self.owner = owner
+        self.upstream_index = upstream_index
         self.item = item                      # the item as output_item.added showed it
         mid = item.get("id")
         self.mid = mid if isinstance(mid, str) and mid else None
@@ -192,15 +217,15 @@ class _Message:
         self.saw_part = False
         self.pos = 0                          # items made so far (for ids)
         self.segs = 0                         # message items made so far
-        self.cur: _Seg | _Reason | None = None
-        self.part: _UPart | None = None
+        self.cur: _MessagePiece | _ReasoningItem | None = None
+        self.part: _UpstreamPart | None = None
         self.built: list[dict] = []           # the items made, as done
 
     # -- ids -----------------------------------------------------------------------------------
     def _base(self) -> str:
         if self.mid:
             return self.mid[4:] if self.mid.startswith("msg_") else self.mid
-        return f"{self.o.resp_id or 'resp'}_{self.u}"
+        return f"{self.owner.resp_id or 'resp'}_{self.upstream_index}"
 
     def _opened(self) -> None:
         self.opened = True
@@ -213,15 +238,15 @@ class _Message:
         if _is_text_part(part):
             if self.part is not None:
                 self._end_part()
-            splitter = None if whole else self.o.splitter()  # type: ignore[attr-defined]
-            self.part = _UPart(obj.get("content_index"), part, (obj, src), splitter)
+            splitter = None if whole else self.owner.splitter()
+            self.part = _UpstreamPart(obj.get("content_index"), part, (obj, src), splitter)
             if self.pending is not None:
                 self.pending.append((obj, src))
             return
         seg = self._ensure_seg()
         dc = seg.next_c
         seg.next_c += 1
-        seg.cmap[obj.get("content_index")] = dc
+        seg.content_index_map[obj.get("content_index")] = dc
         self._emit_on(seg, obj, src, content_index=dc)
 
     def delta(self, obj: dict, src: tuple | None) -> None:
@@ -248,7 +273,7 @@ class _Message:
             # Its text was markup only (`<think></think>`): the part stays, empty.
             self._open_dpart(self._ensure_seg())
         seg = self.cur
-        if isinstance(seg, _Seg) and seg.dpart is not None and seg.dpart.upart is p:
+        if isinstance(seg, _MessagePiece) and seg.dpart is not None and seg.dpart.upart is p:
             if obj is not None and not seg.dpart.text_done:
                 self._text_done_event(seg, obj, src)
         elif self.pending is not None and obj is not None:
@@ -260,7 +285,7 @@ class _Message:
             seg = self._ensure_seg()
             if isinstance(part, dict):
                 seg.content.append(part)
-            self._emit_on(seg, obj, src, content_index=seg.cmap.get(obj.get("content_index"),
+            self._emit_on(seg, obj, src, content_index=seg.content_index_map.get(obj.get("content_index"),
                                                                     obj.get("content_index")))
             return
         self._end_part(obj, src)
@@ -271,7 +296,7 @@ class _Message:
         if p.splitter is not None:      # the upstream skipped output_text.done
             self.text_done(None, None)
         seg = self.cur
-        if isinstance(seg, _Seg) and seg.dpart is not None and seg.dpart.upart is p:
+        if isinstance(seg, _MessagePiece) and seg.dpart is not None and seg.dpart.upart is p:
             self._close_dpart(seg, obj, src)
         elif self.pending is not None and obj is not None:
             self.pending.append((obj, src))
@@ -282,21 +307,21 @@ class _Message:
         item = obj.get("item")
         item = item if isinstance(item, dict) else dict(self.item, status="completed")
         if (not self.saw_part and not self.opened and isinstance(item.get("content"), list)
-                and not self.o.unrouted_text):
+                and not self.owner.unrouted_text):
             # No part events at all (the item came whole): split what the done item holds.
-            _drive_parts(self, item, lambda text: _split_pieces(self.o, text))
+            _drive_parts(self, item, lambda text: _split_pieces(self.owner, text))
         if self.part is not None:
             self._end_part()
         if not self.opened:
-            d = self.o.alloc()
+            d = self.owner.alloc()
             for pobj, psrc in self.pending or ():
-                self.o.emit(dict(pobj, output_index=d), psrc)
-            self.o.emit(dict(obj, output_index=d), src)
+                self.owner.emit(dict(pobj, output_index=d), psrc)
+            self.owner.emit(dict(obj, output_index=d), src)
             self._opened()
             self.built = [item]
             return False
         # A reasoning block cannot be open here: a part's end closes it (the splitter's END).
-        if isinstance(self.cur, _Seg):
+        if isinstance(self.cur, _MessagePiece):
             self._close_seg(item, obj, src)
         return self.built != [item]
 
@@ -304,9 +329,9 @@ class _Message:
         """Any other event of this item (annotations, refusals): on the current message piece."""
         seg = self._ensure_seg()
         c = obj.get("content_index")
-        if seg.dpart is None and self.part is not None and c == self.part.c and c is not None:
+        if seg.dpart is None and self.part is not None and c == self.part.content_index and c is not None:
             self._open_dpart(seg)   # e.g. an annotation for the part being read
-        fields = {"content_index": seg.cmap[c]} if c in seg.cmap else {}
+        fields = {"content_index": seg.content_index_map[c]} if c in seg.content_index_map else {}
         self._emit_on(seg, obj, src, **fields)
 
     def flush(self) -> None:
@@ -316,9 +341,9 @@ class _Message:
             sp, p.splitter = p.splitter, None
             self.pieces(sp.finish(), None, None)
         if not self.opened:
-            d = self.o.alloc()
+            d = self.owner.alloc()
             for pobj, psrc in self.pending or ():
-                self.o.emit(dict(pobj, output_index=d), psrc)
+                self.owner.emit(dict(pobj, output_index=d), psrc)
             self._opened()
 
     # -- pieces of text ------------------------------------------------------------------------
@@ -326,22 +351,22 @@ class _Message:
         for kind, value in pieces:
             if kind == REASONING:
                 self.part.reasoned = True   # type: ignore[union-attr]  (pieces come from the part being read)
-                if not isinstance(self.cur, _Reason):
+                if not isinstance(self.cur, _ReasoningItem):
                     self._open_reason()
                 self._reason_delta(value)
             elif kind == CONTENT:
                 self._content(value, obj, src)
-            elif kind == END and isinstance(self.cur, _Reason):
+            elif kind == END and isinstance(self.cur, _ReasoningItem):
                 self._close_reason(value)
 
     # -- message pieces ------------------------------------------------------------------------
-    def _emit_on(self, seg: _Seg, obj: dict, src: tuple | None, **fields) -> None:
-        ev = dict(obj, output_index=seg.d, **fields)
+    def _emit_on(self, seg: _MessagePiece, obj: dict, src: tuple | None, **fields) -> None:
+        ev = dict(obj, output_index=seg.output_index, **fields)
         if seg.id is not None and "item_id" in ev:
             ev["item_id"] = seg.id
-        self.o.emit(ev, src)
+        self.owner.emit(ev, src)
 
-    def _reuse_or_make(self, seg: _Seg, obj: dict | None, src: tuple | None, type_: str,
+    def _reuse_or_make(self, seg: _MessagePiece, obj: dict | None, src: tuple | None, type_: str,
                        made_only: dict, **fields) -> None:
         """An event on the message piece `seg`: the upstream's own (`obj`), moved onto `seg` with
         `fields` set, when there is one; else one made from scratch, with the fields only a made
@@ -350,15 +375,15 @@ class _Message:
             self._emit_on(seg, obj, src, **fields)
             return
         ids = {} if type_.startswith("response.output_item.") else {"item_id": seg.id}
-        self.o.emit(_ev(type_, **ids, output_index=seg.d, **fields, **made_only))
+        self.owner.emit(_ev(type_, **ids, output_index=seg.output_index, **fields, **made_only))
 
-    def _ensure_seg(self) -> _Seg:
-        if isinstance(self.cur, _Seg):
+    def _ensure_seg(self) -> _MessagePiece:
+        if isinstance(self.cur, _MessagePiece):
             return self.cur
-        if isinstance(self.cur, _Reason):
+        if isinstance(self.cur, _ReasoningItem):
             self._close_reason(None)
         self._opened()
-        d = self.o.alloc()
+        d = self.owner.alloc()
         p = self.pos
         self.pos += 1
         if self.segs == 0:
@@ -369,9 +394,9 @@ class _Message:
         item = dict(self.item)
         if sid is not None:
             item["id"] = sid
-        seg = self.cur = _Seg(d, sid)
+        seg = self.cur = _MessagePiece(d, sid)
         aobj, asrc = self.added
-        self.o.emit(dict(aobj, output_index=d, item=item), asrc)
+        self.owner.emit(dict(aobj, output_index=d, item=item), asrc)
         return seg
 
     def _content(self, text: str, obj: dict | None, src: tuple | None) -> None:
@@ -379,28 +404,28 @@ class _Message:
         dp = seg.dpart or self._open_dpart(seg)
         dp.text.add(text)
         self._reuse_or_make(seg, obj, src, "response.output_text.delta", {"logprobs": []},
-                            content_index=dp.dc, delta=text)
+                            content_index=dp.content_index, delta=text)
 
-    def _open_dpart(self, seg: _Seg) -> _DPart:
+    def _open_dpart(self, seg: _MessagePiece) -> _OutputPart:
         up = self.part
         assert up is not None
-        dp = seg.dpart = _DPart(seg.next_c, up)
+        dp = seg.dpart = _OutputPart(seg.next_c, up)
         seg.next_c += 1
-        seg.cmap[up.c] = dp.dc
+        seg.content_index_map[up.content_index] = dp.content_index
         up.made += 1
         aobj, asrc = up.added
-        self._emit_on(seg, aobj, asrc if dp.first else None, content_index=dp.dc, part=dict(up.template))
+        self._emit_on(seg, aobj, asrc if dp.first else None, content_index=dp.content_index, part=dict(up.template))
         return dp
 
-    def _text_done_event(self, seg: _Seg, obj: dict | None, src: tuple | None) -> None:
+    def _text_done_event(self, seg: _MessagePiece, obj: dict | None, src: tuple | None) -> None:
         dp = seg.dpart
         assert dp is not None
         text = dp.text.value()
         dp.text_done = True
         self._reuse_or_make(seg, obj, src, "response.output_text.done", {"logprobs": []},
-                            content_index=dp.dc, text=text)
+                            content_index=dp.content_index, text=text)
 
-    def _close_dpart(self, seg: _Seg, obj: dict | None = None, src: tuple | None = None) -> None:
+    def _close_dpart(self, seg: _MessagePiece, obj: dict | None = None, src: tuple | None = None) -> None:
         dp = seg.dpart
         assert dp is not None
         if not dp.text_done:
@@ -409,14 +434,14 @@ class _Message:
         # (annotations, logprobs); a piece closed earlier, by a reasoning block, has them empty.
         base = obj.get("part") if obj is not None else None
         part = dict(base if _is_text_part(base) else dp.upart.template, text=dp.text.value())
-        self._reuse_or_make(seg, obj, src, "response.content_part.done", {}, content_index=dp.dc, part=part)
+        self._reuse_or_make(seg, obj, src, "response.content_part.done", {}, content_index=dp.content_index, part=part)
         seg.content.append(part)
         seg.dpart = None
 
     def _close_seg(self, done_item: dict | None = None, obj: dict | None = None,
                    src: tuple | None = None) -> None:
         seg = self.cur
-        assert isinstance(seg, _Seg)
+        assert isinstance(seg, _MessagePiece)
         if seg.dpart is not None:
             self._close_dpart(seg)
         item = dict(done_item) if done_item is not None else dict(self.item, status="completed")
@@ -429,57 +454,57 @@ class _Message:
 
     # -- reasoning items -----------------------------------------------------------------------
     def _open_reason(self) -> None:
-        if isinstance(self.cur, _Seg):
+        if isinstance(self.cur, _MessagePiece):
             self._close_seg()
         self._opened()
-        mode = self.o.mode
-        r = self.cur = _Reason(self.o.alloc(), f"rs_{self._base()}_{self.pos}")
+        mode = self.owner.mode
+        r = self.cur = _ReasoningItem(self.owner.alloc(), f"rs_{self._base()}_{self.pos}")
         self.pos += 1
         item: dict = {"id": r.id, "type": "reasoning", "summary": []}
         for ch in mode.channels:
             item[ch.key] = []
-        emit = self.o.emit
-        emit(_ev("response.output_item.added", output_index=r.d, item=item))
+        emit = self.owner.emit
+        emit(_ev("response.output_item.added", output_index=r.output_index, item=item))
         for ch in mode.channels:
-            emit(_ev(f"{ch.part_event}.added", item_id=r.id, output_index=r.d, **{ch.index: 0},
+            emit(_ev(f"{ch.part_event}.added", item_id=r.id, output_index=r.output_index, **{ch.index: 0},
                      part={"type": ch.part_type, "text": ""}))
 
     def _reason_delta(self, text: str) -> None:
         r = self.cur
-        assert isinstance(r, _Reason)
+        assert isinstance(r, _ReasoningItem)
         r.text.add(text)
-        for ch in self.o.mode.channels:
-            self.o.emit(_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.d, **{ch.index: 0},
+        for ch in self.owner.mode.channels:
+            self.owner.emit(_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.output_index, **{ch.index: 0},
                             delta=text))
 
     def _close_reason(self, pair: TagPair | None) -> None:
         r = self.cur
-        assert isinstance(r, _Reason)
+        assert isinstance(r, _ReasoningItem)
         text = r.text.value()
-        mode = self.o.mode
-        emit = self.o.emit
+        mode = self.owner.mode
+        emit = self.owner.emit
         item: dict = {"id": r.id, "type": "reasoning", "summary": []}
         for ch in mode.channels:
             part = {"type": ch.part_type, "text": text}
-            emit(_ev(f"{ch.text_event}.done", item_id=r.id, output_index=r.d, **{ch.index: 0}, text=text))
-            emit(_ev(f"{ch.part_event}.done", item_id=r.id, output_index=r.d, **{ch.index: 0}, part=part))
+            emit(_ev(f"{ch.text_event}.done", item_id=r.id, output_index=r.output_index, **{ch.index: 0}, text=text))
+            emit(_ev(f"{ch.part_event}.done", item_id=r.id, output_index=r.output_index, **{ch.index: 0}, part=part))
             item[ch.key] = [part]
         if mode.encrypted:
-            ctx = self.o.ctx
+            ctx = self.owner.ctx
             item["encrypted_content"] = ctx.sealer.seal(text, pair or ctx.rules().pairs[0])
         item["status"] = "completed"
-        emit(_ev("response.output_item.done", output_index=r.d, item=item))
+        emit(_ev("response.output_item.done", output_index=r.output_index, item=item))
         self.built.append(item)
         self.cur = None
 
 
-def _split_pieces(owner: _Owner, text: str) -> list:
+def _split_pieces(owner: _ResponseState, text: str) -> list:
     return owner.ctx.split(text, owner.model).pieces
 
 
 def _drive_parts(m: _Message, item: dict, split) -> None:
     """Feed a whole message item's parts through `m`, as a stream of them would."""
-    u = m.u
+    u = m.upstream_index
     for c, part in enumerate(item.get("content") or ()):
         if _is_text_part(part) and isinstance(part.get("text"), str):
             m.part_added(_ev("response.content_part.added", output_index=u, content_index=c,

@@ -10,9 +10,9 @@ from json.encoder import encode_basestring
 
 from ...context import FlowContext
 from ...fastpath import ASCII_SLOT, NUMBER_SLOT, ByteShape, canonical_head, text_slot
-from ...splitter import CONTENT, REASONING, Splitter
+from ...splitter import CONTENT, REASONING
 from ...sse import Event, dumps
-from .items import _DPart, _ev, _Message, _Owner, _Reason, _Seg
+from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece
 
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -32,7 +32,7 @@ _INT = re.compile(r"0|[1-9][0-9]*")
 
 
 class _Shape:
-    __slots__ = ("event", "consts", "kinds", "keys", "obj", "u", "seq_i", "text_i", "str_i", "segs", "tail")
+    __slots__ = ("event", "consts", "kinds", "keys", "obj", "output_index", "seq_i", "text_i", "str_i", "segs", "tail")
 
     def __init__(self, event: str | None, consts: list[str], keys: list[str], obj: dict) -> None:
         self.event = event
@@ -40,7 +40,7 @@ class _Shape:
         self.keys = keys              # the slots' keys, in the order they come
         self.kinds = [_SLOTS[k] for k in keys]
         self.obj = obj                # the event it was learned from
-        self.u = obj["output_index"]
+        self.output_index = obj["output_index"]
         self.seq_i = keys.index("sequence_number")
         self.text_i = keys.index("delta")
         self.str_i = [i for i, k in enumerate(self.kinds) if k == _STR]
@@ -150,7 +150,7 @@ def _template(ev: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
-class StreamRewriter(_Owner):
+class StreamRewriter(_ResponseState):
     """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
 
     def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
@@ -173,9 +173,6 @@ class StreamRewriter(_Owner):
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
         self._batch.append((ev, src))
-
-    def splitter(self) -> Splitter:
-        return self.ctx.splitter(self.model)
 
     # -- events --------------------------------------------------------------------------------
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
@@ -244,7 +241,7 @@ class StreamRewriter(_Owner):
         Its text is fed to the splitter once; one answer or reasoning piece goes out from a
         template (or as the original bytes, when nothing changes), anything else takes the
         full path with the pieces. None (before anything is fed): take the full path."""
-        m = self.active.get(shape.u)
+        m = self.active.get(shape.output_index)
         p = m.part if m is not None else None
         last = self.last
         if p is None or p.splitter is None or last is None:
@@ -263,13 +260,13 @@ class StreamRewriter(_Owner):
         cur = m.cur   # type: ignore[union-attr]
         if len(pieces) == 1:
             kind, value = pieces[0]
-            if kind == CONTENT and type(cur) is _Seg and cur.dpart is not None and cur.dpart.upart is p:
+            if kind == CONTENT and type(cur) is _MessagePiece and cur.dpart is not None and cur.dpart.upart is p:
                 dp = cur.dpart
                 dp.text.add(value)
                 n = self._number(seq, last, True)
-                tpl = dp.tpl
+                tpl = dp.delta_template
                 if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
-                    tpl = dp.tpl = self._delta_template(shape, cur, dp)
+                    tpl = dp.delta_template = self._delta_template(shape, cur, dp)
                 if tpl[2] and n == seq and value == text:
                     return [ev.raw]    # as it came: the original bytes
                 out = list(vals)
@@ -285,11 +282,11 @@ class StreamRewriter(_Owner):
                     parts.append(v.encode("utf-8", "surrogateescape"))
                     parts.append(c)
                 return [b"".join(parts)]
-            if kind == REASONING and type(cur) is _Reason:
+            if kind == REASONING and type(cur) is _ReasoningItem:
                 cur.text.add(value)
-                tpl = cur.tpl
+                tpl = cur.delta_template
                 if tpl is None or tpl[0] != (self.event_lines, self.eol):
-                    tpl = cur.tpl = ((self.event_lines, self.eol), self._reason_templates(cur))
+                    tpl = cur.delta_template = ((self.event_lines, self.eol), self._reason_templates(cur))
                 lit = encode_basestring(value).encode("utf-8", "surrogateescape")
                 frames = []
                 for head, mid, tail in tpl[1]:
@@ -311,8 +308,8 @@ class StreamRewriter(_Owner):
             self.offset = n - seq
         return n
 
-    def _delta_template(self, shape: _Shape, seg: _Seg, dp: _DPart) -> tuple:
-        ev = dict(shape.obj, output_index=seg.d, content_index=dp.dc)
+    def _delta_template(self, shape: _Shape, seg: _MessagePiece, dp: _OutputPart) -> tuple:
+        ev = dict(shape.obj, output_index=seg.output_index, content_index=dp.content_index)
         if seg.id is not None and "item_id" in ev:
             ev["item_id"] = seg.id
         # What _frame gives for _template(ev) filled with values, cut where the values go.
@@ -321,10 +318,10 @@ class StreamRewriter(_Owner):
         cuts[0], cuts[-1] = head + cuts[0], cuts[-1] + tail
         return shape, cuts, ev == shape.obj, (self.event_lines, self.eol)
 
-    def _reason_templates(self, r: _Reason) -> tuple:
+    def _reason_templates(self, r: _ReasoningItem) -> tuple:
         """The events `_reason_delta` sends for a piece of text, as framed bytes cut where the
         sequence number and the text literal go."""
-        evs = [_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.d, **{ch.index: 0}, delta="")
+        evs = [_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.output_index, **{ch.index: 0}, delta="")
                for ch in self.mode.channels]
         cuts = []
         for e in evs:
@@ -384,7 +381,7 @@ class StreamRewriter(_Owner):
         elif t == "response.content_part.done":
             m.part_done(obj, src)
         elif t == "response.output_item.done":
-            del self.active[m.u]
+            del self.active[m.upstream_index]
             self._record(m, m.item_done(obj, src))
         else:
             m.other(obj, src)
@@ -411,7 +408,7 @@ class StreamRewriter(_Owner):
 
     def _record(self, m: _Message, changed: bool) -> None:
         if changed:
-            self.records[("id", m.mid) if m.mid else ("pos", m.u)] = m.built
+            self.records[("id", m.mid) if m.mid else ("pos", m.upstream_index)] = m.built
 
     def _final(self, obj: dict, src: tuple) -> None:
         resp = obj.get("response")

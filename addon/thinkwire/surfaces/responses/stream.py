@@ -150,6 +150,48 @@ def _template(ev: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
+class _Sequencer:
+    """`sequence_number` for the events going out: strictly increasing, as the SDK requires. An
+    event keeps its upstream number, shifted by `offset` (how many more events went out than came
+    in so far); an event this proxy inserts takes the next free number."""
+
+    __slots__ = ("offset", "last")
+
+    def __init__(self) -> None:
+        self.offset = 0                # our sequence_number minus the upstream's
+        self.last: int | None = None   # the last sequence_number sent
+
+    def number(self, seq: int, own: bool) -> int:
+        """The number of one event of the fast path: its own (`own`, shifted) or the next free."""
+        assert self.last is not None
+        n = seq + self.offset if own and seq + self.offset > self.last else self.last + 1
+        self.last = n
+        if n - seq > self.offset:
+            self.offset = n - seq
+        return n
+
+    def stamp(self, batch: list, seq: object) -> None:
+        """Number a batch of (event, its upstream source or None) in place; `seq` is the upstream
+        number of the event that produced the batch."""
+        prev, offset = self.last, self.offset
+        for ev, src in batch:
+            if "sequence_number" not in ev:
+                continue
+            s0 = src[1].get("sequence_number") if src is not None else None
+            want = s0 + offset if isinstance(s0, int) and not isinstance(s0, bool) else None
+            if want is not None:
+                prev = want if prev is None else max(prev + 1, want)
+                ev["sequence_number"] = prev
+            elif prev is not None:
+                prev += 1
+                ev["sequence_number"] = prev
+            elif src is None:
+                ev.pop("sequence_number")   # a stream without numbers gets none
+        if isinstance(seq, int) and prev is not None:
+            self.offset = max(self.offset, prev - seq)
+        self.last = prev
+
+
 class StreamRewriter(_ResponseState):
     """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
 
@@ -160,8 +202,7 @@ class StreamRewriter(_ResponseState):
         self.map: dict = {}            # upstream output_index -> ours, for items passed through
         self.active: dict = {}         # upstream output_index -> _Message still open
         self.records: dict = {}        # message key -> the items it became (changed ones only)
-        self.offset = 0                # our sequence_number minus the upstream's
-        self.last: int | None = None   # the last sequence_number sent
+        self.seq = _Sequencer()
         self.dirty = False             # something went out other than it came in
         self.event_lines = False
         self.eol = b"\n"
@@ -243,8 +284,7 @@ class StreamRewriter(_ResponseState):
         full path with the pieces. None (before anything is fed): take the full path."""
         m = self.active.get(shape.output_index)
         p = m.part if m is not None else None
-        last = self.last
-        if p is None or p.splitter is None or last is None:
+        if p is None or p.splitter is None or self.seq.last is None:
             return None
         seq, text = vals[shape.seq_i], vals[shape.text_i]
         if plain:   # a plain text (the byte path): the splitter's plain step, or the full path
@@ -263,7 +303,7 @@ class StreamRewriter(_ResponseState):
             if kind == CONTENT and type(cur) is _MessagePiece and cur.dpart is not None and cur.dpart.upart is p:
                 dp = cur.dpart
                 dp.text.add(value)
-                n = self._number(seq, last, True)
+                n = self.seq.number(seq, own=True)
                 tpl = dp.delta_template
                 if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
                     tpl = dp.delta_template = self._delta_template(shape, cur, dp)
@@ -290,8 +330,7 @@ class StreamRewriter(_ResponseState):
                 lit = encode_basestring(value).encode("utf-8", "surrogateescape")
                 frames = []
                 for head, mid, tail in tpl[1]:
-                    n = self._number(seq, last, False)
-                    last = n
+                    n = self.seq.number(seq, own=False)
                     frames.append(b"%s%d%s%s%s" % (head, n, mid, lit, tail))
                 self.dirty = True
                 return frames
@@ -299,14 +338,6 @@ class StreamRewriter(_ResponseState):
         self._batch = []
         m.pieces(pieces, obj, (ev, obj))   # type: ignore[union-attr]
         return self._send(seq)
-
-    def _number(self, seq: int, last: int, own: bool) -> int:
-        """The number `_send` gives one event: its own (own=True) or the next free one."""
-        n = seq + self.offset if own and seq + self.offset > last else last + 1
-        self.last = n
-        if n - seq > self.offset:
-            self.offset = n - seq
-        return n
 
     def _delta_template(self, shape: _Shape, seg: _MessagePiece, dp: _OutputPart) -> tuple:
         ev = dict(shape.obj, output_index=seg.output_index, content_index=dp.content_index)
@@ -444,29 +475,14 @@ class StreamRewriter(_ResponseState):
         """Number and encode the batch. Events keep their upstream number (plus the offset
         insertions caused) where they can; inserted ones take the next free number."""
         batch, self._batch = self._batch, []
-        prev = self.last
-        offset = self.offset
+        self.seq.stamp(batch, seq)
         out: list[bytes] = []
         for ev, src in batch:
-            if "sequence_number" in ev:
-                s0 = src[1].get("sequence_number") if src is not None else None
-                want = s0 + offset if isinstance(s0, int) and not isinstance(s0, bool) else None
-                if want is not None:
-                    prev = want if prev is None else max(prev + 1, want)
-                    ev["sequence_number"] = prev
-                elif prev is not None:
-                    prev += 1
-                    ev["sequence_number"] = prev
-                elif src is None:
-                    ev.pop("sequence_number")   # a stream without numbers gets none
             if src is not None and ev == src[1]:
                 out.append(src[0].raw)
                 continue
             self.dirty = True
             out.append(self._frame(ev["type"], dumps(ev)))
-        if isinstance(seq, int) and prev is not None:
-            self.offset = max(self.offset, prev - seq)
-        self.last = prev
         return out
 
     def _flush(self) -> list[bytes]:

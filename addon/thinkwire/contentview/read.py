@@ -1,19 +1,8 @@
-"""mitmweb / mitmproxy content views: a reader's view of LLM requests and responses.
-
-`thinkwire` renders a request or response of any of the three surfaces (chat completions,
-Responses, Anthropic Messages), JSON body or SSE stream, as a person reads it: the model, then
-reasoning and answer as separate sections in the order they came, tool calls, the finish
-reason, usage. It parses the wire format generically (it does not use the rewriters), so it
-shows exactly what the bytes say, whoever produced them.
-
-`thinkwire upstream` renders the response as the upstream sent it, before thinkwire rewrote it,
-when the addon kept a copy (see `bodies.py`), followed by the raw original bytes. Pick it from
-the view menu to compare.
-
-The `thinkwire` view wins over the JSON view only for flows the addon handled (they carry its
-`record.FlowRecord`); deciding that costs a dict lookup and no parsing. Which surface a flow or a
-body belongs to is decided by the surfaces' own `matches` / `looks_like`.
-"""
+"""Reading LLM requests and responses as a person reads them: a `Reading` of sections (model,
+reasoning, answer, tool calls, finish reason, usage) from any surface's JSON body or SSE stream.
+It parses the wire format generically (not with the rewriters), so it shows what the bytes say,
+whoever produced them. One row of readers per surface (`READERS`); which surface a body or a
+path belongs to is decided by the surfaces' own `matches` / `looks_like`."""
 
 from __future__ import annotations
 
@@ -21,18 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from mitmproxy import contentviews, http
-from mitmproxy.contentviews import Contentview, Metadata
-
-from . import engine
-from .record import UPSTREAM_KEY, FlowRecord, handled
-from .sse import SSEParser
-
-PRIORITY = 2.0                        # above the JSON view (1)
-
-_SURFACE_TITLES = {"chat": "OpenAI chat completions", "responses": "OpenAI responses",
-                   "messages": "Anthropic messages"}
-_RULE = "─"
+from .. import engine
+from ..sse import SSEParser
 
 
 # -- the reader's model of a response -----------------------------------------------------
@@ -563,36 +542,6 @@ def _messages_request(obj: dict, r: Reading) -> None:
                 _messages_block(b, secs)
 
 
-# -- rendering --------------------------------------------------------------------------------------
-def render(r: Reading, extra: list[tuple[str, str]] = (), request: bool = False) -> str:
-    lines: list[str] = []
-    kind = _SURFACE_TITLES.get(r.surface, r.surface or "?")
-    how = f"stream, {r.events} events" if r.streamed and not request else (
-        "request" if request else "body")
-    head = [("surface", f"{kind} ({how})")] + [(k, v) for k, v in r.head if v] + list(extra)
-    width = max(len(k) for k, _ in head + r.tail) if head + r.tail else 0
-    lines += [f"{k.ljust(width)}  {v}" for k, v in head]
-    for name, secs in r.groups:
-        if name:
-            lines += ["", f"══ {name} " + "═" * max(3, 60 - len(name))]
-        for s in secs:
-            if s.kind == "note":
-                lines.append(f"({s.text})")
-                continue
-            if s.kind == "text" and not s.label:  # a request message's text: under its heading
-                lines += [""] + s.text.split("\n")
-                continue
-            title = s.kind + (f": {s.label}" if s.label else "")
-            lines += ["", f"── {title} " + _RULE * max(3, 60 - len(title))]
-            lines += s.text.split("\n") if s.text else ["(empty)"]
-    if not any(secs for _, secs in r.groups):
-        lines += ["", "(no content)"]
-    if r.tail:
-        lines.append("")
-        lines += [f"{k.ljust(width)}  {v}" for k, v in r.tail]
-    return "\n".join(lines) + "\n"
-
-
 # -- the readers, one row per surface ----------------------------------------------------------
 @dataclass(frozen=True)
 class Readers:
@@ -606,84 +555,3 @@ READERS = {
     "responses": Readers(_responses_body, _responses_stream, _responses_request),
     "messages": Readers(_messages_body, _messages_stream, _messages_request),
 }
-
-
-def _flow_surface(flow: Any, message: Any) -> str | None:
-    rec = FlowRecord.of(flow)
-    if rec is not None and rec.surface in READERS:
-        return rec.surface
-    req = getattr(flow, "request", None)
-    return surface_of_path(req.path) if isinstance(req, http.Request) else None
-
-
-def _summary(flow: Any) -> list[tuple[str, str]]:
-    rec = FlowRecord.of(flow)
-    return [("thinkwire", rec.summary())] if rec is not None else []
-
-
-def prettify_message(data: bytes, metadata: Metadata) -> str:
-    flow = metadata.flow
-    surface = _flow_surface(flow, metadata.http_message)
-    if isinstance(metadata.http_message, http.Request):
-        return render(read_request(data, surface), request=True)
-    return render(read_response(data, surface, metadata.content_type), _summary(flow))
-
-
-class ThinkwireContentview(Contentview):
-    """Model, reasoning, answer, tool calls, finish reason and usage, as a reader wants them."""
-
-    name = "thinkwire"
-    syntax_highlight = "none"
-
-    def prettify(self, data: bytes, metadata: Metadata) -> str:
-        return prettify_message(data, metadata)
-
-    def render_priority(self, data: bytes, metadata: Metadata) -> float:
-        # Cheap: a dict lookup on the flow, no parsing. Only flows the addon handled.
-        flow = metadata.flow
-        if flow is None or not data or metadata.http_message is None:
-            return 0
-        if not handled(flow):
-            return 0
-        ct = metadata.content_type
-        if ct in ("application/json", "text/event-stream") or (ct is None and data[:1] == b"{"):
-            return PRIORITY
-        return 0
-
-
-class UpstreamContentview(Contentview):
-    """The response as the upstream sent it (kept by the addon), read and raw."""
-
-    name = "thinkwire upstream"
-    syntax_highlight = "none"
-
-    def prettify(self, data: bytes, metadata: Metadata) -> str:
-        flow = metadata.flow
-        if isinstance(metadata.http_message, http.Request):
-            return "thinkwire upstream: the request went upstream as shown in the other views.\n"
-        kept = flow.metadata.get(UPSTREAM_KEY) if flow is not None else None
-        if not isinstance(kept, dict) or not isinstance(kept.get("text"), str):
-            if isinstance(kept, dict) and kept.get("same"):
-                note = "The upstream sent exactly what the client got (thinkwire changed nothing)"
-            else:
-                note = ("No upstream copy kept for this flow. thinkwire keeps one for the flows it "
-                        "rewrites when store_streamed_bodies is on, when flows are saved (-w), "
-                        "or under mitmweb / mitmproxy's console")
-            return f"{note}. The body as the client got it:\n\n" + data.decode("utf-8", "replace")
-        original = kept["text"].encode("utf-8")
-        surface = _flow_surface(flow, metadata.http_message)
-        try:
-            reading = render(read_response(original, surface, kept.get("content_type") or metadata.content_type))
-        except Exception as e:  # noqa: BLE001 - show the raw bytes whatever they are
-            reading = f"(cannot read it as an LLM response: {e})\n"
-        return ("as the upstream sent it, before thinkwire rewrote it\n\n" + reading
-                + "\n══ raw " + "═" * 60 + "\n" + kept["text"])
-
-    def render_priority(self, data: bytes, metadata: Metadata) -> float:
-        return -1  # only when picked by name
-
-
-def register() -> None:
-    """Add both views to mitmproxy (re-adding replaces them by name)."""
-    contentviews.add(ThinkwireContentview)
-    contentviews.add(UpstreamContentview)

@@ -56,6 +56,22 @@ def restore(data: bytes, ctx: FlowContext, how: str, key: str,
     return dumps(obj).encode()
 
 
+def event_object(data: str, ctx: FlowContext) -> dict | None:
+    """A stream event's JSON object, or None when the event passes as it came: not JSON (counted
+    as malformed for the flow's log line) or not an object."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        ctx.stats.malformed_events += 1
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def is_done(data: str) -> bool:
+    """The `data: [DONE]` sentinel that ends an OpenAI stream."""
+    return len(data) < 16 and data.strip() == "[DONE]"
+
+
 def request_list(data: bytes, key: str, parsed: dict | None = None) -> tuple[dict, list] | None:
     """A request body as a dict (`parsed`, when the caller already has it) and its list under
     `key` (`messages`, `input`), or None when it is not JSON of that shape: such a request goes

@@ -11,7 +11,7 @@ import json
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import restore
+from . import event_object, is_done, restore
 from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal
 from ..sse import Event, dumps, encode
 
@@ -149,14 +149,10 @@ class StreamRewriter:
             out = self._fast(ev, data, *shape)
             if out is not None:
                 return out
-        if len(data) < 16 and data.strip() == "[DONE]":
+        if is_done(data):
             return self.flush() + [ev.raw]
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            self.ctx.stats.malformed_events += 1
-            return [ev.raw]
-        if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list) or not obj["choices"]:
+        obj = event_object(data, self.ctx)
+        if obj is None or not isinstance(obj.get("choices"), list) or not obj["choices"]:
             return [ev.raw]                 # usage chunk (`choices: []`), errors, other shapes
         self.template = {k: v for k, v in obj.items() if k not in ("choices", "usage")}
         self.event_name, self.eol = ev.event, ev.eol

@@ -31,7 +31,7 @@ import json
 
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import restore
+from . import event_object, restore
 from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal
 from ..sse import Event, dumps, encode
 
@@ -229,12 +229,8 @@ class StreamRewriter:
                 out = self._fast(ev, data, *shape)
                 if out is not None:
                     return out
-        try:
-            obj = json.loads(ev.data)
-        except ValueError:
-            self.ctx.stats.malformed_events += 1
-            return [ev.raw]
-        if not isinstance(obj, dict):
+        obj = event_object(ev.data, self.ctx)
+        if obj is None:
             return [ev.raw]
         self.eol = ev.eol
         t = obj.get("type")

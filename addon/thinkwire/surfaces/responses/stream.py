@@ -12,6 +12,7 @@ from ...context import FlowContext
 from ...fastpath import ASCII_SLOT, NUMBER_SLOT, ByteShape, canonical_head, text_slot
 from ...splitter import CONTENT, REASONING
 from ...sse import Event, dumps
+from .. import event_object, is_done
 from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece
 
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
@@ -248,14 +249,10 @@ class StreamRewriter(_ResponseState):
                 if out is not None:
                     return out
                 learn = False
-        if len(ev.data) < 16 and ev.data.strip() == "[DONE]":
+        if is_done(ev.data):
             return self._flush() + [ev.raw]
-        try:
-            obj = json.loads(ev.data)
-        except ValueError:
-            self.ctx.stats.malformed_events += 1
-            return [ev.raw]
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        obj = event_object(ev.data, self.ctx)
+        if obj is None or not isinstance(obj.get("type"), str):
             return [ev.raw]
         self.event_lines = ev.event is not None
         self.eol = ev.eol

@@ -9,6 +9,7 @@ from openai._models import construct_type
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
+from support import drive
 from conftest import corpus_bytes, corpus_files, make_ctx
 from harness import rechunk
 from thinkwire import engine
@@ -43,13 +44,7 @@ def text_stream(*pieces, finish="stop"):
 
 def run_stream(data, pieces=None, **opts):
     ctx = make_ctx(**opts)
-    driver = engine.stream_driver(chat, ctx)
-    out = []
-    for c in (pieces if pieces is not None else [data]):
-        out += driver(c)
-    out += driver(b"")
-    assert all(out), "never an empty chunk"
-    return b"".join(out), ctx
+    return drive(chat, ctx, data, pieces)[0], ctx
 
 
 def events(data):

@@ -3,8 +3,8 @@
 import json
 import anthropic
 import httpx2
+from support import drive
 from conftest import make_ctx
-from thinkwire import engine
 from thinkwire.marks import Sealer
 from thinkwire.surfaces import messages
 
@@ -89,13 +89,7 @@ def ctx_for(request=None, sealer=SEALER, **opts):
 
 def run_stream(data, pieces=None, ctx=None, **opts):
     ctx = ctx or ctx_for(**opts)
-    driver = engine.stream_driver(messages, ctx)
-    out = []
-    for c in (pieces if pieces is not None else [data]):
-        out += driver(c)
-    out += driver(b"")
-    assert all(out), "never an empty chunk"
-    return b"".join(out), ctx
+    return drive(messages, ctx, data, pieces)[0], ctx
 
 
 def run_body(data, ctx=None, **opts):

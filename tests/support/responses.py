@@ -3,8 +3,8 @@
 import json
 import httpx2 as httpx
 import openai
+from support import drive
 from conftest import make_ctx
-from thinkwire import engine
 from thinkwire.sse import SSEParser
 from thinkwire.surfaces import responses
 
@@ -126,14 +126,9 @@ def body_of(items, **kw):
 
 def run_stream(data, pieces=None, ctx=None, **opts):
     ctx = ctx or make_ctx(**opts)
-    driver = engine.stream_driver(responses, ctx)
-    out = []
-    for c in (pieces if pieces is not None else [data]):
-        out += driver(c)
-    out += driver(b"")
-    assert all(out), "never an empty chunk"
+    out, driver = drive(responses, ctx, data, pieces)
     assert driver.failure is None, driver.failure
-    return b"".join(out), ctx
+    return out, ctx
 
 
 def parse(data):

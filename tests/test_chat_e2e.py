@@ -192,3 +192,12 @@ def test_chat_restore_inline_sends_reasoning_back_as_the_model_wrote_it(proxy_fa
     assert sent[1] == {"role": "assistant", "content": "<think>x</think>hi"}
     assert "1 object(s) restored on the request" in p.log() or True  # the log line is checked below
     assert any("restored on the request" in line for line in p.lines)
+
+
+@pytest.mark.parametrize("spelling", ["yes", "on", "1", "true"])
+def test_a_switch_set_with_any_documented_spelling_takes_effect(proxy_factory, up, spelling):
+    # mitmproxy itself reads a bool --set only as true/false; thinkwire reads its own spellings.
+    p = proxy_factory(options={"think_starts_inside": spelling})
+    up.route("/chat/completions", json_reply(completion("x</think>hi")))
+    r = client(p).chat.completions.create(model="m", messages=[])
+    assert r.choices[0].message.content == "hi" and r.choices[0].message.reasoning_content == "x"

@@ -415,16 +415,20 @@ def test_the_runtime_package_imports_no_sdk_and_ships_no_dev_tools():
     assert not (ROOT / "addon" / "thinkwire" / "demo.py").exists()
 
 
-def test_options_list_their_values_and_any_value_still_gets_the_clear_error(tmp_path):
+def test_switches_are_bools_and_policies_list_their_values(tmp_path):
     mitmdump = os.path.join(os.path.dirname(sys.executable), "mitmdump")
     out = subprocess.run([mitmdump, "-s", str(ROOT / "addon" / "think.py"), "--set", f"confdir={tmp_path}",
                           "--options"], capture_output=True, text=True, timeout=60).stdout
     flat = " ".join(out.replace("#", " ").split())     # --options folds the help text
-    assert "Env: THINK_CHAT. Valid values are 'on', 'off'. think_chat: on" in flat
+    assert "Env: THINK_CHAT. Type bool. think_chat: true" in flat
     assert "Valid values are 'signed', 'unsigned', 'off', 'redacted'. think_signature: signed" in flat
-    with taddons.context(ThinkWire()) as tctx:
-        with pytest.raises(exceptions.OptionsError, match="think_chat .* is 'maybe'; use on or off"):
-            tctx.configure(tctx.master.addons.get("thinkwire"), think_chat="maybe")
+
+
+@pytest.mark.parametrize("options,env", [({"think_chat": "maybe"}, None), ({}, {"THINK_STARTS_INSIDE": "perhaps"})])
+def test_a_switch_that_means_nothing_stops_mitmdump_with_the_message(tmp_path, options, env):
+    from harness import start_fails
+    out = start_fails(options, tmp_path, env=env)
+    assert "use on or off (also 1/0, true/false, yes/no)" in out and "[exit 0]" not in out
 
 
 def test_every_surface_module_provides_the_surface_protocol():

@@ -40,13 +40,43 @@ class ThinkWire:
         self._streams: dict[str, tuple[str, FlowContext]] = {}
         self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
         self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
+        self._option_errors: list[str] = []    # bad option values, refused by the first configure
 
     # -- options ----------------------------------------------------------------------------
     def load(self, loader) -> None:
+        self._option_errors = []   # load cannot stop mitmdump: the first configure refuses them
+        options = getattr(getattr(loader, "master", None), "options", None)
         for o in OPTIONS:
-            loader.add_option(o.name, str, env_default(o), f"{o.help}. Env: {o.env}.",
-                              choices=list(o.choices) or None)
+            help = f"{o.help}. Env: {o.env}."
+            if o.kind == "bool":
+                self._read_set_value(options, o)
+                loader.add_option(o.name, bool, self._bool_default(o), help)
+            else:
+                loader.add_option(o.name, str, env_default(o), help, choices=list(o.choices) or None)
         contentview.register()  # [inspect] the "thinkwire" and "thinkwire upstream" views
+
+    def _bool_default(self, o) -> bool:
+        """The switch's default: its environment variable, else the declared default."""
+        try:
+            return o.parse(env_default(o))
+        except SettingError as e:
+            self._option_errors.append(str(e))
+            return o.parse(o.default)
+
+    def _read_set_value(self, options, o) -> None:
+        """A `--set` given before this script loaded waits in mitmproxy as text, parsed for a bool
+        option as true/false only; a value it cannot parse leaves the script unloaded without a
+        word. So read it the way thinkwire reads switches (on/off, 1/0, yes/no ...) first, and
+        keep a value that means nothing for configure to refuse with a message."""
+        waiting = getattr(options, "deferred", {}).get(o.name)
+        val = getattr(waiting, "val", None)
+        if not (isinstance(val, list) and len(val) == 1 and isinstance(val[0], str)):
+            return   # `--set name` alone (true), or not a --set: mitmproxy reads it as it is
+        try:
+            val[0] = "true" if o.parse(val[0]) else "false"
+        except SettingError as e:
+            self._option_errors.append(str(e))
+            del options.deferred[o.name]
 
     def running(self) -> None:
         # Everything mitmproxy built at start-up lives as long as the process: move it out of
@@ -56,6 +86,9 @@ class ThinkWire:
         gc.freeze()
 
     def configure(self, updated: set[str]) -> None:
+        if self._option_errors:
+            errors, self._option_errors = self._option_errors, []
+            raise exceptions.OptionsError(f"thinkwire: {errors[0]}")
         if self.sealer is None or "confdir" in updated:
             self.sealer = LazySealer(ctx.options.confdir)
         if self.settings is not None and not any(n.startswith("think_") for n in updated):

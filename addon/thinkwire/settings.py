@@ -21,8 +21,10 @@ _TRUE = {"1", "true", "on", "yes"}
 _FALSE = {"0", "false", "off", "no"}
 
 
-def _bool(name: str, env: str) -> Callable[[str], bool]:
-    def parse(v: str) -> bool:
+def _bool(name: str, env: str) -> Callable[[str | bool], bool]:
+    def parse(v: str | bool) -> bool:
+        if isinstance(v, bool):   # what mitmproxy holds for a bool option
+            return v
         s = v.strip().lower()
         if s in _TRUE:
             return True
@@ -48,10 +50,10 @@ class Option:
     default: str
     help: str
     parse: Callable[[str], Any]
-    # The values mitmproxy lists (--options) and offers (mitmweb's option editor). Options stay
-    # strings: a bool option given `off` (which users write) would leave the addon silently
-    # unconfigured in mitmproxy 12, and choices are advisory there, so `configure` still parses
-    # every value here, with errors that say how to fix it.
+    # "bool": a mitmproxy bool option (a toggle in mitmweb); "choice": a str option whose values
+    # mitmproxy lists (--options, mitmweb's editor); "str": free text. Choices are advisory in
+    # mitmproxy, so `configure` parses every value here, with errors that say how to fix it.
+    kind: str = "str"
     choices: tuple[str, ...] = ()
 
 
@@ -59,12 +61,11 @@ def _opt(name: str, default: str, help: str, kind: str = "bool", choices: tuple[
     env = name.upper()
     if kind == "bool":
         parse = _bool(name, env)
-        choices = ("on", "off")
     elif kind == "choice":
         parse = _choice(name, env, choices)
     else:
         parse = str
-    return Option(name, env, default, help, parse, choices)
+    return Option(name, env, default, help, parse, kind, choices)
 
 
 OPTIONS: tuple[Option, ...] = (

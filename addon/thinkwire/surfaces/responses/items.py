@@ -32,14 +32,10 @@ CONTENT_CHANNEL = _Channel("content", "reasoning_text", "response.content_part",
 
 @dataclass(frozen=True)
 class _Mode:
-    summary: bool      # reasoning items carry their text as a summary_text part
-    content: bool      # ... and as a reasoning_text content part
+    # Where reasoning items carry their text (summary_text and/or reasoning_text parts), in the
+    # order their events go out: summary first.
+    channels: tuple[_Channel, ...]
     encrypted: bool    # ... and the sealed mark as encrypted_content
-
-    @property
-    def channels(self) -> tuple[_Channel, ...]:
-        """The channels in use, in the order their events go out (summary first)."""
-        return tuple(c for c, on in ((SUMMARY_CHANNEL, self.summary), (CONTENT_CHANNEL, self.content)) if on)
 
 
 def _mode(ctx: FlowContext) -> _Mode:
@@ -50,7 +46,9 @@ def _mode(ctx: FlowContext) -> _Mode:
     include = req.get("include")
     encrypted = (ctx.sealer is not None and isinstance(include, list) and _ENCRYPTED in include)
     # Content may be left out only when the summary carries the text: nothing is lost.
-    return _Mode(summary, ctx.settings.responses_content or not summary, encrypted)
+    content = ctx.settings.responses_content or not summary
+    channels = tuple(c for c, on in ((SUMMARY_CHANNEL, summary), (CONTENT_CHANNEL, content)) if on)
+    return _Mode(channels, encrypted)
 
 
 def _ev(type_: str, **fields) -> dict:

@@ -74,6 +74,14 @@ def chat_stream(model, chunks):
     return r, c_
 
 
+
+def assert_chat_splits(model, text, want):
+    """The body, and the stream cut in two at every position, all give `want`."""
+    assert chat_body(model, text) == want
+    for k in range(len(text) + 1):
+        assert chat_stream(model, [text[:k], text[k:]]) == want, k
+
+
 @pytest.mark.parametrize("name,model,text,reasoning,content", SAMPLES, ids=[s[0] for s in SAMPLES])
 def test_dialect_chat_body(name, model, text, reasoning, content):
     assert chat_body(model, text) == (reasoning, content)
@@ -167,9 +175,7 @@ def test_thinking_switch_read_from_the_request(request_body, switch):
 # -- strip markers ------------------------------------------------------------------------
 def test_harmony_final_channel_header_leaves_the_answer():
     text = "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>Hi<|return|>"
-    assert chat_body("gpt-oss-20b", text) == ("think", "Hi")
-    for k in range(len(text) + 1):
-        assert chat_stream("gpt-oss-20b", [text[:k], text[k:]]) == ("think", "Hi"), k
+    assert_chat_splits("gpt-oss-20b", text, ("think", "Hi"))
 
 
 def test_strip_markers_leave_the_answer_anywhere():
@@ -214,16 +220,12 @@ def test_think_tags_keep_the_shipped_end_markers():
     "<|channel|>analysis<|message|>Thinking...<|end|><|start|>assistant<|channel|>final<|message|>Hello world<|return|>",
 ])
 def test_harmony_analysis_ends_at_the_next_header_when_end_was_dropped(text):
-    assert chat_body("gpt-oss-20b", text) == ("Thinking...", "Hello world")
-    for k in range(len(text) + 1):
-        assert chat_stream("gpt-oss-20b", [text[:k], text[k:]]) == ("Thinking...", "Hello world"), k
+    assert_chat_splits("gpt-oss-20b", text, ("Thinking...", "Hello world"))
 
 
 def test_harmony_final_only_message_agrees_as_body_and_stream():
     text = "<|start|><|channel|>final<|message|>x<|end|>"
-    assert chat_body("gpt-oss-20b", text) == ("", "x")
-    for k in range(len(text) + 1):
-        assert chat_stream("gpt-oss-20b", [text[:k], text[k:]]) == ("", "x"), k
+    assert_chat_splits("gpt-oss-20b", text, ("", "x"))
 
 
 def test_harmony_tool_call_ends_the_analysis_and_stays_for_a_tool_parser():
@@ -246,9 +248,7 @@ def test_a_tool_call_inside_unclosed_reasoning_ends_it(model, text, call):
 
 def test_gemma_4_bare_channel_is_reasoning():
     for text in ("<|channel>Let me think<channel|>Answer", "<|channel>thought\nLet me think<channel|>Answer"):
-        assert chat_body("gemma-4-27b", text) == ("Let me think", "Answer")
-        for k in range(len(text) + 1):
-            assert chat_stream("gemma-4-27b", [text[:k], text[k:]]) == ("Let me think", "Answer"), k
+        assert_chat_splits("gemma-4-27b", text, ("Let me think", "Answer"))
 
 
 def test_an_opening_tag_inside_a_profile_opened_block_is_markup():

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
-from thinkwire.fastpath import plain_bytes
 from thinkwire.marks import PREFIX, Sealer
 from thinkwire.splitter import Rules, Splitter, TagPair
 from thinkwire.stream import StreamDriver
@@ -177,6 +176,27 @@ def test_plain_tokens_take_the_byte_path_and_answer_text_leaves_as_it_came(surfa
         assert e in fast
 
 
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])
+def test_escapes_line_ends_code_and_non_ascii_take_the_byte_path_too(surface):
+    # What answers with code and reasoning in other languages are made of: only a tag's first
+    # character sends a delta to the full path.
+    tokens = [" a\n", "\tb", " \"q\"", " `x`", "```py\n", " \u00e9t\u00e9", " \u601d\u8003", " \\n"]
+    texts = ["<think>", "Okay"] + tokens * 8 + ["</think>", "So"] + tokens * 8
+    events = SURFACES[surface][1](texts)
+    fast, hits = run(surface, events, True)
+    assert fast == run(surface, events, False)[0]
+    assert hits >= 2 * len(tokens) * 8 - 4
+
+
+@pytest.mark.parametrize("surface", ["chat", "messages"])
+def test_held_whitespace_in_front_of_a_shorter_kept_text_is_escaped(surface):
+    # "\t" is held; "b  " then gives "\tb": no longer than the literal, but not a start of it.
+    events = SURFACES[surface][1](["<think>", "a", "\t", "b  ", "c", "</think>", "x"])
+    fast = run(surface, events, True)[0]
+    assert fast == run(surface, events, False)[0]
+    assert b"\t" not in fast and b"\\tb" in fast
+
+
 # -- Splitter.plain: what feed does for a plain text -------------------------------------------------
 RULES = [Rules((TagPair("<think>", "</think>"), TagPair("[THINK]", "[/THINK]")), ends=("<tool_call>",)),
          Rules((TagPair("<think>", "</think>"),), trim=False),
@@ -193,12 +213,13 @@ def _state(s: Splitter):
 @settings(max_examples=150, deadline=None)
 @given(texts=st.lists(st.sampled_from(TOKENS + ["x", " y ", "z  ", "  w"]), max_size=40))
 def test_splitter_plain_gives_what_feed_gives(rules, texts):
-    plain = re.compile(plain_bytes(rules) + b"+")
+    def plain(text):   # what the byte path hands Splitter.plain
+        return not rules.may_hold_tag(text)
     a, b = Splitter(rules), Splitter(rules)
     for t in texts:
         before = _state(b)
         want = a.feed(t)
-        got = b.plain(t) if plain.fullmatch(t.encode()) else None
+        got = b.plain(t) if t and plain(t) else None
         if got is None:
             assert _state(b) == before
             b.feed(t)

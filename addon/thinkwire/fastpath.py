@@ -6,11 +6,12 @@ that starts and ends the same way be read by decoding that literal alone (`read_
 
 One step earlier, on the chunk's bytes (`ByteShape`): model servers flush one event per HTTP
 chunk, and mitmproxy calls the stream callable once per chunk. When the chunk is exactly the
-learned event with another text literal, and that literal holds nothing that matters (no quote,
-backslash, control or non-ASCII byte, backtick, or first character of any tag or marker), the
-text is its bytes: the splitter's plain step (`Splitter.plain`) decides it, and the surface sends
-the original bytes (answer text) or one concatenation (reasoning). Anything else takes the
-surface's `on_event`, which gives the same bytes (tests/test_fastpath.py).
+learned event with another text literal, and that text holds no first character of any tag or
+marker, the splitter's plain step (`Splitter.plain`) decides it, and the surface sends the
+original bytes (answer text) or one concatenation (reasoning). A plain literal (no quote,
+backslash, control or non-ASCII byte, backtick) is its own text; any other is decoded alone
+(`slot_text`). Anything else takes the surface's `on_event`, which gives the same bytes
+(tests/test_fastpath.py).
 
 A rewriter built with `fast=False` takes neither shortcut: the tests' reference.
 """
@@ -114,9 +115,39 @@ class ByteShape:
         self.match = re.compile(rx, re.S).fullmatch
 
 
+# The body of any JSON string literal (valid escapes; non-ASCII bytes are checked by decoding).
+_ANY_BODY = rb'[^"\\\x00-\x1f]*+(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*+)*+'
+
+
 def text_slot(rules: Rules) -> bytes:
-    """A non-empty plain string literal: its text is the group."""
-    return b'"(' + plain_bytes(rules) + b'+)"'
+    """A string literal in two groups: its body when plain (the common case, its own text), else
+    its body whatever it holds (read by `slot_text`)."""
+    return b'"(?:(' + plain_bytes(rules) + b'++)|(' + _ANY_BODY + b'))"'
+
+
+def slot_text(m: re.Match, group: int, rules: Rules) -> tuple[str, bool] | None:
+    """The text of a `text_slot` whose first group is `group`, and whether its literal was plain
+    (then the literal is the text). None where the full path must decide: an empty text, one
+    that holds the first character of a tag or marker, or bytes that do not decode (the full
+    path keeps them as they came)."""
+    lit = m[group]
+    if lit is not None:
+        return lit.decode("ascii"), True
+    lit = m[group + 1]
+    try:
+        text = lit.decode("utf-8")
+        if b"\\" in lit:
+            text = scanstring(text + '"', 0)[0]
+            if b"\\u" in lit and _SURROGATE.search(text):
+                return None    # a lone surrogate: not text that encodes back
+    except ValueError:
+        return None
+    if not text or rules.may_hold_tag(text):
+        return None
+    return text, False
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 NUMBER_SLOT = b"(0|[1-9][0-9]*)"

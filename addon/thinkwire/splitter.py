@@ -100,8 +100,8 @@ class Rules:
         # Some tag begins with whitespace: held whitespace might be the start of a tag.
         s(self, "_ws_lead", any(t[:1] in _WS for t in every))
         s(self, "_first_re", _chars(every))
-        # Answer text without these characters cannot hold a tag, a line start or a code span.
-        s(self, "_plain_re", _chars(opens + closes + strip, "\n`"))
+        # Answer text without these characters cannot hold a tag.
+        s(self, "_plain_re", _chars(opens + closes + strip))
         s(self, "_scans", {})
 
     def scan(self, pair: TagPair | None, lead_open: bool) -> _Scan:
@@ -116,6 +116,10 @@ class Rules:
             got = self._scans[key] = _Scan(_alternation(tags), _prefixes(tags), _chars(tags),
                                            max(len(t) for t in tags))
         return got
+
+    def may_hold_tag(self, text: str) -> bool:
+        """Whether text holds the first character of any tag or marker of these rules."""
+        return self._first_re.search(text) is not None
 
     def undecided(self, buf: str, j: int, tag: str) -> bool:
         """The tag found at j could still grow into a longer one: buf ends inside that one."""
@@ -193,7 +197,7 @@ class Splitter:
             return []
         if not self._held and not self._skip_ws:
             # The common case, a token in the middle of a block or of the answer: nothing held,
-            # no character that could start a tag (or a line, or code): it goes out as it is.
+            # no character that could start a tag: it goes out as it is.
             if self._inside:
                 if (self.rules.scan(self._pair, self._lead_open).first.search(text) is None
                         and not (self.rules.trim and text[-1] in _WS)):
@@ -211,10 +215,10 @@ class Splitter:
 
     def plain(self, text: str) -> tuple[int, str] | None:
         """`feed(text)` for a non-empty text with no character that could start any tag or
-        marker of the rules, no line end and no backtick (the byte fast path checks that): the
-        one piece it gives, with the state `feed` leaves. None, with nothing changed, where
-        `feed` must decide: text held other than trailing whitespace, whitespace being trimmed
-        at a block's start or the output's, or nothing to give yet."""
+        marker of the rules (`Rules.may_hold_tag`; the byte fast path checks that): the one
+        piece it gives, with the state `feed` leaves. None, with nothing changed, where `feed`
+        must decide: text held other than trailing whitespace, whitespace being trimmed at a
+        block's start or the output's, or nothing to give yet."""
         if self._skip_ws:
             return None
         if not self._inside:
@@ -244,13 +248,8 @@ class Splitter:
         return (REASONING, text)
 
     def _plain_content(self, text: str) -> tuple[int, str]:
-        # What _observe does for text with no line end and no backtick.
-        if self._boundary and text.strip(_WS):
-            self._boundary = False
-        if self._line_blank and text.strip(_HSPACE):
-            self._line_blank = False
-        if len(self._line_head) < 8:
-            self._line_head = (self._line_head + text)[:8]
+        # Answer text with no tag in it: only the line and code state move (_content's path).
+        self._observe(text, 0, len(text))
         return (CONTENT, text)
 
     def finish(self) -> list:

@@ -12,7 +12,7 @@ import json
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, is_done, restore
-from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal
+from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal, slot_text
 from ..sse import Event, dumps, encode
 
 NAME = "chat"
@@ -127,17 +127,22 @@ class StreamRewriter:
         st = b[1]
         if m is None or st.native or st.done:
             return None
-        plain = m[1].decode("ascii")
-        piece = st.splitter.plain(plain)
+        got = slot_text(m, 1, st.splitter.rules)
+        if got is None:
+            return None
+        piece = st.splitter.plain(got[0])
         if piece is None:
             return None
         if piece[0] == CONTENT:
             return [chunk]              # answer text as it came
         # (runs() changes a block's first text only: skip it for the rest.)
         text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
-        # Text longer than the chunk's got held whitespace or a block separator in front: that
-        # may need escapes.
-        lit = text.encode() if len(text) <= len(plain) else dumps(text)[1:-1].encode("utf-8", "surrogateescape")
+        # A plain literal is its text, and so is any start of it; other text (held whitespace or
+        # a block separator in front) may need escapes.
+        if got[1] and got[0].startswith(text):
+            lit = text.encode()
+        else:
+            lit = dumps(text)[1:-1].encode("utf-8", "surrogateescape")
         return [lit.join(b[2])]
 
     def on_event(self, ev: Event) -> list[bytes]:

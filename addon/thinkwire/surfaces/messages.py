@@ -32,7 +32,7 @@ import json
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, restore
-from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal
+from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal, slot_text
 from ..sse import Event, dumps, encode
 
 NAME = "messages"
@@ -197,14 +197,17 @@ class StreamRewriter:
         st = self.texts.get(u)
         if st is None:
             return None
-        plain = m[1].decode("ascii")
-        piece = st.splitter.plain(plain)
+        got = slot_text(m, 1, st.splitter.rules)
+        if got is None:
+            return None
+        piece = st.splitter.plain(got[0])
         if piece is None:
             return None
         self.eol = b"\n"
         kind, text = piece
-        # Text longer than the chunk's got held whitespace in front: that may need escapes.
-        literal = '"' + text + '"' if len(text) <= len(plain) else dumps(text)
+        # A plain literal is its text, and so is any start of it; other text (held whitespace
+        # in front) may need escapes.
+        literal = '"' + text + '"' if got[1] and got[0].startswith(text) else dumps(text)
         if kind == CONTENT:
             if st.kind == _TEXT and st.index == u:
                 return [chunk]   # the same text into the same block: as it came

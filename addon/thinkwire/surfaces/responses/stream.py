@@ -9,8 +9,8 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 
 from ...context import FlowContext
-from ...fastpath import ASCII_SLOT, NUMBER_SLOT, ByteShape, canonical_head, text_slot
-from ...splitter import CONTENT, REASONING
+from ...fastpath import ASCII_SLOT, NUMBER_SLOT, ByteShape, canonical_head, slot_text, text_slot
+from ...splitter import CONTENT, REASONING, Rules
 from ...sse import Event, dumps
 from .. import event_object, is_done
 from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece
@@ -209,7 +209,7 @@ class StreamRewriter(_ResponseState):
         self.eol = b"\n"
         self._batch: list = []
         self._shape: _Shape | None = None  # of the last output_text.delta parsed in full
-        self._bytes: ByteShape | None = None  # the same, as bytes, for on_chunk
+        self._bytes: tuple[ByteShape, Rules] | None = None  # the same, as bytes, for on_chunk
         self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
 
     # -- the Owner side ------------------------------------------------------------------------
@@ -223,12 +223,17 @@ class StreamRewriter(_ResponseState):
         b = self._bytes
         if b is None or self.passthrough:
             return None
-        m = b.match(chunk)
+        m = b[0].match(chunk)
         if m is None:
             return None
         shape = self._shape
         assert shape is not None
-        vals = [g.decode("ascii") for g in m.groups()]
+        k = shape.text_i   # the text slot is groups k + 1 and k + 2 (see text_slot)
+        got = slot_text(m, k + 1, b[1])
+        if got is None:
+            return None
+        groups = m.groups()
+        vals = [g.decode("ascii") for g in groups[:k]] + [got[0]] + [g.decode("ascii") for g in groups[k + 2:]]
         vals[shape.seq_i] = int(vals[shape.seq_i])
         out = self._fast(Event(chunk, shape.event, None), shape, vals, plain=True)
         self._hits += out is not None
@@ -264,15 +269,16 @@ class StreamRewriter(_ResponseState):
         self._dispatch(obj, (ev, obj))
         return self._send(obj.get("sequence_number"))
 
-    def _learn_bytes(self, ev: Event, shape: _Shape) -> ByteShape | None:
+    def _learn_bytes(self, ev: Event, shape: _Shape) -> tuple[ByteShape, Rules] | None:
         head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
         if head is None:
             return None
-        text = text_slot(self.ctx.rules(self.model))   # the rules the parts' splitters have
+        rules = self.ctx.rules(self.model)   # the rules the parts' splitters have
+        text = text_slot(rules)
         consts = [c.encode("utf-8", "surrogateescape") for c in shape.consts]
         consts[0], consts[-1] = head + consts[0], consts[-1] + b"\n\n"
         return ByteShape(consts, [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT
-                                  for k in shape.kinds])
+                                  for k in shape.kinds]), rules
 
     def _fast(self, ev: Event, shape: _Shape, vals: list, plain: bool = False) -> list[bytes] | None:
         """An output_text.delta shaped like the last one: `_dispatch` without the JSON parse.

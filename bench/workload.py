@@ -11,6 +11,7 @@ whatever the proxy did to the event around it (split it, renamed the field, held
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -139,23 +140,40 @@ class Shape:
         return self.head(st) + [self.delta(st, t) for t in texts] + self.tail(st, "".join(texts))
 
 
+def _stream_id(st: dict) -> str:
+    """Each stream's own id, as servers give (so nothing learned from one stream's bytes is
+    reused for the next)."""
+    if "id" not in st:
+        st["id"] = f"{next(_IDS):012x}"
+    return st["id"]
+
+
+_IDS = itertools.count(random.Random().getrandbits(40))
+
+
 class Chat(Shape):
     name, path = "chat", "/v1/chat/completions"
-    _pre = ('data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,'
-            '"model":"' + MODEL + '","system_fingerprint":"fp_bench","choices":[{"index":0,"delta":')
 
     def request(self) -> dict:
         return {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
+    def _pre(self, st: dict) -> str:
+        if "pre" not in st:
+            st["pre"] = ('data: {"id":"chatcmpl-' + _stream_id(st) + '","object":"chat.completion.chunk",'
+                         '"created":1700000000,"model":"' + MODEL + '","system_fingerprint":"fp_bench",'
+                         '"choices":[{"index":0,"delta":')
+        return st["pre"]
+
     def head(self, st: dict) -> list[bytes]:
-        return [(self._pre + '{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n').encode()]
+        return [(self._pre(st) + '{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n').encode()]
 
     def delta(self, st: dict, text: str) -> bytes:
-        return (self._pre + '{"content":' + _j(text) + '},"logprobs":null,"finish_reason":null}]}\n\n').encode()
+        return (self._pre(st) + '{"content":' + _j(text) + '},"logprobs":null,"finish_reason":null}]}\n\n').encode()
 
     def tail(self, st: dict, full: str) -> list[bytes]:
-        return [(self._pre + '{},"logprobs":null,"finish_reason":"stop"}]}\n\n').encode(),
-                (self._pre[:-len('{"index":0,"delta":')] + '],"usage":{"prompt_tokens":9,'
+        pre = self._pre(st)
+        return [(pre + '{},"logprobs":null,"finish_reason":"stop"}]}\n\n').encode(),
+                (pre[:-len('{"index":0,"delta":')] + '],"usage":{"prompt_tokens":9,'
                  '"completion_tokens":2000,"total_tokens":2009}}\n\n').encode(),
                 b"data: [DONE]\n\n"]
 
@@ -172,7 +190,7 @@ class Messages(Shape):
 
     def head(self, st: dict) -> list[bytes]:
         start = {"type": "message_start", "message": {
-            "id": "msg_bench", "type": "message", "role": "assistant", "model": MODEL,
+            "id": "msg_" + _stream_id(st), "type": "message", "role": "assistant", "model": MODEL,
             "content": [], "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": 9, "output_tokens": 1}}}
         block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
@@ -206,21 +224,21 @@ class Responses(Shape):
         obj = {"type": obj["type"], "sequence_number": seq, **{k: v for k, v in obj.items() if k != "type"}}
         return f"event: {obj['type']}\ndata: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
 
-    def _resp(self, status: str, output: list) -> dict:
-        return {"id": "resp_bench", "object": "response", "created_at": 1700000000, "status": status,
+    def _resp(self, st: dict, status: str, output: list) -> dict:
+        return {"id": "resp_" + _stream_id(st), "object": "response", "created_at": 1700000000, "status": status,
                 "model": MODEL, "output": output, "usage": None if status != "completed" else
                 {"input_tokens": 9, "output_tokens": 2000, "total_tokens": 2009}}
 
-    def request_item(self, status: str, text: str | None) -> dict:
-        return {"id": "msg_bench", "type": "message", "status": status, "role": "assistant",
+    def request_item(self, st: dict, status: str, text: str | None) -> dict:
+        return {"id": "msg_" + _stream_id(st), "type": "message", "status": status, "role": "assistant",
                 "content": [] if text is None else [{"type": "output_text", "text": text, "annotations": []}]}
 
     def head(self, st: dict) -> list[bytes]:
-        return [self._ev(st, {"type": "response.created", "response": self._resp("in_progress", [])}),
-                self._ev(st, {"type": "response.in_progress", "response": self._resp("in_progress", [])}),
+        return [self._ev(st, {"type": "response.created", "response": self._resp(st, "in_progress", [])}),
+                self._ev(st, {"type": "response.in_progress", "response": self._resp(st, "in_progress", [])}),
                 self._ev(st, {"type": "response.output_item.added", "output_index": 0,
-                              "item": self.request_item("in_progress", None)}),
-                self._ev(st, {"type": "response.content_part.added", "item_id": "msg_bench",
+                              "item": self.request_item(st, "in_progress", None)}),
+                self._ev(st, {"type": "response.content_part.added", "item_id": "msg_" + _stream_id(st),
                               "output_index": 0, "content_index": 0,
                               "part": {"type": "output_text", "text": "", "annotations": []}})]
 
@@ -228,18 +246,18 @@ class Responses(Shape):
         seq = st.get("seq", 0)
         st["seq"] = seq + 1
         return ('event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
-                f'"sequence_number":{seq},"item_id":"msg_bench","output_index":0,"content_index":0,'
+                f'"sequence_number":{seq},"item_id":"msg_{_stream_id(st)}","output_index":0,"content_index":0,'
                 '"delta":' + _j(text) + ',"logprobs":[]}\n\n').encode()
 
     def tail(self, st: dict, full: str) -> list[bytes]:
         part = {"type": "output_text", "text": full, "annotations": []}
-        item = self.request_item("completed", full)
-        return [self._ev(st, {"type": "response.output_text.done", "item_id": "msg_bench", "output_index": 0,
+        item = self.request_item(st, "completed", full)
+        return [self._ev(st, {"type": "response.output_text.done", "item_id": "msg_" + _stream_id(st), "output_index": 0,
                               "content_index": 0, "text": full, "logprobs": []}),
-                self._ev(st, {"type": "response.content_part.done", "item_id": "msg_bench", "output_index": 0,
+                self._ev(st, {"type": "response.content_part.done", "item_id": "msg_" + _stream_id(st), "output_index": 0,
                               "content_index": 0, "part": part}),
                 self._ev(st, {"type": "response.output_item.done", "output_index": 0, "item": item}),
-                self._ev(st, {"type": "response.completed", "response": self._resp("completed", [item])})]
+                self._ev(st, {"type": "response.completed", "response": self._resp(st, "completed", [item])})]
 
     def rewritten(self, body: bytes) -> bool:
         return b"response.reasoning_text.delta" in body or b"response.reasoning_summary_text.delta" in body

@@ -104,15 +104,23 @@ def canonical_head(raw: bytes, data: str, event: str | None, eol: bytes) -> byte
 
 class ByteShape:
     """A learned event as bytes: `match(chunk)` is a match whose groups are the slots' values
-    when the chunk is that event with other values, each text slot plain (see `plain_bytes`)."""
+    when the chunk is that event with other values (see `text_slot` for a text slot's two)."""
 
     __slots__ = ("match",)
 
     def __init__(self, consts: list[bytes], slots: list[bytes]) -> None:
-        rx = re.escape(consts[0])
-        for slot, c in zip(slots, consts[1:]):
-            rx += slot + re.escape(c)
-        self.match = re.compile(rx, re.S).fullmatch
+        # The bytes before the first slot and after the last are compared, not matched: a
+        # regex of them would be compiled per flow (they hold its ids), and matched slower.
+        prefix, suffix = consts[0], consts[-1]
+        rx = slots[0] + b"".join(re.escape(c) + slot for c, slot in zip(consts[1:-1], slots[1:]))
+        fullmatch = re.compile(rx, re.S).fullmatch
+        start, tail = len(prefix), len(suffix)
+
+        def match(chunk: bytes) -> re.Match | None:
+            if chunk.startswith(prefix) and chunk.endswith(suffix):
+                return fullmatch(chunk, start, len(chunk) - tail)
+            return None
+        self.match = match
 
 
 # The body of any JSON string literal (valid escapes; non-ASCII bytes are checked by decoding).

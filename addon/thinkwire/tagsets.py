@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -51,12 +51,18 @@ class Tagsets:
     profiles: tuple[Profile, ...]
     source: str
 
+    # model name -> its profile: every flow asks, and matching tries every glob of every profile.
+    _found: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
     def profile_for(self, model: str | None) -> Profile:
-        if model:
-            for p in self.profiles:
-                if p.matches(model):
-                    return p
-        return self.default
+        if not model:
+            return self.default
+        got = self._found.get(model)
+        if got is None:
+            got = next((p for p in self.profiles if p.matches(model)), self.default)
+            if len(self._found) < 4096:   # bounded: model names come from clients
+                self._found[model] = got
+        return got
 
 
 def parse_tags_string(value: str) -> tuple[TagPair, ...]:

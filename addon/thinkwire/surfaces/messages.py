@@ -145,6 +145,11 @@ _LIVE = frozenset({"signed", "unsigned", "off"})       # thinking text streams a
 _SEALED = frozenset({"signed", "omitted", "redacted"})  # ... is held for the mark at the block end
 
 
+def _body(text: str) -> bytes:
+    """The bytes of text's JSON literal, without its quotes."""
+    return dumps(text)[1:-1].encode("utf-8", "surrogateescape")
+
+
 class _TextBlock:
     """One upstream text block being split into output blocks."""
 
@@ -170,6 +175,7 @@ class StreamRewriter:
         self.ctx = ctx
         self.fast = fast                    # False: no shortcut, every event parsed in full
         self.mode = mode(ctx)
+        self._live, self._sealed = self.mode in _LIVE, self.mode in _SEALED
         self.model: object = None
         self.next = 0                       # the next output block index
         self.moved: dict[int, int] = {}     # upstream index -> output index, blocks passed through
@@ -183,6 +189,7 @@ class StreamRewriter:
         self._shape: tuple[str, str, int] | None = None
         self._bytes = None                  # the same as a ByteShape, for on_chunk
         self._thinking_cut: tuple[int, list[bytes]] | None = None  # a thinking delta cut at its text
+        self._text_cut: tuple[int, list[bytes]] | None = None      # the same for a text delta
 
     # -- events -------------------------------------------------------------------------
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
@@ -207,19 +214,25 @@ class StreamRewriter:
         kind, text = piece
         # A plain literal is its text, and so is any start of it; other text (held whitespace
         # in front) may need escapes.
-        literal = '"' + text + '"' if got[1] and got[0].startswith(text) else dumps(text)
+        plain = got[1] and got[0].startswith(text)
         if kind == CONTENT:
-            if st.kind == _TEXT and st.index == u:
-                return [chunk]   # the same text into the same block: as it came
-        elif st.kind == _THINK and self.mode in _LIVE:
+            if st.kind == _TEXT:
+                if st.index == u:
+                    return [chunk]   # the same text into the same block: as it came
+                cut = self._text_cut   # the answer after a thinking block: its index moved
+                if cut is None or cut[0] != st.index:
+                    cut = self._text_cut = (st.index, self._delta_event(st.index, _TEXT_DELTA, '"\0"').split(b"\0"))
+                self.changed = True
+                return [(text.encode() if plain else _body(text)).join(cut[1])]
+        elif st.kind == _THINK and self._live:
             cut = self._thinking_cut
             if cut is None or cut[0] != st.index:
                 cut = self._thinking_cut = (st.index, self._delta_event(st.index, _THINKING_DELTA, '"\0"').split(b"\0"))
-            if self.mode in _SEALED:
+            if self._sealed:
                 st.reasoning.append(text)
             self.changed = True
-            return [literal[1:-1].encode().join(cut[1])]
-        out = self._pieces(chunk, st, u, [piece], text, literal)
+            return [(text.encode() if plain else _body(text)).join(cut[1])]
+        out = self._pieces(chunk, st, u, [piece], text, '"' + text + '"' if plain else dumps(text))
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
 
     def on_event(self, ev: Event) -> list[bytes]:
@@ -335,10 +348,10 @@ class StreamRewriter:
             if kind == REASONING:
                 if st.kind != _THINK:
                     out += self._open(st, _THINK)
-                if self.mode in _LIVE:
+                if self._live:
                     out.append(self._delta_event(st.index, _THINKING_DELTA,
                                                  literal if literal is not None and value == text else dumps(value)))
-                if self.mode in _SEALED:
+                if self._sealed:
                     st.reasoning.append(value)
             elif kind == END:
                 if st.kind == _THINK:

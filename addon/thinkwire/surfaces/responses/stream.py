@@ -136,6 +136,15 @@ def _learn(ev: Event, obj: dict) -> _Shape | None:
     return shape
 
 
+def _slot_values(shape: _Shape, m: re.Match, text: str) -> list:
+    """The slots' values of a chunk the byte shape matched, as `_Shape.match` reads them."""
+    k = shape.text_i   # the text slot is groups k + 1 and k + 2 (see text_slot)
+    groups = m.groups()
+    vals = [g.decode("ascii") for g in groups[:k]] + [text] + [g.decode("ascii") for g in groups[k + 2:]]
+    vals[shape.seq_i] = int(vals[shape.seq_i])
+    return vals
+
+
 def _template(ev: dict) -> tuple[str, ...]:
     """dumps(ev) cut where the values of its slot keys go (in its key order)."""
     out: list[str] = []
@@ -211,6 +220,7 @@ class StreamRewriter(_ResponseState):
         self._shape: _Shape | None = None  # of the last output_text.delta parsed in full
         self._bytes: tuple[ByteShape, Rules] | None = None  # the same, as bytes, for on_chunk
         self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
+        self._plan: tuple | None = None    # on_chunk's plan for the current state (_make_plan)
 
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
@@ -218,8 +228,8 @@ class StreamRewriter(_ResponseState):
 
     # -- events --------------------------------------------------------------------------------
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
-        """The byte fast path (see thinkwire.fastpath): an output_text.delta shaped like the last,
-        its text plain."""
+        """The byte fast path (see thinkwire.fastpath): an output_text.delta shaped like the last.
+        While the message it adds to stays as it is, a plan (`_make_plan`) answers it."""
         b = self._bytes
         if b is None or self.passthrough:
             return None
@@ -228,20 +238,93 @@ class StreamRewriter(_ResponseState):
             return None
         shape = self._shape
         assert shape is not None
-        k = shape.text_i   # the text slot is groups k + 1 and k + 2 (see text_slot)
-        got = slot_text(m, k + 1, b[1])
+        got = slot_text(m, shape.text_i + 1, b[1])   # the text slot is two groups (text_slot)
         if got is None:
             return None
-        groups = m.groups()
-        vals = [g.decode("ascii") for g in groups[:k]] + [got[0]] + [g.decode("ascii") for g in groups[k + 2:]]
-        vals[shape.seq_i] = int(vals[shape.seq_i])
-        out = self._fast(Event(chunk, shape.event, None), shape, vals, plain=True)
-        self._hits += out is not None
-        return out
+        plan = self._plan or self._make_plan(shape)
+        if plan is None:
+            out = self._fast(Event(chunk, shape.event, None), shape, _slot_values(shape, m, got[0]), plain=True)
+            self._hits += out is not None
+            return out
+        kind, plain, add, seq_group, fmt, extra = plan
+        piece = plain(got[0])
+        if piece is None:
+            return None
+        self._hits += 1
+        if piece[0] != kind:   # the block opened or closed before this text: the message decides
+            self._plan = None
+            vals = _slot_values(shape, m, got[0])
+            return self._pieces(Event(chunk, shape.event, None), shape, vals, [piece])
+        value = piece[1]
+        add(value)
+        seq = int(m[seq_group])
+        s = self.seq   # numbered as _Sequencer.number does, inline: this runs per token
+        if kind == CONTENT:   # extra: (same bytes as upstream's, the slots' groups or None)
+            n = seq + s.offset
+            if n <= s.last:
+                n = s.last + 1
+                s.offset = n - seq
+            s.last = n
+            if extra[0] and n == seq:
+                return [chunk]    # as it came: the original bytes
+            lit = encode_basestring(value).encode("utf-8", "surrogateescape")
+            self.dirty = True
+            groups = extra[1]
+            return [fmt % ((n, lit) if groups is None else
+                           tuple(n if g is None else lit if g == 0 else m[g] for g in groups))]
+        n = s.last + 1   # extra: how many events (channels) each reasoning delta becomes
+        s.last = n + extra - 1
+        if s.last - seq > s.offset:
+            s.offset = s.last - seq
+        lit = encode_basestring(value).encode("utf-8", "surrogateescape")
+        self.dirty = True
+        return [fmt % ((n, lit) if extra == 1 else (n, lit, n + 1, lit))]
+
+    def _make_plan(self, shape: _Shape) -> tuple | None:
+        """What the byte path does for the message's current state, worked out once: the piece
+        kind it expects, its splitter's plain step, where its text goes, the group of the
+        sequence number, and the events it sends as one format. None: the state has no plan
+        (`_fast` decides each event). Any event taken in full drops the plan (on_event)."""
+        m = self.active.get(shape.output_index)
+        p = m.part if m is not None else None
+        if p is None or p.splitter is None or self.seq.last is None:
+            return None
+        p.fed = True   # (what on_chunk feeds is never empty)
+        # The byte path sees only canonical frames: an event: line when the shape has one, LF.
+        self.event_lines, self.eol = shape.event is not None, b"\n"
+        cur = m.cur
+        seq_group = sum(2 if k == _TEXT else 1 for k in shape.kinds[:shape.seq_i]) + 1
+        if type(cur) is _MessagePiece and cur.dpart is not None and cur.dpart.upart is p:
+            dp = cur.dpart
+            tpl = dp.delta_template
+            if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
+                tpl = dp.delta_template = self._delta_template(shape, cur, dp)
+            cuts = [c.replace(b"%", b"%%") for c in tpl[1]]
+            fmt = cuts[0] + b"".join((b"%d" if k == _SEQ else b"%s") + c for k, c in zip(shape.kinds, cuts[1:]))
+            groups, g = [], 1
+            for k in shape.kinds:   # the regex groups of the slots, in order (text_slot has two)
+                groups.append(None if k == _SEQ else 0 if k == _TEXT else g)
+                g += 2 if k == _TEXT else 1
+            plan = (CONTENT, p.splitter.plain, dp.text.add, seq_group, fmt,
+                    (tpl[2], None if groups == [None, 0] else groups))
+        elif type(cur) is _ReasoningItem:
+            tpl = cur.delta_template
+            if tpl is None or tpl[0] != (self.event_lines, self.eol):
+                tpl = cur.delta_template = ((self.event_lines, self.eol), self._reason_templates(cur))
+            frames = tpl[1]
+            assert 1 <= len(frames) <= 2   # the summary channel, the content channel or both
+            fmt = b"".join(b"%d".join([head.replace(b"%", b"%%"), mid.replace(b"%", b"%%")]) + b"%s"
+                           + tail.replace(b"%", b"%%") for head, mid, tail in frames)
+            plan = (REASONING, p.splitter.plain, cur.text.add, seq_group, fmt, len(frames))
+        else:
+            return None
+        self._plan = plan
+        return plan
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:
             return [ev.raw]
+        self._plan = None
         learn = True
         shape = self._shape
         if shape is not None and self.fast and ev.event == shape.event:
@@ -337,10 +420,14 @@ class StreamRewriter(_ResponseState):
                     frames.append(b"%s%d%s%s%s" % (head, n, mid, lit, tail))
                 self.dirty = True
                 return frames
+        return self._pieces(ev, shape, vals, pieces)
+
+    def _pieces(self, ev: Event, shape: _Shape, vals: list, pieces: list) -> list[bytes]:
+        """A delta whose text the splitter has split into `pieces`: its message sends them."""
         obj = shape.event_obj(vals)
         self._batch = []
-        m.pieces(pieces, obj, (ev, obj))   # type: ignore[union-attr]
-        return self._send(seq)
+        self.active[shape.output_index].pieces(pieces, obj, (ev, obj))
+        return self._send(vals[shape.seq_i])
 
     def _delta_template(self, shape: _Shape, seg: _MessagePiece, dp: _OutputPart) -> tuple:
         ev = dict(shape.obj, output_index=seg.output_index, content_index=dp.content_index)
@@ -489,6 +576,7 @@ class StreamRewriter(_ResponseState):
         return out
 
     def _flush(self) -> list[bytes]:
+        self._plan = None
         self._batch = []
         for m in self.active.values():
             m.flush()

@@ -104,14 +104,17 @@ def canonical_head(raw: bytes, data: str, event: str | None, eol: bytes) -> byte
 
 class ByteShape:
     """A learned event as bytes: `match(chunk)` is a match whose groups are the slots' values
-    when the chunk is that event with other values (see `text_slot` for a text slot's two)."""
+    when the chunk is that event with other values (see `text_slot` for a text slot's two).
+    `head` is what `canonical_head` gave, `name` its event name; `consts` the bytes of the data
+    around the slots."""
 
-    __slots__ = ("match",)
+    __slots__ = ("match", "name", "head_len")
 
-    def __init__(self, consts: list[bytes], slots: list[bytes]) -> None:
+    def __init__(self, head: bytes, name: str | None, consts: list[bytes], slots: list[bytes]) -> None:
+        self.name, self.head_len = name, len(head)
         # The bytes before the first slot and after the last are compared, not matched: a
         # regex of them would be compiled per flow (they hold its ids), and matched slower.
-        prefix, suffix = consts[0], consts[-1]
+        prefix, suffix = head + consts[0], consts[-1] + b"\n\n"
         rx = slots[0] + b"".join(re.escape(c) + slot for c, slot in zip(consts[1:-1], slots[1:]))
         fullmatch = re.compile(rx, re.S).fullmatch
         start, tail = len(prefix), len(suffix)
@@ -121,6 +124,12 @@ class ByteShape:
                 return fullmatch(chunk, start, len(chunk) - tail)
             return None
         self.match = match
+
+    def data(self, chunk: bytes) -> str:
+        """The data of a chunk `match` took, as the SSE parser reads it: the chunk is one whole
+        event, framed as canonical_head requires. The surface's on_event can then take it
+        without the driver's framing."""
+        return chunk[self.head_len:-2].decode("utf-8", "surrogateescape")
 
 
 # The body of any JSON string literal (valid escapes; non-ASCII bytes are checked by decoding).
@@ -162,7 +171,7 @@ NUMBER_SLOT = b"(0|[1-9][0-9]*)"
 ASCII_SLOT = b'("[^"\\\\\\x00-\\x1f\\x7f-\\xff]*")'   # a string literal without escapes, quotes kept
 
 
-def literal_shape(head: bytes, before: str, after: str, rules: Rules) -> ByteShape:
+def literal_shape(head: bytes, name: str | None, before: str, after: str, rules: Rules) -> ByteShape:
     """The shape of an event whose one slot is a text literal between `before` and `after`."""
-    return ByteShape([head + before.encode("utf-8", "surrogateescape"),
-                      after.encode("utf-8", "surrogateescape") + b"\n\n"], [text_slot(rules)])
+    return ByteShape(head, name, [before.encode("utf-8", "surrogateescape"),
+                                  after.encode("utf-8", "surrogateescape")], [text_slot(rules)])

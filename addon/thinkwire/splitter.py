@@ -204,7 +204,8 @@ class Splitter:
                     return [self._plain_reasoning(text)]
             elif not self._at_start:
                 if self.rules._plain_re.search(text) is None:
-                    return [self._plain_content(text)]
+                    self._observe(text, 0, len(text))   # only the line and code state move
+                    return [(CONTENT, text)]
         elif self._ws_hold and not text.strip(_WS):
             self._ws_more.append(text)
             return []
@@ -224,7 +225,8 @@ class Splitter:
         if not self._inside:
             if self._held or self._at_start:
                 return None
-            return self._plain_content(text)
+            self._observe(text, 0, len(text))   # only the line and code state move
+            return (CONTENT, text)
         trim = self.rules.trim
         if self._held:
             if not self._ws_hold:
@@ -246,11 +248,6 @@ class Splitter:
         self.reasoning_chars += len(text)
         self._fresh = False
         return (REASONING, text)
-
-    def _plain_content(self, text: str) -> tuple[int, str]:
-        # Answer text with no tag in it: only the line and code state move (_content's path).
-        self._observe(text, 0, len(text))
-        return (CONTENT, text)
 
     def finish(self) -> list:
         out: list = []

@@ -152,20 +152,25 @@ class StreamDriver:
         # The byte fast path, while it may apply: no Content-Encoding, not failed, not ended.
         on_chunk = getattr(rewriter, "on_chunk", None) if getattr(rewriter, "fast", False) else None
         self._on_chunk = on_chunk if decoder is None else None
-        self._idle = self.parser.idle
+        self._ready = False   # the byte path may take the next chunk: it has one, the parser is idle
 
     def __call__(self, chunk: bytes) -> list[bytes]:
-        on_chunk = self._on_chunk
-        if on_chunk is not None and self._idle():
+        if self._ready:
             try:
-                got = on_chunk(chunk)
+                got = self._on_chunk(chunk)   # type: ignore[misc]
             except Exception as e:
                 out: list[bytes] = []
                 self._fail(f"{type(e).__name__}: {e}", out, [])
                 out.append(chunk)
                 return self._join(out)
-            if got is not None:
+            if got is not None:   # (the parser saw nothing: it stays idle)
                 return got if len(got) == 1 else self._join(got)
+        out = self._rewrite(chunk)
+        self._ready = self._on_chunk is not None and self.parser.idle()
+        return out
+
+    def _rewrite(self, chunk: bytes) -> list[bytes]:
+        """The full path: decode, frame, rewrite each event."""
         if self.ended:  # after a compressed stream broke off: the rest is dropped
             return []
         final = chunk == b""
@@ -239,6 +244,7 @@ class StreamDriver:
         self.failure = reason
         self.passthrough = True
         self._on_chunk = None
+        self._ready = False
         log.warning("thinkwire: stream rewrite failed, passing the rest through unchanged: %s",
                     reason, exc_info=log.isEnabledFor(logging.DEBUG))
         if self.on_fail:

@@ -128,11 +128,9 @@ class StreamRewriter:
         if m is None or st.native or st.done:
             return None
         got = slot_text(m, 1, st.splitter.rules)
-        if got is None:
-            return None
-        piece = st.splitter.plain(got[0])
-        if piece is None:
-            return None
+        piece = st.splitter.plain(got[0]) if got is not None else None
+        if piece is None:   # the splitter must decide: on_event, without the driver's framing
+            return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
         if piece[0] == CONTENT:
             return [chunk]              # answer text as it came
         # (runs() changes a block's first text only: skip it for the rest.)
@@ -215,7 +213,7 @@ class StreamRewriter:
         # What _fast sends for a reasoning run, cut where the text goes.
         value = "null," + ",".join(f'"{f}":"\0"' for f in self.fields)
         cut = encode(before + value + after, ev.event, ev.eol).split(b"\0")
-        return literal_shape(head, before, after, st.splitter.rules), st, cut
+        return literal_shape(head, ev.event, before, after, st.splitter.rules), st, cut
 
     def _choice(self, ch: object, model: object) -> list[dict] | None:
         """The choice dicts this choice becomes, or None when it passes unchanged."""

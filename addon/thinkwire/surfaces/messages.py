@@ -205,11 +205,9 @@ class StreamRewriter:
         if st is None:
             return None
         got = slot_text(m, 1, st.splitter.rules)
-        if got is None:
-            return None
-        piece = st.splitter.plain(got[0])
-        if piece is None:
-            return None
+        piece = st.splitter.plain(got[0]) if got is not None else None
+        if piece is None:   # the splitter must decide: on_event, without the driver's framing
+            return self.on_event(Event(chunk, b.name, b.data(chunk)))
         self.eol = b"\n"
         kind, text = piece
         # A plain literal is its text, and so is any start of it; other text (held whitespace
@@ -295,7 +293,7 @@ class StreamRewriter:
             text = delta["text"]
             self._shape = _learn_shape(ev.data, text, u)
             head = canonical_head(ev.raw, ev.data, ev.event, ev.eol) if self._shape and self.fast else None
-            self._bytes = None if head is None else literal_shape(head, *self._shape[:2], st.splitter.rules)
+            self._bytes = None if head is None else literal_shape(head, ev.event, *self._shape[:2], st.splitter.rules)
             return self._text(ev, st, u, text, None)
         # Any other delta (citations_delta ...) belongs to the text: put it in a text block.
         out = [] if st.kind == _TEXT else self._open(st, _TEXT)

@@ -239,8 +239,8 @@ class StreamRewriter(_ResponseState):
         shape = self._shape
         assert shape is not None
         got = slot_text(m, shape.text_i + 1, b[1])   # the text slot is two groups (text_slot)
-        if got is None:
-            return None
+        if got is None:   # the splitter must decide: on_event, without the driver's framing
+            return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
         plan = self._plan or self._make_plan(shape)
         if plan is None:
             out = self._fast(Event(chunk, shape.event, None), shape, _slot_values(shape, m, got[0]), plain=True)
@@ -249,7 +249,7 @@ class StreamRewriter(_ResponseState):
         kind, plain, add, seq_group, fmt, extra = plan
         piece = plain(got[0])
         if piece is None:
-            return None
+            return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
         self._hits += 1
         if piece[0] != kind:   # the block opened or closed before this text: the message decides
             self._plan = None
@@ -359,8 +359,7 @@ class StreamRewriter(_ResponseState):
         rules = self.ctx.rules(self.model)   # the rules the parts' splitters have
         text = text_slot(rules)
         consts = [c.encode("utf-8", "surrogateescape") for c in shape.consts]
-        consts[0], consts[-1] = head + consts[0], consts[-1] + b"\n\n"
-        return ByteShape(consts, [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT
+        return ByteShape(head, ev.event, consts, [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT
                                   for k in shape.kinds]), rules
 
     def _fast(self, ev: Event, shape: _Shape, vals: list, plain: bool = False) -> list[bytes] | None:

@@ -70,6 +70,15 @@ def message_of(body_bytes, i=0):
     return json.loads(body_bytes)["choices"][i]["message"]
 
 
+def test_a_lone_surrogate_escape_is_split_and_written_back_as_the_escape():
+    # Valid JSON (servers that escape every non-ASCII character can split a pair); before, the
+    # rewrite could not encode it and the body went through unchanged.
+    out = chat.rewrite_body(body("<think>a\ud800</think>hi\udfff"), make_ctx())
+    assert b"\\ud800" in out and b"\\udfff" in out
+    msg = message_of(out)
+    assert msg["reasoning_content"] == "a\ud800" and msg["content"] == "hi\udfff"
+
+
 # -- paths --------------------------------------------------------------------------------
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/chat/completions", "/api/v1/chat/completions",
                                   "/openai/deployments/gpt/chat/completions?api-version=2024-10-21",

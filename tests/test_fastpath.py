@@ -188,6 +188,22 @@ def test_escapes_line_ends_code_and_non_ascii_take_the_byte_path_too(surface):
     assert hits >= 2 * len(tokens) * 8 - 4
 
 
+ODD_LITERALS = {"an empty text": b"", "a lone surrogate": b"\\ud800", "a surrogate pair": b"\\ud83d\\ude00",
+                "bytes that are not UTF-8": b"\xff\xfe", "a tag's first character": b"a\\u003cb"}
+
+
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])
+@pytest.mark.parametrize("odd", ODD_LITERALS)
+def test_literals_the_byte_path_declines_give_what_the_full_path_gives(surface, odd):
+    # Built as bytes: json.dumps writes none of these. In the block and in the answer.
+    texts = ["<think>", "a", "ODD", " b", "</think>", "c", "ODD", " d"]
+    events = [e.replace(b'"ODD"', b'"' + ODD_LITERALS[odd] + b'"') for e in SURFACES[surface][1](texts)]
+    fast, hits = run(surface, events, True)
+    assert fast == run(surface, events, False)[0]
+    if odd == "a surrogate pair":   # valid JSON for one character: it takes the byte path
+        assert "\U0001f600".encode() in fast
+
+
 @pytest.mark.parametrize("surface", ["chat", "messages"])
 def test_held_whitespace_in_front_of_a_shorter_kept_text_is_escaped(surface):
     # "\t" is held; "b  " then gives "\tb": no longer than the literal, but not a start of it.

@@ -18,6 +18,7 @@ A rewriter built with `fast=False` takes neither shortcut: the tests' reference.
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import re
@@ -44,6 +45,24 @@ def _make_dumps():
 
 
 dumps = _make_dumps()
+
+
+def _out_errors(e: UnicodeError) -> tuple[bytes, int]:
+    """The error handler for JSON text going out (`OUT`): a character from bytes that were not
+    UTF-8 (decoded with surrogateescape) becomes its byte again, as it came; any other lone
+    surrogate (an upstream's `\\ud800` escape) is written as that escape. Surrogates occur only
+    inside string literals, so the escape is valid JSON. It runs only when one occurs."""
+    if not isinstance(e, UnicodeEncodeError):
+        raise e
+    out = b""
+    for ch in e.object[e.start:e.end]:
+        c = ord(ch)
+        out += bytes([c - 0xDC00]) if 0xDC80 <= c <= 0xDCFF else b"\\u%04x" % c
+    return out, e.end
+
+
+OUT = "thinkwire-json"   # str.encode("utf-8", OUT) for JSON text and the events that carry it
+codecs.register_error(OUT, _out_errors)
 
 
 # -- shapes in text ----------------------------------------------------------------------------
@@ -96,33 +115,49 @@ def canonical_head(raw: bytes, data: str, event: str | None, eol: bytes) -> byte
     matched byte for byte, so what a shortcut sends is what the full path would."""
     if eol != b"\n" or "\n" in data or "\r" in data:
         return None
-    head = (b"event: " + event.encode("utf-8", "surrogateescape") + b"\n" if event is not None else b"") + b"data: "
-    if raw != head + data.encode("utf-8", "surrogateescape") + b"\n\n":
+    head = (b"event: " + event.encode("utf-8", OUT) + b"\n" if event is not None else b"") + b"data: "
+    if raw != head + data.encode("utf-8", OUT) + b"\n\n":
         return None
     return head
 
 
 class ByteShape:
-    """A learned event as bytes: `match(chunk)` is a match whose groups are the slots' values
-    when the chunk is that event with other values (see `text_slot` for a text slot's two).
+    """A learned event as bytes: `match(chunk)` is the slots' matches, in order, when the chunk
+    is that event with other values in them (a text slot's match has two groups: `text_slot`).
     `head` is what `canonical_head` gave, `name` its event name; `consts` the bytes of the data
-    around the slots."""
+    around the slots. Only the slots are regular expressions, each compiled once per process:
+    the bytes around them hold the stream's ids, and compiling those would cost every flow
+    (~0.4 ms)."""
 
     __slots__ = ("match", "name", "head_len")
 
     def __init__(self, head: bytes, name: str | None, consts: list[bytes], slots: list[bytes]) -> None:
         self.name, self.head_len = name, len(head)
-        # The bytes before the first slot and after the last are compared, not matched: a
-        # regex of them would be compiled per flow (they hold its ids), and matched slower.
         prefix, suffix = head + consts[0], consts[-1] + b"\n\n"
-        rx = slots[0] + b"".join(re.escape(c) + slot for c, slot in zip(consts[1:-1], slots[1:]))
-        fullmatch = re.compile(rx, re.S).fullmatch
         start, tail = len(prefix), len(suffix)
+        if len(slots) == 1:
+            whole = _compiled(slots[0]).fullmatch
 
-        def match(chunk: bytes) -> re.Match | None:
-            if chunk.startswith(prefix) and chunk.endswith(suffix):
-                return fullmatch(chunk, start, len(chunk) - tail)
-            return None
+            def match(chunk: bytes) -> tuple | None:
+                if chunk.startswith(prefix) and chunk.endswith(suffix):
+                    m = whole(chunk, start, len(chunk) - tail)
+                    return None if m is None else (m,)
+                return None
+        else:
+            # Each slot, then the bytes after it (none after the last: the suffix was compared).
+            steps = [(_compiled(slot).match, c) for slot, c in zip(slots, consts[1:-1] + [b""])]
+
+            def match(chunk: bytes) -> tuple | None:
+                if not (chunk.startswith(prefix) and chunk.endswith(suffix)):
+                    return None
+                end, pos, found = len(chunk) - tail, start, []
+                for slot, after in steps:
+                    m = slot(chunk, pos, end)
+                    if m is None or not chunk.startswith(after, m.end()):
+                        return None
+                    found.append(m)
+                    pos = m.end() + len(after)
+                return tuple(found) if pos == end else None
         self.match = match
 
     def data(self, chunk: bytes) -> str:
@@ -130,6 +165,11 @@ class ByteShape:
         event, framed as canonical_head requires. The surface's on_event can then take it
         without the driver's framing."""
         return chunk[self.head_len:-2].decode("utf-8", "surrogateescape")
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(slot: bytes) -> re.Pattern:
+    return re.compile(slot, re.S)
 
 
 # The body of any JSON string literal (valid escapes; non-ASCII bytes are checked by decoding).
@@ -142,29 +182,24 @@ def text_slot(rules: Rules) -> bytes:
     return b'"(?:(' + plain_bytes(rules) + b'++)|(' + _ANY_BODY + b'))"'
 
 
-def slot_text(m: re.Match, group: int, rules: Rules) -> tuple[str, bool] | None:
-    """The text of a `text_slot` whose first group is `group`, and whether its literal was plain
-    (then the literal is the text). None where the full path must decide: an empty text, one
-    that holds the first character of a tag or marker, or bytes that do not decode (the full
-    path keeps them as they came)."""
-    lit = m[group]
+def slot_text(m: re.Match, rules: Rules) -> tuple[str, bool] | None:
+    """The text of a `text_slot`'s match, and whether its literal was plain (then the literal is
+    the text). None where the full path must decide: an empty text, one that holds the first
+    character of a tag or marker, or bytes that do not decode (the full path keeps them as
+    they came)."""
+    lit = m[1]
     if lit is not None:
         return lit.decode("ascii"), True
-    lit = m[group + 1]
+    lit = m[2]
     try:
         text = lit.decode("utf-8")
         if b"\\" in lit:
             text = scanstring(text + '"', 0)[0]
-            if b"\\u" in lit and _SURROGATE.search(text):
-                return None    # a lone surrogate: not text that encodes back
     except ValueError:
         return None
     if not text or rules.may_hold_tag(text):
         return None
     return text, False
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 NUMBER_SLOT = b"(0|[1-9][0-9]*)"
@@ -173,5 +208,5 @@ ASCII_SLOT = b'("[^"\\\\\\x00-\\x1f\\x7f-\\xff]*")'   # a string literal without
 
 def literal_shape(head: bytes, name: str | None, before: str, after: str, rules: Rules) -> ByteShape:
     """The shape of an event whose one slot is a text literal between `before` and `after`."""
-    return ByteShape(head, name, [before.encode("utf-8", "surrogateescape"),
-                                  after.encode("utf-8", "surrogateescape")], [text_slot(rules)])
+    return ByteShape(head, name, [before.encode("utf-8", OUT),
+                                  after.encode("utf-8", OUT)], [text_slot(rules)])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .fastpath import _make_dumps, dumps  # noqa: F401  (the JSON encoder lives in fastpath)
+from .fastpath import OUT, _make_dumps, dumps  # noqa: F401  (the JSON encoder lives in fastpath)
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _LINES = re.compile("\r\n|\r|\n")
@@ -151,4 +151,4 @@ def encode(data: str, event: str | None = None, eol: bytes = b"\n") -> bytes:
         body = "".join(f"data: {ln}{e}" for ln in _LINES.split(data))
     else:
         body = f"data: {data}{e}"
-    return (head + body + e).encode("utf-8", "surrogateescape")
+    return (head + body + e).encode("utf-8", OUT)

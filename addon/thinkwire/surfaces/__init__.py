@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
+from ..fastpath import OUT
 from ..sse import dumps
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def restore(data: bytes, ctx: FlowContext, how: str, key: str,
     if not n:
         return None
     ctx.stats.restored += n
-    return dumps(obj).encode()
+    return dumps(obj).encode("utf-8", OUT)
 
 
 def event_object(data: str, ctx: FlowContext) -> dict | None:

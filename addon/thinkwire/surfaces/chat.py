@@ -12,7 +12,7 @@ import json
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, is_done, restore
-from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal, slot_text
+from ..fastpath import OUT, canonical_head, key_pattern, learn_literal, literal_shape, read_literal, slot_text
 from ..sse import Event, dumps, encode
 
 NAME = "chat"
@@ -49,7 +49,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     for ch in obj["choices"]:
         if isinstance(ch, dict) and isinstance(ch.get("message"), dict):
             changed |= _split_message(ch["message"], ctx, obj.get("model"))
-    return dumps(obj).encode() if changed else None
+    return dumps(obj).encode("utf-8", OUT) if changed else None
 
 
 def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = True) -> bool:
@@ -127,7 +127,7 @@ class StreamRewriter:
         st = b[1]
         if m is None or st.native or st.done:
             return None
-        got = slot_text(m, 1, st.splitter.rules)
+        got = slot_text(m[0], st.splitter.rules)
         piece = st.splitter.plain(got[0]) if got is not None else None
         if piece is None:   # the splitter must decide: on_event, without the driver's framing
             return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
@@ -140,7 +140,7 @@ class StreamRewriter:
         if got[1] and got[0].startswith(text):
             lit = text.encode()
         else:
-            lit = dumps(text)[1:-1].encode("utf-8", "surrogateescape")
+            lit = dumps(text)[1:-1].encode("utf-8", OUT)
         return [lit.join(b[2])]
 
     def on_event(self, ev: Event) -> list[bytes]:

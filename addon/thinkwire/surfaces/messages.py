@@ -32,7 +32,7 @@ import json
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, restore
-from ..fastpath import canonical_head, key_pattern, learn_literal, literal_shape, read_literal, slot_text
+from ..fastpath import OUT, canonical_head, key_pattern, learn_literal, literal_shape, read_literal, slot_text
 from ..sse import Event, dumps, encode
 
 NAME = "messages"
@@ -112,7 +112,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     if not changed:
         return None
     obj["content"] = out
-    return dumps(obj).encode()
+    return dumps(obj).encode("utf-8", OUT)
 
 
 def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict]:
@@ -147,7 +147,7 @@ _SEALED = frozenset({"signed", "omitted", "redacted"})  # ... is held for the ma
 
 def _body(text: str) -> bytes:
     """The bytes of text's JSON literal, without its quotes."""
-    return dumps(text)[1:-1].encode("utf-8", "surrogateescape")
+    return dumps(text)[1:-1].encode("utf-8", OUT)
 
 
 class _TextBlock:
@@ -204,7 +204,7 @@ class StreamRewriter:
         st = self.texts.get(u)
         if st is None:
             return None
-        got = slot_text(m, 1, st.splitter.rules)
+        got = slot_text(m[0], st.splitter.rules)
         piece = st.splitter.plain(got[0]) if got is not None else None
         if piece is None:   # the splitter must decide: on_event, without the driver's framing
             return self.on_event(Event(chunk, b.name, b.data(chunk)))

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 
 from ...context import FlowContext
+from ...fastpath import OUT
 from ...sse import dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
     _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text)
@@ -91,4 +92,4 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
                 changed = True
                 continue
         new.append(item)
-    return dumps(dict(obj, output=new)).encode() if changed else None
+    return dumps(dict(obj, output=new)).encode("utf-8", OUT) if changed else None

@@ -9,7 +9,7 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 
 from ...context import FlowContext
-from ...fastpath import ASCII_SLOT, NUMBER_SLOT, ByteShape, canonical_head, slot_text, text_slot
+from ...fastpath import ASCII_SLOT, NUMBER_SLOT, OUT, ByteShape, canonical_head, slot_text, text_slot
 from ...splitter import CONTENT, REASONING, Rules
 from ...sse import Event, dumps
 from .. import event_object, is_done
@@ -136,12 +136,10 @@ def _learn(ev: Event, obj: dict) -> _Shape | None:
     return shape
 
 
-def _slot_values(shape: _Shape, m: re.Match, text: str) -> list:
+def _slot_values(shape: _Shape, found: tuple, text: str) -> list:
     """The slots' values of a chunk the byte shape matched, as `_Shape.match` reads them."""
-    k = shape.text_i   # the text slot is groups k + 1 and k + 2 (see text_slot)
-    groups = m.groups()
-    vals = [g.decode("ascii") for g in groups[:k]] + [text] + [g.decode("ascii") for g in groups[k + 2:]]
-    vals[shape.seq_i] = int(vals[shape.seq_i])
+    vals = [text if k == _TEXT else int(m[1]) if k == _SEQ else m[1].decode("ascii")
+            for k, m in zip(shape.kinds, found)]
     return vals
 
 
@@ -238,7 +236,7 @@ class StreamRewriter(_ResponseState):
             return None
         shape = self._shape
         assert shape is not None
-        got = slot_text(m, shape.text_i + 1, b[1])   # the text slot is two groups (text_slot)
+        got = slot_text(m[shape.text_i], b[1])
         if got is None:   # the splitter must decide: on_event, without the driver's framing
             return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
         plan = self._plan or self._make_plan(shape)
@@ -246,7 +244,7 @@ class StreamRewriter(_ResponseState):
             out = self._fast(Event(chunk, shape.event, None), shape, _slot_values(shape, m, got[0]), plain=True)
             self._hits += out is not None
             return out
-        kind, plain, add, seq_group, fmt, extra = plan
+        kind, plain, add, fmt, extra = plan
         piece = plain(got[0])
         if piece is None:
             return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
@@ -257,9 +255,9 @@ class StreamRewriter(_ResponseState):
             return self._pieces(Event(chunk, shape.event, None), shape, vals, [piece])
         value = piece[1]
         add(value)
-        seq = int(m[seq_group])
+        seq = int(m[shape.seq_i][1])
         s = self.seq   # numbered as _Sequencer.number does, inline: this runs per token
-        if kind == CONTENT:   # extra: (same bytes as upstream's, the slots' groups or None)
+        if kind == CONTENT:   # extra: (same bytes as upstream's, the slots' kinds; None: seq, text)
             n = seq + s.offset
             if n <= s.last:
                 n = s.last + 1
@@ -267,23 +265,23 @@ class StreamRewriter(_ResponseState):
             s.last = n
             if extra[0] and n == seq:
                 return [chunk]    # as it came: the original bytes
-            lit = encode_basestring(value).encode("utf-8", "surrogateescape")
+            lit = encode_basestring(value).encode("utf-8", OUT)
             self.dirty = True
-            groups = extra[1]
-            return [fmt % ((n, lit) if groups is None else
-                           tuple(n if g is None else lit if g == 0 else m[g] for g in groups))]
+            kinds = extra[1]
+            return [fmt % ((n, lit) if kinds is None else
+                           tuple(n if k == _SEQ else lit if k == _TEXT else f[1] for k, f in zip(kinds, m)))]
         n = s.last + 1   # extra: how many events (channels) each reasoning delta becomes
         s.last = n + extra - 1
         if s.last - seq > s.offset:
             s.offset = s.last - seq
-        lit = encode_basestring(value).encode("utf-8", "surrogateescape")
+        lit = encode_basestring(value).encode("utf-8", OUT)
         self.dirty = True
         return [fmt % ((n, lit) if extra == 1 else (n, lit, n + 1, lit))]
 
     def _make_plan(self, shape: _Shape) -> tuple | None:
         """What the byte path does for the message's current state, worked out once: the piece
-        kind it expects, its splitter's plain step, where its text goes, the group of the
-        sequence number, and the events it sends as one format. None: the state has no plan
+        kind it expects, its splitter's plain step, where its text goes, and the events it
+        sends as one format. None: the state has no plan
         (`_fast` decides each event). Any event taken in full drops the plan (on_event)."""
         m = self.active.get(shape.output_index)
         p = m.part if m is not None else None
@@ -293,7 +291,6 @@ class StreamRewriter(_ResponseState):
         # The byte path sees only canonical frames: an event: line when the shape has one, LF.
         self.event_lines, self.eol = shape.event is not None, b"\n"
         cur = m.cur
-        seq_group = sum(2 if k == _TEXT else 1 for k in shape.kinds[:shape.seq_i]) + 1
         if type(cur) is _MessagePiece and cur.dpart is not None and cur.dpart.upart is p:
             dp = cur.dpart
             tpl = dp.delta_template
@@ -301,12 +298,8 @@ class StreamRewriter(_ResponseState):
                 tpl = dp.delta_template = self._delta_template(shape, cur, dp)
             cuts = [c.replace(b"%", b"%%") for c in tpl[1]]
             fmt = cuts[0] + b"".join((b"%d" if k == _SEQ else b"%s") + c for k, c in zip(shape.kinds, cuts[1:]))
-            groups, g = [], 1
-            for k in shape.kinds:   # the regex groups of the slots, in order (text_slot has two)
-                groups.append(None if k == _SEQ else 0 if k == _TEXT else g)
-                g += 2 if k == _TEXT else 1
-            plan = (CONTENT, p.splitter.plain, dp.text.add, seq_group, fmt,
-                    (tpl[2], None if groups == [None, 0] else groups))
+            kinds = shape.kinds
+            plan = (CONTENT, p.splitter.plain, dp.text.add, fmt, (tpl[2], None if kinds == [_SEQ, _TEXT] else kinds))
         elif type(cur) is _ReasoningItem:
             tpl = cur.delta_template
             if tpl is None or tpl[0] != (self.event_lines, self.eol):
@@ -315,7 +308,7 @@ class StreamRewriter(_ResponseState):
             assert 1 <= len(frames) <= 2   # the summary channel, the content channel or both
             fmt = b"".join(b"%d".join([head.replace(b"%", b"%%"), mid.replace(b"%", b"%%")]) + b"%s"
                            + tail.replace(b"%", b"%%") for head, mid, tail in frames)
-            plan = (REASONING, p.splitter.plain, cur.text.add, seq_group, fmt, len(frames))
+            plan = (REASONING, p.splitter.plain, cur.text.add, fmt, len(frames))
         else:
             return None
         self._plan = plan
@@ -358,7 +351,7 @@ class StreamRewriter(_ResponseState):
             return None
         rules = self.ctx.rules(self.model)   # the rules the parts' splitters have
         text = text_slot(rules)
-        consts = [c.encode("utf-8", "surrogateescape") for c in shape.consts]
+        consts = [c.encode("utf-8", OUT) for c in shape.consts]
         return ByteShape(head, ev.event, consts, [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT
                                   for k in shape.kinds]), rules
 
@@ -404,7 +397,7 @@ class StreamRewriter(_ResponseState):
                 cuts = tpl[1]
                 parts = [cuts[0]]
                 for v, c in zip(out, cuts[1:]):
-                    parts.append(v.encode("utf-8", "surrogateescape"))
+                    parts.append(v.encode("utf-8", OUT))
                     parts.append(c)
                 return [b"".join(parts)]
             if kind == REASONING and type(cur) is _ReasoningItem:
@@ -412,7 +405,7 @@ class StreamRewriter(_ResponseState):
                 tpl = cur.delta_template
                 if tpl is None or tpl[0] != (self.event_lines, self.eol):
                     tpl = cur.delta_template = ((self.event_lines, self.eol), self._reason_templates(cur))
-                lit = encode_basestring(value).encode("utf-8", "surrogateescape")
+                lit = encode_basestring(value).encode("utf-8", OUT)
                 frames = []
                 for head, mid, tail in tpl[1]:
                     n = self.seq.number(seq, own=False)
@@ -433,7 +426,7 @@ class StreamRewriter(_ResponseState):
         if seg.id is not None and "item_id" in ev:
             ev["item_id"] = seg.id
         # What _frame gives for _template(ev) filled with values, cut where the values go.
-        cuts = [x.encode("utf-8", "surrogateescape") for x in _template(ev)]
+        cuts = [x.encode("utf-8", OUT) for x in _template(ev)]
         head, tail = self._frame("response.output_text.delta", "\0").split(b"\0")
         cuts[0], cuts[-1] = head + cuts[0], cuts[-1] + tail
         return shape, cuts, ev == shape.obj, (self.event_lines, self.eol)
@@ -445,7 +438,7 @@ class StreamRewriter(_ResponseState):
                for ch in self.mode.channels]
         cuts = []
         for e in evs:
-            pre, mid, post = (x.encode("utf-8", "surrogateescape") for x in _template(e))
+            pre, mid, post = (x.encode("utf-8", OUT) for x in _template(e))
             head, tail = self._frame(e["type"], "\0").split(b"\0")
             cuts.append((head + pre, mid, post + tail))
         return tuple(cuts)
@@ -454,7 +447,7 @@ class StreamRewriter(_ResponseState):
         """sse.encode for compact JSON (it has no line breaks)."""
         e = "\n" if self.eol == b"\n" else self.eol.decode()
         head = f"event: {type_}{e}data: " if self.event_lines else "data: "
-        return f"{head}{data}{e}{e}".encode("utf-8", "surrogateescape")
+        return f"{head}{data}{e}{e}".encode("utf-8", OUT)
 
     def _dispatch(self, obj: dict, src: tuple) -> None:
         t = obj["type"]

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
+from thinkwire.fastpath import NUMBER_SLOT, ByteShape, slot_text, text_slot
 from thinkwire.marks import PREFIX, Sealer
 from thinkwire.splitter import Rules, Splitter, TagPair
 from thinkwire.stream import StreamDriver
@@ -211,6 +212,33 @@ def test_held_whitespace_in_front_of_a_shorter_kept_text_is_escaped(surface):
     fast = run(surface, events, True)[0]
     assert fast == run(surface, events, False)[0]
     assert b"\t" not in fast and b"\\tb" in fast
+
+
+def test_a_byte_shape_matches_the_ids_it_learned_and_no_others():
+    rules = RULES[0]
+    shape = ByteShape(b"event: d\ndata: ", "d", [b'{"seq":', b',"item_id":"msg_a","n":0,"delta":', b'}'],
+                      [NUMBER_SLOT, text_slot(rules)])
+    def chunk(seq, item, text):
+        return b'event: d\ndata: {"seq":%s,"item_id":%s,"n":0,"delta":%s}\n\n' % (seq, item, text)
+    m = shape.match(chunk(b"12", b'"msg_a"', b'"hi"'))
+    assert m is not None and m[shape.groups[0]] == b"12" and slot_text(m, shape.groups[1], rules) == ("hi", True)
+    assert shape.match(chunk(b"12", b'"msg_b"', b'"hi"')) is None      # another item
+    assert shape.match(chunk(b"12", b'"msg_\\"a"', b'"hi"')) is None  # an escape: the full path reads it
+    assert shape.match(chunk(b"012", b'"msg_a"', b'"hi"')) is None     # not a JSON number
+    assert shape.match(chunk(b"12", b'"msg_a"', b'"h"i"')) is None     # not one string
+    assert shape.data(chunk(b"1", b'"msg_a"', b'"x"')) == '{"seq":1,"item_id":"msg_a","n":0,"delta":"x"}'
+
+
+def test_responses_with_two_messages_of_the_same_shape_agree_on_both_paths():
+    one = responses_stream(["<think>", "a", " b", "</think>", "c", " d"])
+    two = [e.replace(b"msg_1", b"msg_2").replace(b'"output_index":0', b'"output_index":1')
+           for e in responses_stream(["<think>", "e", " f", "</think>", "g", " h"])]
+    # One response: its first item's events, then the second item's, numbered in order.
+    seq = iter(range(1000))
+    events = [re.sub(rb'"sequence_number":\d+', lambda m: b'"sequence_number":%d' % next(seq), e)
+              for e in [one[0]] + one[1:-1] + two[1:-1] + [one[-1]]]
+    for name, chunks in chunkings(events, random.Random(5)).items():
+        assert run("responses", chunks, True)[0] == run("responses", chunks, False)[0], name
 
 
 # -- Splitter.plain: what feed does for a plain text -------------------------------------------------

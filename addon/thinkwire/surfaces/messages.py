@@ -204,7 +204,7 @@ class StreamRewriter:
         st = self.texts.get(u)
         if st is None:
             return None
-        got = slot_text(m[0], st.splitter.rules)
+        got = slot_text(m, 1, st.splitter.rules)
         piece = st.splitter.plain(got[0]) if got is not None else None
         if piece is None:   # the splitter must decide: on_event, without the driver's framing
             return self.on_event(Event(chunk, b.name, b.data(chunk)))

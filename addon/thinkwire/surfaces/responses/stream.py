@@ -136,11 +136,10 @@ def _learn(ev: Event, obj: dict) -> _Shape | None:
     return shape
 
 
-def _slot_values(shape: _Shape, found: tuple, text: str) -> list:
+def _slot_values(shape: _Shape, m: re.Match, groups: list[int], text: str) -> list:
     """The slots' values of a chunk the byte shape matched, as `_Shape.match` reads them."""
-    vals = [text if k == _TEXT else int(m[1]) if k == _SEQ else m[1].decode("ascii")
-            for k, m in zip(shape.kinds, found)]
-    return vals
+    return [text if k == _TEXT else int(m[g]) if k == _SEQ else m[g].decode("ascii")
+            for k, g in zip(shape.kinds, groups)]
 
 
 def _template(ev: dict) -> tuple[str, ...]:
@@ -236,12 +235,13 @@ class StreamRewriter(_ResponseState):
             return None
         shape = self._shape
         assert shape is not None
-        got = slot_text(m[shape.text_i], b[1])
+        groups = b[0].groups
+        got = slot_text(m, groups[shape.text_i], b[1])
         if got is None:   # the splitter must decide: on_event, without the driver's framing
             return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
         plan = self._plan or self._make_plan(shape)
         if plan is None:
-            out = self._fast(Event(chunk, shape.event, None), shape, _slot_values(shape, m, got[0]), plain=True)
+            out = self._fast(Event(chunk, shape.event, None), shape, _slot_values(shape, m, groups, got[0]), plain=True)
             self._hits += out is not None
             return out
         kind, plain, add, fmt, extra = plan
@@ -251,11 +251,11 @@ class StreamRewriter(_ResponseState):
         self._hits += 1
         if piece[0] != kind:   # the block opened or closed before this text: the message decides
             self._plan = None
-            vals = _slot_values(shape, m, got[0])
+            vals = _slot_values(shape, m, groups, got[0])
             return self._pieces(Event(chunk, shape.event, None), shape, vals, [piece])
         value = piece[1]
         add(value)
-        seq = int(m[shape.seq_i][1])
+        seq = int(m[groups[shape.seq_i]])
         s = self.seq   # numbered as _Sequencer.number does, inline: this runs per token
         if kind == CONTENT:   # extra: (same bytes as upstream's, the slots' kinds; None: seq, text)
             n = seq + s.offset
@@ -269,7 +269,7 @@ class StreamRewriter(_ResponseState):
             self.dirty = True
             kinds = extra[1]
             return [fmt % ((n, lit) if kinds is None else
-                           tuple(n if k == _SEQ else lit if k == _TEXT else f[1] for k, f in zip(kinds, m)))]
+                           tuple(n if k == _SEQ else lit if k == _TEXT else m[g] for k, g in zip(kinds, groups)))]
         n = s.last + 1   # extra: how many events (channels) each reasoning delta becomes
         s.last = n + extra - 1
         if s.last - seq > s.offset:

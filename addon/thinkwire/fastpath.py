@@ -148,7 +148,7 @@ class ByteShape:
                     checks.append((g, tok))
                     g += 1
                 else:
-                    rx += re.escape(tok)
+                    rx += _escaped(tok)
         self.groups = groups
         whole = _compiled(rx).fullmatch
         start, tail = len(prefix), len(suffix)
@@ -171,6 +171,11 @@ class ByteShape:
 
 
 _TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[^"]+|"')   # a string literal, or other JSON text
+
+
+@functools.lru_cache(maxsize=256)
+def _escaped(tok: bytes) -> bytes:
+    return re.escape(tok)   # (keys and punctuation: the same few for every stream)
 
 
 @functools.lru_cache(maxsize=64)

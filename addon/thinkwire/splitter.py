@@ -74,6 +74,7 @@ class Rules:
     _first_re: re.Pattern = field(init=False, repr=False, compare=False)
     _plain_re: re.Pattern = field(init=False, repr=False, compare=False)
     _scans: dict = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.pairs:
@@ -84,6 +85,8 @@ class Rules:
         every = opens + closes + strip + list(self.ends)
 
         s = object.__setattr__
+        # Rules key caches that every flow consults: hash the fields once, not on each lookup.
+        s(self, "_hash", hash((self.pairs, self.trim, self.anywhere, self.starts_inside, self.strip, self.ends)))
         # In the answer: opening tags, closing tags (stray, or paired with an opening tag kept as
         # text) and strip markers.
         s(self, "_content_re", _alternation(opens + closes + strip))
@@ -103,6 +106,9 @@ class Rules:
         # Answer text without these characters cannot hold a tag.
         s(self, "_plain_re", _chars(opens + closes + strip))
         s(self, "_scans", {})
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def scan(self, pair: TagPair | None, lead_open: bool) -> _Scan:
         """Inside a block of `pair` (None: any pair's close ends it)."""

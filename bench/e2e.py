@@ -33,9 +33,11 @@ def _sent_events(plan: list, n: int) -> int:
 
 
 def _one(p: Mitmdump, plan: list, n: int) -> dict:
+    t0, k0 = p.callable_time()
     c0 = p.cpu()
     r = asyncio.run(client.run(p.port, plan))
     cpu = p.cpu() - c0
+    t1, k1 = p.callable_time()
     events = _sent_events(plan, n)
     d = sorted(r.delays_ns)
     by_surface: dict = {}
@@ -46,7 +48,8 @@ def _one(p: Mitmdump, plan: list, n: int) -> dict:
         b["tags_left"] += s.tags_left
     return {"cpu_s": cpu, "wall_s": r.wall, "events": events, "client_events": r.events,
             "stamps": len(d), "p50_ms": _pct(d, 0.50), "p99_ms": _pct(d, 0.99), "max_ms": _pct(d, 1.0),
-            "errors": r.errors[:5], "surfaces": by_surface}
+            "errors": r.errors[:5], "surfaces": by_surface,
+            "callable_us_per_call": (t1 - t0) / (k1 - k0) * 1e6 if k1 > k0 else None}
 
 
 def _summarise(runs: list[dict]) -> dict:
@@ -82,13 +85,17 @@ def _ratios(runs: dict) -> dict:
            "added_p99_ms": _stat([y["p99_ms"] - x["p99_ms"] for x, y in zip(b, c)])}
     if runs.get("a"):
         out["cpu_c_over_a"] = _stat([_per_1k(c[0]) / _per_1k(runs["a"][0])])
+    timed = [r["callable_us_per_call"] for r in runs.get("d", []) if r["callable_us_per_call"] is not None]
+    if timed:
+        out["callable_us_per_call"] = _stat(timed)
     return out
 
 
 def run_e2e(modes: dict, log=print) -> dict:
     """`modes`: {"burst"|"paced": (streams, events per stream, interval in ms, rounds)}. Each
     surface on its own: per round (b) and (c) run one after the other, the order alternating
-    between rounds (and surfaces); (a), mitmproxy with no addon, runs in the first round only."""
+    between rounds (and surfaces); (a), mitmproxy with no addon, and (d), thinkwire with its
+    callable timed, run in the first round only."""
     names = _surfaces()
     up = Upstream()
     proxies = {}
@@ -104,11 +111,11 @@ def run_e2e(modes: dict, log=print) -> dict:
             res: dict = {"streams": streams, "events_per_stream": n, "interval_ms": interval_ms}
             for k, name in enumerate(names):
                 plan = _plan([workload.SHAPES[name]], streams, f"n={n}&iv={iv}")
-                runs: dict = {"a": [], "b": [], "c": []}
+                runs: dict = {"a": [], "b": [], "c": [], "d": []}
                 for rnd in range(rounds):
                     order = ["b", "c"] if (rnd + k) % 2 == 0 else ["c", "b"]
                     if rnd == 0:
-                        order.insert(0, "a")
+                        order = ["a"] + order + ["d"]
                     for c in order:
                         r = _one(proxies[c], plan, n)
                         runs[c].append(r)

@@ -7,18 +7,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-from devtools.process import LISTENING, ToolProcess, tool
+from devtools.process import LISTENING, ToolProcess, child_env, tool
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 THINK_ADDON = ROOT / "addon" / "think.py"
 PASS_ADDON = HERE / "passthrough_addon.py"
+TIMED_ADDON = HERE / "timed_addon.py"
 _TICK = os.sysconf("SC_CLK_TCK")
 
 CONFIGS = {
     "a": ("mitmdump, streaming on, no addon", None),
     "b": ("mitmdump + pass-through stream callable", PASS_ADDON),
     "c": ("mitmdump + thinkwire", THINK_ADDON),
+    "d": ("mitmdump + thinkwire, its stream callable timed", TIMED_ADDON),
 }
 
 
@@ -46,11 +48,12 @@ class Upstream(ToolProcess):
 
 
 class Mitmdump(ToolProcess):
-    """`mitmdump --mode reverse:UPSTREAM` with one of the bench configurations (a, b, c)."""
+    """`mitmdump --mode reverse:UPSTREAM` with one of the bench configurations (a, b, c, d)."""
 
     def __init__(self, config: str, upstream_url: str) -> None:
         self.config = config
         self._conf = tempfile.TemporaryDirectory(prefix="thinkwire-bench-")
+        self.times = os.path.join(self._conf.name, "callable-times")   # (d) writes it
         args = [tool("mitmdump"),
                 "--mode", f"reverse:{upstream_url}", "--listen-host", "127.0.0.1",
                 "--set", "listen_port=0", "--set", f"confdir={self._conf.name}",
@@ -58,7 +61,7 @@ class Mitmdump(ToolProcess):
         addon = CONFIGS[config][1]
         if addon is not None:
             args += ["-s", str(addon)]
-        super().__init__(args, name=f"mitmdump ({config})")
+        super().__init__(args, env=child_env({"THINKWIRE_BENCH_TIMES": self.times}), name=f"mitmdump ({config})")
 
     def wait_ready(self) -> "Mitmdump":
         self.port = int(self.wait_for(LISTENING).group(1))
@@ -66,6 +69,15 @@ class Mitmdump(ToolProcess):
 
     def cpu(self) -> float:
         return cpu_seconds(self.pid)
+
+    def callable_time(self) -> tuple[float, int]:
+        """(d): seconds inside thinkwire's stream callables so far, and the calls."""
+        try:
+            with open(self.times) as f:
+                secs, calls = f.read().split()
+            return float(secs), int(calls)
+        except (OSError, ValueError):
+            return 0.0, 0
 
     def rss_kb(self) -> int:
         return status_kb(self.pid, "VmRSS")

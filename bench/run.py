@@ -136,7 +136,7 @@ def table(res: dict) -> str:
         lines += ["", "3. End to end, each surface on its own through mitmdump: (a) no addon, (b) a pass-through "
                       "stream callable, (c) thinkwire; (b) and (c) alternate, round by round",
                   "   c/b = mitmdump CPU per event, (c) over (b): median [range] of the rounds; us/ev = (c) - (b); "
-                  "added delay = (c) - (b) delay"]
+                  "call us = time inside thinkwire's callable per call, in mitmdump (d); added delay = (c) - (b) delay"]
         for mode in ("burst", "paced"):
             m = e.get(mode)
             if not m:
@@ -144,7 +144,7 @@ def table(res: dict) -> str:
             lines.append(f"   {mode}: {m['streams']} streams x {m['events_per_stream']} events"
                          + (f", one event per {m['interval_ms']:g} ms per stream" if m["interval_ms"] else
                             ", each event its own chunk, as fast as the proxy reads"))
-            lines.append(f"   {'surface':>9} {'rounds':>6} {'c/b':>5} {'range':>11} {'c/a':>5} {'us/ev':>6} "
+            lines.append(f"   {'surface':>9} {'rounds':>6} {'c/b':>5} {'range':>11} {'c/a':>5} {'us/ev':>6} {'call us':>7} "
                          f"{'cpu ms/1k ev a/b/c':>19} {'added p50 ms':>12} {'added p99 ms':>12} "
                          f"{'p99 ms b/c':>11}  rewritten")
             for name in e["surfaces"]:
@@ -154,12 +154,13 @@ def table(res: dict) -> str:
                 q = row["ratios"]
                 cb, us, p50, p99 = q["cpu_c_over_b"], q["thinkwire_us_per_event"], q["added_p50_ms"], q["added_p99_ms"]
                 ca = q.get("cpu_c_over_a", {}).get("median")
+                call = q.get("callable_us_per_call", {}).get("median")
                 cpu = "/".join(_f(row[c]["cpu_ms_per_1k_events"], "{:.0f}") if c in row else "-" for c in "abc")
                 rw = ", ".join(f"{c} {sum(v['rewritten'] for v in row[c]['surfaces'].values())}/"
                                f"{sum(v['streams'] for v in row[c]['surfaces'].values())}" for c in "bc")
-                errs = [x for c in "abc" if c in row for x in row[c]["errors"]]
+                errs = [x for c in "abcd" if c in row for x in row[c]["errors"]]
                 lines.append(f"   {name:>9} {cb['rounds']:>6} {cb['median']:>5.2f} "
-                             f"{cb['min']:>5.2f}-{cb['max']:<5.2f} {_f(ca, '{:.2f}'):>5} {us['median']:>6.1f} "
+                             f"{cb['min']:>5.2f}-{cb['max']:<5.2f} {_f(ca, '{:.2f}'):>5} {us['median']:>6.1f} {_f(call):>7} "
                              f"{cpu:>19} {p50['median']:>+12.2f} {p99['median']:>+12.2f} "
                              f"{row['b']['p99_ms']:>5.1f}/{row['c']['p99_ms']:<5.1f}  {rw}"
                              + (f"  ERRORS {errs[:2]}" if errs else ""))

@@ -35,7 +35,8 @@ def test_bench_quick_runs_and_writes_every_section(tmp_path):
             # thinkwire really rewrote every stream; the pass-through passed the markup through
             assert all(v["rewritten"] == v["streams"] for v in e["c"]["surfaces"].values())
             assert not any(v["rewritten"] for v in e["b"]["surfaces"].values())
-            for k in ("cpu_c_over_a", "cpu_c_over_b", "thinkwire_us_per_event", "added_p99_ms"):
+            assert e["d"]["errors"] == [] and all(v["rewritten"] == v["streams"] for v in e["d"]["surfaces"].values())
+            for k in ("cpu_c_over_a", "cpu_c_over_b", "thinkwire_us_per_event", "added_p99_ms", "callable_us_per_call"):
                 assert {"median", "min", "max", "rounds"} <= e["ratios"][k].keys()
     for name in res["e2e"]["surfaces"]:
         for c in ("a", "c"):

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
-from thinkwire.fastpath import NUMBER_SLOT, ByteShape, slot_text, text_slot
+from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, slot_text, text_slot
 from thinkwire.marks import PREFIX, Sealer
 from thinkwire.splitter import Rules, Splitter, TagPair
 from thinkwire.stream import StreamDriver
@@ -239,6 +239,29 @@ def test_responses_with_two_messages_of_the_same_shape_agree_on_both_paths():
               for e in [one[0]] + one[1:-1] + two[1:-1] + [one[-1]]]
     for name, chunks in chunkings(events, random.Random(5)).items():
         assert run("responses", chunks, True)[0] == run("responses", chunks, False)[0], name
+
+
+def test_events_framed_otherwise_take_the_full_path_only():
+    # `data:` without its space parses the same, but the shortcut sends canonical frames only.
+    events = [e.replace(b"data: ", b"data:") for e in chat_stream(["<think>", "a", " b", "</think>", "c", " d"])]
+    fast, hits = run("chat", events, True)
+    assert hits == 0 and fast == run("chat", events, False)[0]
+
+
+def test_responses_renumbers_repeated_sequence_numbers_on_both_paths():
+    # A server that repeats a number: what goes out must still increase, the shortcut included.
+    events = [re.sub(rb'"sequence_number":\d+', b'"sequence_number":7', e) if b"output_text.delta" in e else e
+              for e in responses_stream(["<think>", "a", " b", " c", "</think>", "d", " e", " f"])]
+    fast, hits = run("responses", events, True)
+    assert hits and fast == run("responses", events, False)[0]
+    numbers = [int(n) for n in re.findall(rb'"sequence_number":(\d+)', fast)]
+    assert numbers == sorted(set(numbers))
+
+
+def test_the_out_error_handler_only_encodes():
+    assert "a\ud800\udcff".encode("utf-8", OUT) == b"a\\ud800\xff"
+    with pytest.raises(UnicodeDecodeError):
+        b"\xff".decode("utf-8", OUT)
 
 
 # -- Splitter.plain: what feed does for a plain text -------------------------------------------------

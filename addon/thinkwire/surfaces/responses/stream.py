@@ -281,8 +281,8 @@ class StreamRewriter(_ResponseState):
     def _make_plan(self, shape: _Shape) -> tuple | None:
         """What the byte path does for the message's current state, worked out once: the piece
         kind it expects, its splitter's plain step, where its text goes, and the events it
-        sends as one format. None: the state has no plan
-        (`_fast` decides each event). Any event taken in full drops the plan (on_event)."""
+        sends as one format. None: the state has no plan (`_fast` decides each event). Any
+        event taken in full drops the plan (on_event)."""
         m = self.active.get(shape.output_index)
         p = m.part if m is not None else None
         if p is None or p.splitter is None or self.seq.last is None:
@@ -352,8 +352,8 @@ class StreamRewriter(_ResponseState):
         rules = self.ctx.rules(self.model)   # the rules the parts' splitters have
         text = text_slot(rules)
         consts = [c.encode("utf-8", OUT) for c in shape.consts]
-        return ByteShape(head, ev.event, consts, [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT
-                                  for k in shape.kinds]), rules
+        slots = [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT for k in shape.kinds]
+        return ByteShape(head, ev.event, consts, slots), rules
 
     def _fast(self, ev: Event, shape: _Shape, vals: list, plain: bool = False) -> list[bytes] | None:
         """An output_text.delta shaped like the last one: `_dispatch` without the JSON parse.

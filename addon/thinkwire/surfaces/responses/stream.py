@@ -33,7 +33,7 @@ _INT = re.compile(r"0|[1-9][0-9]*")
 
 
 class _Shape:
-    __slots__ = ("event", "consts", "kinds", "keys", "obj", "output_index", "seq_i", "text_i", "str_i", "segs", "tail")
+    __slots__ = ("event", "consts", "kinds", "keys", "obj", "output_index", "seq_i", "text_i", "str_i", "steps")
 
     def __init__(self, event: str | None, consts: list[str], keys: list[str], obj: dict) -> None:
         self.event = event
@@ -45,44 +45,35 @@ class _Shape:
         self.seq_i = keys.index("sequence_number")
         self.text_i = keys.index("delta")
         self.str_i = [i for i, k in enumerate(self.kinds) if k == _STR]
-        # One pattern per run of text and numbers up to a string slot's opening quote (the
-        # string is read by scanstring) and one for the rest, to the end. Once per shape.
-        # (The one number slot is the run's group.)
-        segs: list = []
-        rx, number = re.escape(consts[0]), False
-        for kind, c in zip(self.kinds, consts[1:]):
-            if kind == _SEQ:
-                rx += "(0|[1-9][0-9]*)" + re.escape(c)
-                number = True
-            else:
-                segs.append((re.compile(rx + '"').match, number, kind == _TEXT))
-                rx, number = re.escape(c), False
-        self.segs = segs
-        self.tail = re.compile(rx).fullmatch, number
+        self.steps = list(zip(consts, self.kinds))   # the text before each slot, and its kind
 
     def match(self, data: str) -> list | None:
-        """The slots' values (int, decoded text, the raw literal) when `data` has this shape."""
+        """The slots' values (int, decoded text, the raw literal) when `data` has this shape.
+        (Read step by step: a pattern of the consts would hold the stream's ids, and compiling
+        it would cost every flow.)"""
         vals: list = []
         pos = 0
-        for rx, number, decoded in self.segs:
-            m = rx(data, pos)
-            if m is None:
+        for const, kind in self.steps:
+            if not data.startswith(const, pos):
                 return None
-            if number:
-                vals.append(int(m.group(1)))
-            start = m.end()
+            pos += len(const)
+            if kind == _SEQ:
+                m = _INT.match(data, pos)
+                if m is None:
+                    return None
+                vals.append(int(m.group()))
+                pos = m.end()
+                continue
+            if not data.startswith('"', pos):
+                return None
             try:
-                v, pos = scanstring(data, start)
+                v, end = scanstring(data, pos + 1)
             except ValueError:
                 return None
-            vals.append(v if decoded else data[start - 1:pos])
-        rx, number = self.tail
-        m = rx(data, pos)
-        if m is None:
-            return None
-        if number:
-            vals.append(int(m.group(1)))
-        return vals
+            vals.append(v if kind == _TEXT else data[pos:end])
+            pos = end
+        last = self.consts[-1]
+        return vals if len(data) - pos == len(last) and data.endswith(last) else None
 
     def event_obj(self, vals: list) -> dict:
         """The event `match` read, as json.loads would give it."""

@@ -264,6 +264,32 @@ def test_the_out_error_handler_only_encodes():
         b"\xff".decode("utf-8", OUT)
 
 
+def native_streams():
+    """Streams whose upstream reasons natively: thinkwire passes them as they come."""
+    msg = [_ev({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant",
+                                                   "model": MODEL, "content": []}}, "message_start"),
+           _ev({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+               "content_block_start")]
+    msg += [_ev({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": t}},
+                "content_block_delta") for t in ["a", " <think>b", "\u00e9"] * 5]
+    msg += [_ev({"type": "content_block_stop", "index": 0}, "content_block_stop"), _ev({"type": "message_stop"}, "message_stop")]
+    resp = responses_stream(["<think>", "a", "</think>", "b"])
+    item = _ev({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+                "item": {"id": "rs_1", "type": "reasoning", "summary": []}}, "response.output_item.added")
+    return {"messages": msg, "responses": [resp[0], item] + resp[1:]}
+
+
+@pytest.mark.parametrize("surface", ["messages", "responses"])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_native_reasoning_stream_passes_as_it_came_on_both_paths(surface, seed):
+    events = native_streams()[surface]
+    for name, chunks in chunkings(events, random.Random(seed)).items():
+        fast, hits = run(surface, chunks, True)
+        assert fast == run(surface, chunks, False)[0] == b"".join(events), name
+        if name == "an event per chunk":
+            assert hits >= len(events) - 3    # unparsed, once the native block is seen
+
+
 # -- Splitter.plain: what feed does for a plain text -------------------------------------------------
 RULES = [Rules((TagPair("<think>", "</think>"), TagPair("[THINK]", "[/THINK]")), ends=("<tool_call>",)),
          Rules((TagPair("<think>", "</think>"),), trim=False),

@@ -25,9 +25,10 @@ log = logging.getLogger(__name__)
 
 class EventRewriter(Protocol):
     def on_event(self, ev: Event) -> list[bytes]: ...
-    # Optional, the byte fast path (thinkwire.fastpath): a chunk that is one whole event, as
-    # on_event would answer it, or None (nothing changed) for on_event to decide. Used only
-    # when the rewriter's `fast` is true.
+    # Optional, the byte fast path (thinkwire.fastpath): called with a chunk that starts where
+    # an event starts (the parser holds nothing). Its output as the full path would give it
+    # (one whole event; or any bytes, once the rewriter passes everything as it came), or None
+    # (nothing changed) for the full path to decide. Used only when the rewriter's `fast` is true.
     # def on_chunk(self, chunk: bytes) -> list[bytes] | None: ...
     def finish(self) -> list[bytes]: ...
     def abort(self) -> list[bytes]: ...

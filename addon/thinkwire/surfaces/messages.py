@@ -194,8 +194,10 @@ class StreamRewriter:
     # -- events -------------------------------------------------------------------------
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
         """The byte fast path (see thinkwire.fastpath): a plain text_delta shaped like the last."""
+        if self.raw:   # (native thinking upstream) the rest goes as it comes, unparsed
+            return [chunk] if chunk else None
         b = self._bytes
-        if b is None or self.raw:
+        if b is None:
             return None
         m = b.match(chunk)
         if m is None:

@@ -218,8 +218,10 @@ class StreamRewriter(_ResponseState):
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
         """The byte fast path (see thinkwire.fastpath): an output_text.delta shaped like the last.
         While the message it adds to stays as it is, a plan (`_make_plan`) answers it."""
+        if self.passthrough:   # (native reasoning upstream) the rest goes as it comes, unparsed
+            return [chunk] if chunk else None
         b = self._bytes
-        if b is None or self.passthrough:
+        if b is None:
             return None
         m = b[0].match(chunk)
         if m is None:

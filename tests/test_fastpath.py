@@ -226,7 +226,8 @@ def test_a_byte_shape_matches_the_ids_it_learned_and_no_others():
     assert shape.match(chunk(b"12", b'"msg_\\"a"', b'"hi"')) is None  # an escape: the full path reads it
     assert shape.match(chunk(b"012", b'"msg_a"', b'"hi"')) is None     # not a JSON number
     assert shape.match(chunk(b"12", b'"msg_a"', b'"h"i"')) is None     # not one string
-    assert shape.data(chunk(b"1", b'"msg_a"', b'"x"')) == '{"seq":1,"item_id":"msg_a","n":0,"delta":"x"}'
+    ev = shape.event(chunk(b"1", b'"msg_a"', b'"x"'))
+    assert (ev.event, ev.data) == ("d", '{"seq":1,"item_id":"msg_a","n":0,"delta":"x"}')
 
 
 def test_responses_with_two_messages_of_the_same_shape_agree_on_both_paths():

@@ -163,11 +163,11 @@ class ByteShape:
             return None
         self.match = match
 
-    def data(self, chunk: bytes) -> str:
-        """The data of a chunk `match` took, as the SSE parser reads it: the chunk is one whole
-        event, framed as canonical_head requires. The surface's on_event can then take it
-        without the driver's framing."""
-        return chunk[self.head_len:-2].decode("utf-8", "surrogateescape")
+    def event(self, chunk: bytes):
+        """A chunk `match` took, as the SSE parser frames it: the chunk is one whole event, framed
+        as canonical_head requires. The surface's on_event takes it without the driver's framing."""
+        from .sse import Event   # (sse imports this module for dumps)
+        return Event(chunk, self.name, chunk[self.head_len:-2].decode("utf-8", "surrogateescape"))
 
 
 _TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[^"]+|"')   # a string literal, or other JSON text

@@ -130,7 +130,7 @@ class StreamRewriter:
         got = slot_text(m, 1, st.splitter.rules)
         piece = st.splitter.plain(got[0]) if got is not None else None
         if piece is None:   # the splitter must decide: on_event, without the driver's framing
-            return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
+            return self.on_event(b[0].event(chunk))
         if piece[0] == CONTENT:
             return [chunk]              # answer text as it came
         # (runs() changes a block's first text only: skip it for the rest.)

@@ -209,7 +209,7 @@ class StreamRewriter:
         got = slot_text(m, 1, st.splitter.rules)
         piece = st.splitter.plain(got[0]) if got is not None else None
         if piece is None:   # the splitter must decide: on_event, without the driver's framing
-            return self.on_event(Event(chunk, b.name, b.data(chunk)))
+            return self.on_event(b.event(chunk))
         self.eol = b"\n"
         kind, text = piece
         # A plain literal is its text, and so is any start of it; other text (held whitespace

@@ -230,17 +230,11 @@ class StreamRewriter(_ResponseState):
         assert shape is not None
         groups = b[0].groups
         got = slot_text(m, groups[shape.text_i], b[1])
-        if got is None:   # the splitter must decide: on_event, without the driver's framing
-            return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
-        plan = self._plan or self._make_plan(shape)
-        if plan is None:
-            out = self._fast(Event(chunk, shape.event, None), shape, _slot_values(shape, m, groups, got[0]), plain=True)
-            self._hits += out is not None
-            return out
-        kind, plain, add, fmt, extra = plan
-        piece = plain(got[0])
-        if piece is None:
-            return self.on_event(Event(chunk, b[0].name, b[0].data(chunk)))
+        plan = None if got is None else self._plan or self._make_plan(shape)
+        piece = None if plan is None else plan[1](got[0])   # type: ignore[index]
+        if piece is None:   # the splitter or the message must decide: on_event, unframed
+            return self.on_event(b[0].event(chunk))
+        kind, _, add, fmt, extra = plan   # type: ignore[misc]
         self._hits += 1
         if piece[0] != kind:   # the block opened or closed before this text: the message decides
             self._plan = None
@@ -274,8 +268,8 @@ class StreamRewriter(_ResponseState):
     def _make_plan(self, shape: _Shape) -> tuple | None:
         """What the byte path does for the message's current state, worked out once: the piece
         kind it expects, its splitter's plain step, where its text goes, and the events it
-        sends as one format. None: the state has no plan (`_fast` decides each event). Any
-        event taken in full drops the plan (on_event)."""
+        sends as one format. None: the state has no plan (on_event decides each event). Any
+        event taken in full drops the plan."""
         m = self.active.get(shape.output_index)
         p = m.part if m is not None else None
         if p is None or p.splitter is None or self.seq.last is None:
@@ -348,7 +342,7 @@ class StreamRewriter(_ResponseState):
         slots = [NUMBER_SLOT if k == _SEQ else text if k == _TEXT else ASCII_SLOT for k in shape.kinds]
         return ByteShape(head, ev.event, consts, slots), rules
 
-    def _fast(self, ev: Event, shape: _Shape, vals: list, plain: bool = False) -> list[bytes] | None:
+    def _fast(self, ev: Event, shape: _Shape, vals: list) -> list[bytes] | None:
         """An output_text.delta shaped like the last one: `_dispatch` without the JSON parse.
         Its text is fed to the splitter once; one answer or reasoning piece goes out from a
         template (or as the original bytes, when nothing changes), anything else takes the
@@ -358,13 +352,7 @@ class StreamRewriter(_ResponseState):
         if p is None or p.splitter is None or self.seq.last is None:
             return None
         seq, text = vals[shape.seq_i], vals[shape.text_i]
-        if plain:   # a plain text (the byte path): the splitter's plain step, or the full path
-            piece = p.splitter.plain(text)
-            if piece is None:
-                return None
-            pieces = [piece]
-        else:
-            pieces = p.splitter.feed(text) if text else []
+        pieces = p.splitter.feed(text) if text else []
         self.event_lines = ev.event is not None
         self.eol = ev.eol
         p.fed = p.fed or bool(text)

@@ -103,8 +103,7 @@ def plain_bytes(rules: Rules) -> bytes:
     """A regex class of the bytes a plain text literal may hold: printable ASCII but the quote,
     the backslash, the backtick and the first character of every tag and marker (non-ASCII
     first characters are out with every non-ASCII byte)."""
-    tags = [p.open for p in rules.pairs] + [p.close for p in rules.pairs] + list(rules.strip) + list(rules.ends)
-    firsts = {t[0] for t in tags if t[0] < "\x7f"}
+    firsts = {c for c in rules.tag_starts if c < "\x7f"}
     out = "".join(re.escape(c) for c in sorted(firsts | {'"', "\\", "`"}))
     return b"[^\\x00-\\x1f\\x7f-\\xff" + out.encode() + b"]"
 
@@ -211,6 +210,15 @@ def slot_text(m: re.Match, group: int, rules: Rules) -> tuple[str, bool] | None:
     if not text or rules.may_hold_tag(text):
         return None
     return text, False
+
+
+def literal_body(text: str, got: tuple[str, bool]) -> bytes:
+    """The bytes of text's JSON literal without its quotes, text being what the splitter made of
+    the slot text `got` (slot_text): a plain literal is its own text, and so is any start of
+    it; other text (escapes, held whitespace or a separator in front) is encoded."""
+    if got[1] and got[0].startswith(text):
+        return text.encode()
+    return dumps(text)[1:-1].encode("utf-8", OUT)
 
 
 NUMBER_SLOT = b"(0|[1-9][0-9]*)"

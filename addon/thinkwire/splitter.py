@@ -72,6 +72,8 @@ class Rules:
     _longest: int = field(init=False, repr=False, compare=False)
     _ws_lead: bool = field(init=False, repr=False, compare=False)
     _first_re: re.Pattern = field(init=False, repr=False, compare=False)
+    # The first character of every tag and marker.
+    tag_starts: frozenset = field(init=False, repr=False, compare=False)
     _plain_re: re.Pattern = field(init=False, repr=False, compare=False)
     _scans: dict = field(init=False, repr=False, compare=False)
     _hash: int = field(init=False, repr=False, compare=False)
@@ -102,6 +104,7 @@ class Rules:
         s(self, "_longest", max(len(t) for t in every))
         # Some tag begins with whitespace: held whitespace might be the start of a tag.
         s(self, "_ws_lead", any(t[:1] in _WS for t in every))
+        s(self, "tag_starts", frozenset(t[0] for t in every))
         s(self, "_first_re", _chars(every))
         # Answer text without these characters cannot hold a tag.
         s(self, "_plain_re", _chars(opens + closes + strip))

@@ -12,7 +12,8 @@ import json
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, is_done, restore
-from ..fastpath import OUT, canonical_head, key_pattern, learn_literal, literal_shape, read_literal, slot_text
+from ..fastpath import (OUT, canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
+                        read_literal, slot_text)
 from ..sse import Event, dumps, encode
 
 NAME = "chat"
@@ -135,13 +136,7 @@ class StreamRewriter:
             return [chunk]              # answer text as it came
         # (runs() changes a block's first text only: skip it for the rest.)
         text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
-        # A plain literal is its text, and so is any start of it; other text (held whitespace or
-        # a block separator in front) may need escapes.
-        if got[1] and got[0].startswith(text):
-            lit = text.encode()
-        else:
-            lit = dumps(text)[1:-1].encode("utf-8", OUT)
-        return [lit.join(b[2])]
+        return [literal_body(text, got).join(b[2])]
 
     def on_event(self, ev: Event) -> list[bytes]:
         data = ev.data

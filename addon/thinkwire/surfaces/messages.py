@@ -32,7 +32,8 @@ import json
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, restore
-from ..fastpath import OUT, canonical_head, key_pattern, learn_literal, literal_shape, read_literal, slot_text
+from ..fastpath import (OUT, canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
+                        read_literal, slot_text)
 from ..sse import Event, dumps, encode
 
 NAME = "messages"
@@ -145,11 +146,6 @@ _LIVE = frozenset({"signed", "unsigned", "off"})       # thinking text streams a
 _SEALED = frozenset({"signed", "omitted", "redacted"})  # ... is held for the mark at the block end
 
 
-def _body(text: str) -> bytes:
-    """The bytes of text's JSON literal, without its quotes."""
-    return dumps(text)[1:-1].encode("utf-8", OUT)
-
-
 class _TextBlock:
     """One upstream text block being split into output blocks."""
 
@@ -212,9 +208,6 @@ class StreamRewriter:
             return self.on_event(b.event(chunk))
         self.eol = b"\n"
         kind, text = piece
-        # A plain literal is its text, and so is any start of it; other text (held whitespace
-        # in front) may need escapes.
-        plain = got[1] and got[0].startswith(text)
         if kind == CONTENT:
             if st.kind == _TEXT:
                 if st.index == u:
@@ -223,7 +216,7 @@ class StreamRewriter:
                 if cut is None or cut[0] != st.index:
                     cut = self._text_cut = (st.index, self._delta_event(st.index, _TEXT_DELTA, '"\0"').split(b"\0"))
                 self.changed = True
-                return [(text.encode() if plain else _body(text)).join(cut[1])]
+                return [literal_body(text, got).join(cut[1])]
         elif st.kind == _THINK and self._live:
             cut = self._thinking_cut
             if cut is None or cut[0] != st.index:
@@ -231,8 +224,8 @@ class StreamRewriter:
             if self._sealed:
                 st.reasoning.append(text)
             self.changed = True
-            return [(text.encode() if plain else _body(text)).join(cut[1])]
-        out = self._pieces(chunk, st, u, [piece], text, '"' + text + '"' if plain else dumps(text))
+            return [literal_body(text, got).join(cut[1])]
+        out = self._pieces(chunk, st, u, [piece], text, None)
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
 
     def on_event(self, ev: Event) -> list[bytes]:

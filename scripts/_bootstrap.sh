@@ -29,10 +29,17 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
 
-# Reinstall only when the project's metadata changed since the last install (an install with
-# the test extra holds everything a plain one does).
+# Reinstall only when the project's metadata or its C part changed since the last install (an
+# install with the test extra holds everything a plain one does). The install builds the C part
+# (thinkwire._hot) in place; where it cannot, thinkwire runs on Python alone.
 STAMP="$VENV/.thinkwire-installed${EXTRA:+-$EXTRA}"
-fresh() { [ -f "$1" ] && [ ! "$ROOT/pyproject.toml" -nt "$1" ]; }
+fresh() {
+    [ -f "$1" ] || return 1
+    local f
+    for f in pyproject.toml setup.py addon/thinkwire/_hot.c; do
+        [ ! "$ROOT/$f" -nt "$1" ] || return 1
+    done
+}
 if ! fresh "$STAMP" && ! { [ -z "$EXTRA" ] && fresh "$VENV/.thinkwire-installed-test"; }; then
     echo "thinkwire: installing dependencies into $VENV" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip >&2

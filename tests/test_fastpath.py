@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
+from thinkwire import hot
 from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, slot_text, text_slot
 from thinkwire.marks import PREFIX, Sealer
 from thinkwire.splitter import Rules, Splitter, TagPair
@@ -84,20 +85,29 @@ SURFACES = {"chat": (chat, chat_stream), "messages": (messages, messages_stream)
 _MARK = re.compile(re.escape(PREFIX.encode()) + rb"[A-Za-z0-9_-]+")
 
 
-def run(surface, chunks, fast, sealer=None, request=None, **opts):
-    """The bytes the client gets, and how many chunks the byte path answered."""
+def run(surface, chunks, fast, sealer=None, request=None, c=False, **opts):
+    """The bytes the client gets, and how many chunks the byte path answered (`c`: with the C
+    callable of thinkwire.hot in front, the chunks it answered)."""
     mod = SURFACES[surface][0]
     rw = mod.StreamRewriter(make_ctx(request, sealer, **opts), fast=fast)
     hits = []
-    if fast:
+    if fast and not c:
         real = rw.on_chunk
         def counted(chunk):
             got = real(chunk)
             hits.append(got is not None)
             return got
         rw.on_chunk = counted
+    if c:
+        settle = rw.settle
+        def settled(got):
+            hits.append(got[0])
+            settle(got)
+        rw.settle = settled
     d = StreamDriver(rw)
-    out = b"".join(b for c in chunks for b in d(c)) + b"".join(d(b""))
+    call = d.callable() if c else d
+    assert (call is not d) == c
+    out = b"".join(b for ch in chunks for b in call(ch)) + b"".join(call(b""))
     assert d.failure is None
     if sealer is not None:   # marks carry a random nonce: put what each opens to in its place
         out = _MARK.sub(lambda m: repr(sealer.open(m.group().decode())).encode(), out)
@@ -362,3 +372,257 @@ def test_a_rewriter_built_with_fast_off_takes_no_shortcut():
         rw = mod.StreamRewriter(make_ctx(), fast=False)
         d = StreamDriver(rw)
         assert d._on_chunk is None
+
+
+# -- the C callable (thinkwire.hot) ---------------------------------------------------------------
+# Where the extension is built, `StreamDriver.callable()` puts `_hot.Hot` in front of the driver:
+# it answers steady plain deltas itself. The same property: the same bytes as the full path.
+needs_c = pytest.mark.skipif(hot.Hot is None, reason="thinkwire._hot is not built")
+
+
+def test_the_c_callable_is_built_here():
+    # ./scripts/test builds it (pip install -e . compiles addon/thinkwire/_hot.c); without a C
+    # compiler thinkwire runs on Python alone, and every test below is skipped.
+    assert hot.Hot is not None, "thinkwire._hot is not built: is there a C compiler (gcc)?"
+
+
+@needs_c
+@pytest.mark.parametrize("surface", SURFACES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.sampled_from(TOKENS + [" steady", " state", " words", "x ", "longer text"]),
+                      min_size=1, max_size=60), seed=st.integers(0, 2**16))
+def test_the_c_callable_sends_the_same_bytes_under_every_chunking(surface, texts, seed):
+    events = SURFACES[surface][1](texts)
+    for name, chunks in chunkings(events, random.Random(seed)).items():
+        assert run(surface, chunks, True, c=True)[0] == run(surface, chunks, False)[0], name
+
+
+@needs_c
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize("opts", SETTINGS)
+@pytest.mark.parametrize("seed", range(4))
+def test_the_c_callable_agrees_under_other_settings(surface, opts, seed):
+    rng = random.Random(seed)
+    texts = ["<think>"] + [rng.choice(TOKENS + [" steady", " words"] * 6) for _ in range(80)]
+    events = SURFACES[surface][1](texts)
+    for name, chunks in chunkings(events, rng).items():
+        assert run(surface, chunks, True, c=True, **SETTINGS[opts])[0] == run(surface, chunks, False, **SETTINGS[opts])[0], name
+
+
+STEADY = ["<think>", "Okay, so"] + [" word", " and", " more"] * 20 + ["</think>", "So here it is:"] + [" it", " is"] * 20
+
+
+@needs_c
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])
+@pytest.mark.parametrize("opts", [{}, {"chat_field": "both"}, {"trim": "off"}])
+def test_steady_deltas_are_answered_in_c(surface, opts):
+    request = {"reasoning": {"summary": "auto"}} if surface == "responses" else None   # two channels
+    events = SURFACES[surface][1](STEADY)
+    fast, hits = run(surface, events, True, request=request, c=True, **opts)
+    assert fast == run(surface, events, False, request=request, **opts)[0]
+    assert hits >= 100   # all but the first of the block and of the answer (and the tags)
+    if surface == "chat":
+        for e in events[-41:-2]:   # the answer deltas
+            assert e in fast
+
+
+@needs_c
+@pytest.mark.parametrize("signature,request_", [("signed", None), ("redacted", None), ("off", None),
+                                                ("signed", {"thinking": {"display": "omitted"}})])
+def test_messages_marks_agree_with_the_c_callable(signature, request_):
+    texts = ["<think>", "hm"] + [" w", " x"] * 20 + ["</think>", "ok", " fine"]
+    events = messages_stream(texts)
+    sealer = Sealer(b"k")
+    got, hits = run("messages", events, True, sealer, request_, c=True, signature=signature)
+    assert got == run("messages", events, False, sealer, request_, signature=signature)[0]
+    live = signature != "redacted" and request_ is None   # thinking streams as it comes
+    assert hits >= 38 if live else hits <= 2   # (the answer only)
+
+
+@needs_c
+def test_responses_keeps_the_text_and_numbers_with_the_c_callable():
+    texts = ["<think>", "hm"] + [" w"] * 30 + ["</think>", "The answer"] + [" answer"] * 30
+    events = [re.sub(rb'"sequence_number":(\d+)', lambda m: b'"sequence_number":%d' % (int(m[1]) // 3), e)
+              for e in responses_stream(texts)]   # numbers repeated: what goes out must still increase
+    fast, hits = run("responses", events, True, request={"reasoning": {"summary": "auto"}}, c=True)
+    assert fast == run("responses", events, False, request={"reasoning": {"summary": "auto"}})[0]
+    assert hits >= 50
+    final = json.loads(fast.rsplit(b"data: ", 1)[1])
+    assert final["response"]["output"][-1]["content"][0]["text"] == "The answer" + " answer" * 30
+    numbers = [int(n) for n in re.findall(rb'"sequence_number":(\d+)', fast)]
+    assert numbers == sorted(set(numbers))
+
+
+@needs_c
+def test_responses_sequence_number_after_the_text_is_read_too():
+    # vLLM writes a delta's keys in alphabetical order: the number comes after the text.
+    def reorder(e):
+        if b"output_text.delta" not in e:
+            return e
+        obj = json.loads(e.split(b"data: ", 1)[1])
+        return _ev(dict(sorted(obj.items())), obj["type"])
+    events = [reorder(e) for e in responses_stream(STEADY)]
+    fast, hits = run("responses", events, True, c=True)
+    assert fast == run("responses", events, False)[0] and hits >= 100
+
+
+@needs_c
+def test_the_counts_of_a_stream_cut_short_are_folded_in_by_settle():
+    # A client that goes away: no last chunk. The addon settles before it counts.
+    events = chat_stream(STEADY)[:50]
+    counts = []
+    for c in (False, True):
+        ctx = make_ctx()
+        d = StreamDriver(chat.StreamRewriter(ctx))
+        call = d.callable() if c else d
+        for e in events:
+            call(e)
+        d.settle()
+        counts.append(ctx.tally().reasoning_chars)
+    assert counts[0] == counts[1] > 100
+
+
+@needs_c
+def test_settling_at_the_end_of_a_flow_never_raises(caplog):
+    class Broken(chat.StreamRewriter):
+        def settle(self, got):
+            raise RuntimeError("boom")
+    d = StreamDriver(Broken(make_ctx()))
+    call = d.callable()
+    for e in chat_stream(STEADY)[:20]:
+        call(e)
+    assert d.hot.hits
+    d.settle()   # (the addon, in its response and error hooks)
+    assert d.failure is None
+
+
+@needs_c
+@pytest.mark.parametrize("where", ["settle", "hot"])
+def test_an_error_around_the_c_callable_fails_open(where):
+    class Broken(chat.StreamRewriter):
+        def settle(self, got):
+            if where == "settle":
+                raise RuntimeError("boom")
+            super().settle(got)
+
+        def hot(self):
+            spec = super().hot()
+            if where == "hot" and spec is not None and self.choices[0].splitter.reasoning_chars > 40:
+                raise RuntimeError("boom")
+            return spec
+    events = chat_stream(STEADY)
+    d = StreamDriver(Broken(make_ctx()))
+    call = d.callable()
+    out = b"".join(b for e in events for b in call(e)) + b"".join(call(b""))
+    assert d.failure == "RuntimeError: boom"
+    assert out.endswith(b"".join(events[-3:]))   # the rest as it came
+    assert b'"content":" is"' in out
+
+
+def test_the_c_callable_is_off_with_thinkwire_hot_0(monkeypatch):
+    monkeypatch.setenv("THINKWIRE_HOT", "0")
+    d = StreamDriver(chat.StreamRewriter(make_ctx()))
+    assert d.callable() is d and not hot.available()
+
+
+@needs_c
+def test_a_compressed_stream_gets_no_c_callable():
+    from thinkwire.stream import decoder_for
+    d = StreamDriver(chat.StreamRewriter(make_ctx()), decoder_for("gzip"))
+    assert d.callable() is d
+
+
+# The C type alone: what it takes, and what it leaves to the fallback.
+def _hot(spec_kw=None, **kw):
+    rules = RULES[0]
+    calls = []
+    h = hot.Hot(lambda chunk: calls.append(chunk) or [b"FALLBACK"])
+    pre, post = b'data: {"n":', b'}\n\n'
+    h.arm(hot.spec(rules, pre, post, **(spec_kw or {})), kw.get("offset", 0), kw.get("last", 0))
+    return h, calls
+
+
+@needs_c
+def test_hot_passes_a_plain_literal_and_leaves_anything_else():
+    h, calls = _hot()
+    chunk = b'data: {"n":"hi there"}\n\n'
+    got = h(chunk)
+    assert got == [chunk] and got[0] is chunk
+    for other in [b'data: {"n":""}\n\n', b'data: {"n":"a\\nb"}\n\n', b'data: {"n":"a<b"}\n\n',
+                  b'data: {"n":"\xc3\xa9"}\n\n', b'data: {"n":"a"b"}\n\n', b'data: {"n":"ab}\n\n',
+                  b'data: {"x":"ab"}\n\n', b'data: {"n":"ab"}\n', b"", b'"',
+                  bytearray(chunk), b'data: {"n":"a\tb"}\n\n', b'data: {"n":"a\x7fb"}\n\n']:
+        assert h(other) == [b"FALLBACK"]
+    assert len(calls) == 13
+    assert h(b'data: {"n":"a`b"}\n\n') == [b'data: {"n":"a`b"}\n\n']   # (took counts backticks)
+    assert h.take() == (2, 0, 11, None, 0, 0)
+    assert h.take() == (0, 0, 0, None, 0, 0) and h.hits == 0
+
+
+@needs_c
+def test_hot_fills_a_template_and_keeps_the_texts():
+    h, _ = _hot({"out": hot.template([b"<", b"|", b">"]), "collect": True, "trim": True})
+    assert h(b'data: {"n":"ab"}\n\n') == [b"<ab|ab>"]
+    assert h(b'data: {"n":"cd "}\n\n') == [b"FALLBACK"]   # trailing space, trimming: the splitter's
+    assert h(b'data: {"n":" ef"}\n\n') == [b"< ef| ef>"]
+    assert h.take() == (2, 2, 5, b"ab ef", 0, 0)
+
+
+@needs_c
+@pytest.mark.parametrize("num_pos", [1, 2])
+def test_hot_numbers_as_the_sequencer_does(num_pos):
+    rules = RULES[0]
+    h = hot.Hot(lambda chunk: [b"FALLBACK"])
+    pre, mid, post = b"{", b",", b"}\n\n"
+    def chunk(seq, text):
+        return b"{%s,%s}\n\n" % ((seq, text) if num_pos == 1 else (text, seq))
+    out = ((b"[", hot.PART_N, b']"', hot.PART_BODY, b'"') if num_pos == 1 else
+           (b'"', hot.PART_BODY, b'"[', hot.PART_N, b"]"))
+    own = hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_OWN, pass_same=True)
+    h.arm(own, 0, 4)
+    assert h(chunk(b"5", b'"a"')) == [chunk(b"5", b'"a"')]                   # its own number: as it came
+    assert h(chunk(b"5", b'"b"')) == [b'[6]"b"' if num_pos == 1 else b'"b"[6]']   # a repeat: the next
+    assert h(chunk(b"6", b'"c"'))[0] in (b'[7]"c"', b'"c"[7]')               # the offset stays
+    for bad in [b"05", b"-1", b"x", b"", b"1234567890123456789"]:
+        assert h(chunk(bad, b'"d"')) == [b"FALLBACK"]
+    assert h.take() == (3, 2, 3, None, 1, 7)
+    two = (b"<", hot.PART_N, b":", hot.PART_BODY, b"><", hot.PART_N1, b":", hot.PART_BODY, b">")
+    h.arm(hot.spec(rules, pre, post, two, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_NEW, channels=2), 1, 7)
+    assert h(chunk(b"7", b'"e"')) == [b"<8:e><9:e>"]
+    assert h.take()[4:] == (2, 9)
+
+
+@needs_c
+def test_hot_refuses_a_bad_spec_and_disarms():
+    rules = RULES[0]
+    h, calls = _hot()
+    assert h.armed is not None
+    good = hot.spec(rules, b"a", b"b")
+    for bad in [good[:5], (1,) + good[1:], good[:4] + (b"short",) + good[5:],
+                good[:1] + (1,) + good[2:],                  # a number slot without numbering
+                good[:6] + ((b"x", 7),) + good[7:],          # an unknown part code
+                good[:6] + ((b"x", hot.PART_N),) + good[7:]]:  # a number with no numbering
+        with pytest.raises((TypeError, ValueError)):
+            h.arm(bad)
+        assert h.armed is None
+    h.arm(good)
+    h.disarm()
+    assert h(b'a"x"b') == [b"FALLBACK"] and h.armed is None
+    with pytest.raises(TypeError):
+        hot.Hot(1)
+    with pytest.raises(TypeError):
+        h(b"a", b"b")
+
+
+@needs_c
+def test_a_driver_and_its_c_callable_are_collected_together():
+    import gc
+    import weakref
+    d = StreamDriver(chat.StreamRewriter(make_ctx()))
+    call = d.callable()
+    for e in chat_stream(STEADY)[:20]:
+        call(e)
+    ref = weakref.ref(d)
+    del d, call
+    gc.collect()
+    assert ref() is None

@@ -13,7 +13,7 @@ from .context import FlowContext
 from .marks import LazySealer
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
-from .stream import decoder_for
+from .stream import StreamDriver, decoder_for
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def _guarded(hook):
 class ThinkWire:
     def __init__(self) -> None:
         self.settings: Settings | None = None
-        self._streams: dict[str, tuple[str, FlowContext]] = {}
+        self._streams: dict[str, tuple[str, FlowContext, StreamDriver]] = {}
         self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
         self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
@@ -154,7 +154,8 @@ class ThinkWire:
             flow.response.stream = True
             self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported")
             return
-        flow.response.stream = engine.stream_driver(surface, fctx, decoder)
+        driver = engine.stream_driver(surface, fctx, decoder)
+        flow.response.stream = driver.callable()
         if bodies.wanted(ctx.options):  # [inspect] keep both bodies for mitmweb / saved flows
             flow.response.stream = bodies.Recorder(flow.response.stream, encoding)
         headers = flow.response.headers
@@ -163,7 +164,7 @@ class ThinkWire:
             headers.pop("content-encoding", None)
         if flow.request.http_version.startswith("HTTP/1"):
             headers["transfer-encoding"] = "chunked"
-        self._streams[flow.id] = (surface.NAME, fctx)
+        self._streams[flow.id] = (surface.NAME, fctx, driver)
 
     @_guarded
     def response(self, flow: http.HTTPFlow) -> None:
@@ -177,7 +178,8 @@ class ThinkWire:
             return
         streamed = self._streams.pop(flow.id, None)
         if streamed is not None:
-            name, fctx = streamed
+            name, fctx, driver = streamed
+            driver.settle()
             fctx.tally()
             self._finish(flow, name, fctx, fctx.stats.fell_back)
             bodies.settle(flow, flow.response.stream)  # [inspect] no-op unless a Recorder kept bodies
@@ -210,7 +212,8 @@ class ThinkWire:
         # `response.completed`) ends the flow here, not in `response`: report it all the same.
         streamed = self._streams.pop(flow.id, None)
         if streamed is not None:
-            name, fctx = streamed
+            name, fctx, driver = streamed
+            driver.settle()
             fctx.tally()
             self._finish(flow, name, fctx, fctx.stats.fell_back,
                          ended=f"; the stream ended early ({flow.error.msg if flow.error else 'error'})")

@@ -130,11 +130,12 @@ class ByteShape:
     between slots (ids) are matched as any string and compared after: so the pattern is the
     same for every stream of a server and compiled once per process, not per flow (~0.4 ms)."""
 
-    __slots__ = ("match", "name", "head_len", "groups")
+    __slots__ = ("match", "name", "head_len", "groups", "prefix", "suffix")
 
     def __init__(self, head: bytes, name: str | None, consts: list[bytes], slots: list[bytes]) -> None:
         self.name, self.head_len = name, len(head)
         prefix, suffix = head + consts[0], consts[-1] + b"\n\n"
+        self.prefix, self.suffix = prefix, suffix   # (what thinkwire.hot compares)
         rx, groups, checks, g = b"", [], [], 1
         for slot, const in zip(slots, consts[1:-1] + [b""]):
             groups.append(g)

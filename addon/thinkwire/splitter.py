@@ -253,6 +253,28 @@ class Splitter:
                 text = kept
         return self._plain_reasoning(text)
 
+    def steady(self) -> int | None:
+        """CONTENT or REASONING when `plain` takes any text it may take as that kind, whatever
+        texts it took before in this state (but reasoning that ends in whitespace while
+        trimming): it then gives each text as it is, and `took` gives the state it leaves.
+        thinkwire.hot takes such texts in C. None: `plain` decides each text."""
+        if self._skip_ws or self._held:
+            return None
+        if self._inside:
+            return REASONING
+        return None if self._at_start else CONTENT
+
+    def took(self, kind: int, text: str) -> None:
+        """The state `plain` leaves after it took texts as `kind` in a steady state (`steady`):
+        `text` is those texts joined, not empty. (The line and code state over the joined text
+        is the same as over the texts one after the other: they hold no line break, and
+        backticks count by their parity.)"""
+        if kind == CONTENT:
+            self._observe(text, 0, len(text))
+        else:
+            self.reasoning_chars += len(text)
+            self._fresh = False
+
     def _plain_reasoning(self, text: str) -> tuple[int, str]:
         self.reasoning_chars += len(text)
         self._fresh = False

@@ -18,6 +18,7 @@ import zlib
 from dataclasses import replace
 from typing import Callable, Protocol
 
+from . import hot
 from .sse import Event, SSEParser
 
 log = logging.getLogger(__name__)
@@ -154,8 +155,53 @@ class StreamDriver:
         on_chunk = getattr(rewriter, "on_chunk", None) if getattr(rewriter, "fast", False) else None
         self._on_chunk = on_chunk if decoder is None else None
         self._ready = False   # the byte path may take the next chunk: it has one, the parser is idle
+        self.hot = None       # the C callable in front of this driver (`callable`), if any
+
+    def callable(self):
+        """What mitmproxy's `flow.response.stream` gets: this driver, or in front of it the C
+        callable for steady token deltas (thinkwire.hot) where it is built and can apply."""
+        if self._on_chunk is None or not hasattr(self.rewriter, "hot") or not hot.available():
+            return self
+        self.hot = hot.Hot(self)
+        return self.hot
 
     def __call__(self, chunk: bytes) -> list[bytes]:
+        h = self.hot
+        if h is None:
+            return self._step(chunk)
+        # A chunk Hot did not take: fold in what it took since the last one, take this one,
+        # then arm Hot for the state this leaves (or disarm it).
+        out: list[bytes] = []
+        try:
+            if h.hits:
+                self.rewriter.settle(h.take())   # type: ignore[attr-defined]
+        except Exception as e:
+            self._fail(f"{type(e).__name__}: {e}", out, [])
+            out.append(chunk)
+            return self._join(out)
+        out = self._step(chunk)
+        try:
+            spec = self.rewriter.hot() if self._ready else None   # type: ignore[attr-defined]
+            if spec is None:
+                h.disarm()
+            else:
+                h.arm(*spec)
+        except Exception as e:
+            self._fail(f"{type(e).__name__}: {e}", out, [])
+            return self._join(out)
+        return out
+
+    def settle(self) -> None:
+        """Fold in what the C callable took since the last chunk it passed on (for the counts at
+        the end of a flow that ended without its last chunk)."""
+        h = self.hot
+        if h is not None and h.hits and self.failure is None:
+            try:
+                self.rewriter.settle(h.take())   # type: ignore[attr-defined]
+            except Exception:
+                log.debug("thinkwire: settling the C callable's counts failed", exc_info=True)
+
+    def _step(self, chunk: bytes) -> list[bytes]:
         if self._ready:
             try:
                 got = self._on_chunk(chunk)   # type: ignore[misc]
@@ -246,6 +292,8 @@ class StreamDriver:
         self.passthrough = True
         self._on_chunk = None
         self._ready = False
+        if self.hot is not None:
+            self.hot.disarm()
         log.warning("thinkwire: stream rewrite failed, passing the rest through unchanged: %s",
                     reason, exc_info=log.isEnabledFor(logging.DEBUG))
         if self.on_fail:

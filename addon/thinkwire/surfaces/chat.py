@@ -12,6 +12,7 @@ import json
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, is_done, restore
+from .. import hot
 from ..fastpath import (OUT, canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
                         read_literal, slot_text)
 from ..sse import Event, dumps, encode
@@ -118,6 +119,8 @@ class StreamRewriter:
         # The same as bytes, for on_chunk: (ByteShape, the choice, the reasoning event cut
         # where its text goes).
         self._bytes: tuple | None = None
+        self._hot: tuple | None = None     # (the _bytes they are for, C specs for answer, reasoning)
+        self._armed: tuple | None = None   # (kind, choice) the C callable was last armed for
 
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
         """The byte fast path (see thinkwire.fastpath): a plain delta shaped like the last."""
@@ -137,6 +140,33 @@ class StreamRewriter:
         # (runs() changes a block's first text only: skip it for the rest.)
         text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
         return [literal_body(text, got).join(b[2])]
+
+    def hot(self) -> tuple | None:
+        """thinkwire.hot: the arguments of `Hot.arm` while a plain delta shaped like the last
+        changes nothing here but the splitter's state (`Splitter.took`); None when on_chunk
+        must decide."""
+        b = self._bytes
+        if b is None:
+            return None
+        st = b[1]
+        if st.native or st.done:
+            return None
+        kind = st.splitter.steady()
+        if kind is None or (kind == REASONING and not st.block_has_text):
+            return None
+        specs = self._hot
+        if specs is None or specs[0] is not b:
+            rules, m = st.splitter.rules, b[0]
+            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix, collect=True),
+                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), trim=rules.trim,
+                                          collect=True))
+        self._armed = (kind, st)
+        return (specs[1] if kind == CONTENT else specs[2],)
+
+    def settle(self, got: tuple) -> None:
+        """What the C callable took since it was armed (`Hot.take`)."""
+        kind, st = self._armed   # type: ignore[misc]
+        st.splitter.took(kind, got[3].decode("ascii"))
 
     def on_event(self, ev: Event) -> list[bytes]:
         data = ev.data

@@ -32,6 +32,7 @@ import json
 from ..context import FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, restore
+from .. import hot
 from ..fastpath import (OUT, canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
                         read_literal, slot_text)
 from ..sse import Event, dumps, encode
@@ -164,6 +165,10 @@ class _TextBlock:
         self.emitted = False              # some output block was started for it
 
 
+def _delta_bytes(index: int, head: str, literal: str, eol: bytes) -> bytes:
+    return encode(f'{{"type":"{_DELTA}","index":{index},"delta":{{"type":{head}{literal}}}}}', _DELTA, eol)
+
+
 class StreamRewriter:
     """One Messages stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
 
@@ -186,6 +191,9 @@ class StreamRewriter:
         self._bytes = None                  # the same as a ByteShape, for on_chunk
         self._thinking_cut: tuple[int, list[bytes]] | None = None  # a thinking delta cut at its text
         self._text_cut: tuple[int, list[bytes]] | None = None      # the same for a text delta
+        self._hot: dict = {}                 # C specs by (kind, output index), for self._bytes
+        self._hot_for = None                 # the _bytes they are for
+        self._armed: tuple | None = None     # (kind, block) the C callable was last armed for
 
     # -- events -------------------------------------------------------------------------
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
@@ -227,6 +235,52 @@ class StreamRewriter:
             return [literal_body(text, got).join(cut[1])]
         out = self._pieces(chunk, st, u, [piece], text, None)
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
+
+    def hot(self) -> tuple | None:
+        """thinkwire.hot: the arguments of `Hot.arm` while a plain text_delta shaped like the last
+        changes nothing here but the splitter's state and held reasoning; None when on_chunk
+        must decide."""
+        b = self._bytes
+        if self.raw or b is None:
+            return None
+        u = self._shape[2]   # type: ignore[index]
+        st = self.texts.get(u)
+        if st is None:
+            return None
+        kind = st.splitter.steady()
+        if kind == CONTENT and st.kind == _TEXT:
+            key = (kind, None if st.index == u else st.index)   # None: the answer as it came
+        elif kind == REASONING and st.kind == _THINK and self._live:
+            key = (kind, st.index)
+        else:
+            return None
+        if self._hot_for is not b:
+            self._hot_for, self._hot = b, {}
+        spec = self._hot.get(key)
+        if spec is None:
+            rules = st.splitter.rules
+            if key[1] is None:
+                spec = hot.spec(rules, b.prefix, b.suffix, collect=True)
+            else:
+                head = _TEXT_DELTA if kind == CONTENT else _THINKING_DELTA
+                cut = _delta_bytes(key[1], head, '"\0"', b"\n").split(b"\0")
+                spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut),
+                                trim=rules.trim and kind == REASONING, collect=True)
+            self._hot[key] = spec
+        self._armed = (kind, st)
+        return (spec,)
+
+    def settle(self, got: tuple) -> None:
+        """What the C callable took since it was armed (`Hot.take`)."""
+        _, changed, _, text, _, _ = got
+        kind, st = self._armed   # type: ignore[misc]
+        self.eol = b"\n"
+        if changed:
+            self.changed = True
+        t = text.decode("ascii")
+        st.splitter.took(kind, t)
+        if kind == REASONING and self._sealed:
+            st.reasoning.append(t)
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.raw or ev.data is None:
@@ -359,7 +413,7 @@ class StreamRewriter:
     def _delta_event(self, index: int, head: str, literal: str) -> bytes:
         """A text or thinking delta, the bytes _created gives for its dict, without building one."""
         self.changed = True
-        return encode(f'{{"type":"{_DELTA}","index":{index},"delta":{{"type":{head}{literal}}}}}', _DELTA, self.eol)
+        return _delta_bytes(index, head, literal, self.eol)
 
     def _open(self, st: _TextBlock, kind: str) -> list[bytes]:
         """Close the open output block, open one of `kind` (a redacted block waits for its end)."""

@@ -10,6 +10,7 @@ from json.encoder import encode_basestring
 
 from ...context import FlowContext
 from ...fastpath import ASCII_SLOT, NUMBER_SLOT, OUT, ByteShape, canonical_head, slot_text, text_slot
+from ... import hot
 from ...splitter import CONTENT, REASONING, Rules
 from ...sse import Event, dumps
 from .. import event_object, is_done
@@ -209,6 +210,8 @@ class StreamRewriter(_ResponseState):
         self._bytes: tuple[ByteShape, Rules] | None = None  # the same, as bytes, for on_chunk
         self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
         self._plan: tuple | None = None    # on_chunk's plan for the current state (_make_plan)
+        self._hot: tuple | None = None     # (the plan it is for, its C spec) (thinkwire.hot)
+        self._armed: tuple | None = None   # the plan the C callable was last armed for
 
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
@@ -231,10 +234,15 @@ class StreamRewriter(_ResponseState):
         groups = b[0].groups
         got = slot_text(m, groups[shape.text_i], b[1])
         plan = None if got is None else self._plan or self._make_plan(shape)
-        piece = None if plan is None else plan[1](got[0])   # type: ignore[index]
+        piece = None
+        if plan is not None:
+            kind, splitter, add, fmt, extra, part, _ = plan
+            part.fed = True   # (what on_chunk feeds is never empty)
+            # The byte path sees only canonical frames: an event: line when the shape has one, LF.
+            self.event_lines, self.eol = shape.event is not None, b"\n"
+            piece = splitter.plain(got[0])   # type: ignore[index]
         if piece is None:   # the splitter or the message must decide: on_event, unframed
             return self.on_event(b[0].event(chunk))
-        kind, _, add, fmt, extra = plan   # type: ignore[misc]
         self._hits += 1
         if piece[0] != kind:   # the block opened or closed before this text: the message decides
             self._plan = None
@@ -267,39 +275,90 @@ class StreamRewriter(_ResponseState):
 
     def _make_plan(self, shape: _Shape) -> tuple | None:
         """What the byte path does for the message's current state, worked out once: the piece
-        kind it expects, its splitter's plain step, where its text goes, and the events it
-        sends as one format. None: the state has no plan (on_event decides each event). Any
-        event taken in full drops the plan."""
+        kind it expects, its splitter, where its text goes, the events it sends as one format,
+        the part it feeds and the cut events the format was made of. None: the state has no plan (on_event decides each event). Any
+        event taken in full drops the plan. (It changes nothing: `hot` asks for it too.)"""
         m = self.active.get(shape.output_index)
         p = m.part if m is not None else None
         if p is None or p.splitter is None or self.seq.last is None:
             return None
-        p.fed = True   # (what on_chunk feeds is never empty)
-        # The byte path sees only canonical frames: an event: line when the shape has one, LF.
-        self.event_lines, self.eol = shape.event is not None, b"\n"
+        lines, eol = shape.event is not None, b"\n"   # (what on_chunk sees: canonical frames)
         cur = m.cur
         if type(cur) is _MessagePiece and cur.dpart is not None and cur.dpart.upart is p:
             dp = cur.dpart
             tpl = dp.delta_template
-            if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
-                tpl = dp.delta_template = self._delta_template(shape, cur, dp)
+            if tpl is None or tpl[0] is not shape or tpl[3] != (lines, eol):
+                tpl = dp.delta_template = self._delta_template(shape, cur, dp, lines, eol)
             cuts = [c.replace(b"%", b"%%") for c in tpl[1]]
             fmt = cuts[0] + b"".join((b"%d" if k == _SEQ else b"%s") + c for k, c in zip(shape.kinds, cuts[1:]))
             kinds = shape.kinds
-            plan = (CONTENT, p.splitter.plain, dp.text.add, fmt, (tpl[2], None if kinds == [_SEQ, _TEXT] else kinds))
+            plan = (CONTENT, p.splitter, dp.text.add, fmt, (tpl[2], None if kinds == [_SEQ, _TEXT] else kinds), p,
+                    tpl[1])
         elif type(cur) is _ReasoningItem:
             tpl = cur.delta_template
-            if tpl is None or tpl[0] != (self.event_lines, self.eol):
-                tpl = cur.delta_template = ((self.event_lines, self.eol), self._reason_templates(cur))
+            if tpl is None or tpl[0] != (lines, eol):
+                tpl = cur.delta_template = ((lines, eol), self._reason_templates(cur, lines, eol))
             frames = tpl[1]
             assert 1 <= len(frames) <= 2   # the summary channel, the content channel or both
             fmt = b"".join(b"%d".join([head.replace(b"%", b"%%"), mid.replace(b"%", b"%%")]) + b"%s"
                            + tail.replace(b"%", b"%%") for head, mid, tail in frames)
-            plan = (REASONING, p.splitter.plain, cur.text.add, fmt, len(frames))
+            plan = (REASONING, p.splitter, cur.text.add, fmt, len(frames), p, frames)
         else:
             return None
         self._plan = plan
         return plan
+
+    def hot(self) -> tuple | None:
+        """thinkwire.hot: the arguments of `Hot.arm` while an output_text.delta shaped like the
+        last, numbered and plain, changes nothing here but the text, the splitter's state and
+        the numbering; None when on_chunk must decide."""
+        shape = self._shape
+        if self.passthrough or self._bytes is None or shape is None:
+            return None
+        num_pos = {(_SEQ, _TEXT): 1, (_TEXT, _SEQ): 2}.get(tuple(shape.kinds))
+        plan = None if num_pos is None else self._plan or self._make_plan(shape)
+        if plan is None or plan[1].steady() != plan[0]:
+            return None
+        self._plan = plan
+        cache = self._hot
+        if cache is None or cache[0] is not plan:
+            cache = self._hot = (plan, self._hot_spec(shape, plan, num_pos))
+        self._armed = plan
+        return cache[1], self.seq.offset, self.seq.last
+
+    def _hot_spec(self, shape: _Shape, plan: tuple, num_pos: int) -> tuple:
+        rules = plan[1].rules
+        pre = self._bytes[0].prefix   # type: ignore[index]
+        mid, post = shape.consts[1].encode("utf-8", OUT), shape.consts[2].encode("utf-8", OUT) + b"\n\n"
+        q = b'"'
+        if plan[0] == CONTENT:
+            cuts = plan[6]   # the delta event cut at its slots, in their order
+            if num_pos == 1:
+                out = (cuts[0], hot.PART_N, cuts[1] + q, hot.PART_BODY, q + cuts[2])
+            else:
+                out = (cuts[0] + q, hot.PART_BODY, q + cuts[1], hot.PART_N, cuts[2])
+            return hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_OWN,
+                            collect=True, pass_same=plan[4][0])
+        parts: list = []
+        for head, m, tail in plan[6]:   # one event per channel, cut at its number and text
+            parts += [head, hot.PART_N1 if parts else hot.PART_N, m + q, hot.PART_BODY, q + tail]
+        out = tuple(parts)
+        return hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_NEW,
+                        channels=plan[4], collect=True, trim=rules.trim)
+
+    def settle(self, got: tuple) -> None:
+        """What the C callable took since it was armed (`Hot.take`)."""
+        hits, changed, _, text, offset, last = got
+        kind, splitter, add, _, _, part, _ = self._armed   # type: ignore[misc]
+        part.fed = True
+        self.event_lines, self.eol = self._shape.event is not None, b"\n"   # type: ignore[union-attr]
+        self._hits += hits
+        if changed:
+            self.dirty = True
+        self.seq.offset, self.seq.last = offset, last
+        t = text.decode("ascii")
+        add(t)
+        splitter.took(kind, t)
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:
@@ -402,32 +461,38 @@ class StreamRewriter(_ResponseState):
         self.active[shape.output_index].pieces(pieces, obj, (ev, obj))
         return self._send(vals[shape.seq_i])
 
-    def _delta_template(self, shape: _Shape, seg: _MessagePiece, dp: _OutputPart) -> tuple:
+    def _delta_template(self, shape: _Shape, seg: _MessagePiece, dp: _OutputPart,
+                        lines: bool | None = None, eol: bytes | None = None) -> tuple:
+        """(shape, the delta event cut where the slots' values go, whether it is the upstream's,
+        its framing). Framed as this stream's events are so far, or with `lines` and `eol`."""
+        lines = self.event_lines if lines is None else lines
+        eol = self.eol if eol is None else eol
         ev = dict(shape.obj, output_index=seg.output_index, content_index=dp.content_index)
         if seg.id is not None and "item_id" in ev:
             ev["item_id"] = seg.id
         # What _frame gives for _template(ev) filled with values, cut where the values go.
         cuts = [x.encode("utf-8", OUT) for x in _template(ev)]
-        head, tail = self._frame("response.output_text.delta", "\0").split(b"\0")
+        head, tail = self._frame("response.output_text.delta", "\0", lines, eol).split(b"\0")
         cuts[0], cuts[-1] = head + cuts[0], cuts[-1] + tail
-        return shape, cuts, ev == shape.obj, (self.event_lines, self.eol)
+        return shape, cuts, ev == shape.obj, (lines, eol)
 
-    def _reason_templates(self, r: _ReasoningItem) -> tuple:
+    def _reason_templates(self, r: _ReasoningItem, lines: bool | None = None, eol: bytes | None = None) -> tuple:
         """The events `_reason_delta` sends for a piece of text, as framed bytes cut where the
-        sequence number and the text literal go."""
+        sequence number and the text literal go (framed as in `_delta_template`)."""
         evs = [_ev(f"{ch.text_event}.delta", item_id=r.id, output_index=r.output_index, **{ch.index: 0}, delta="")
                for ch in self.mode.channels]
         cuts = []
         for e in evs:
             pre, mid, post = (x.encode("utf-8", OUT) for x in _template(e))
-            head, tail = self._frame(e["type"], "\0").split(b"\0")
+            head, tail = self._frame(e["type"], "\0", lines, eol).split(b"\0")
             cuts.append((head + pre, mid, post + tail))
         return tuple(cuts)
 
-    def _frame(self, type_: str, data: str) -> bytes:
-        """sse.encode for compact JSON (it has no line breaks)."""
-        e = "\n" if self.eol == b"\n" else self.eol.decode()
-        head = f"event: {type_}{e}data: " if self.event_lines else "data: "
+    def _frame(self, type_: str, data: str, lines: bool | None = None, eol: bytes | None = None) -> bytes:
+        """sse.encode for compact JSON (it has no line breaks), framed as in `_delta_template`."""
+        eol = self.eol if eol is None else eol
+        e = "\n" if eol == b"\n" else eol.decode()
+        head = f"event: {type_}{e}data: " if (self.event_lines if lines is None else lines) else "data: "
         return f"{head}{data}{e}{e}".encode("utf-8", OUT)
 
     def _dispatch(self, obj: dict, src: tuple) -> None:

@@ -1,0 +1,481 @@
+/* thinkwire._hot: the steady token delta, handled in C (see thinkwire/hot.py).
+ *
+ * `Hot(fallback)` is the stream callable mitmproxy calls once per chunk. While armed with a
+ * spec (`arm`), a chunk that is exactly the learned event with another plain text literal
+ * (and, for Responses, another sequence number) is answered here: the same bytes, or the
+ * spec's output template filled in. Anything else goes to `fallback(chunk)`, the Python
+ * driver, which first folds in what was taken here (`take`) and then arms or disarms again.
+ *
+ * The Python side arms only where taking such a chunk changes nothing in the rewriter but
+ * what `take` reports: hits, characters, the texts (joined), and the sequence numbering.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+
+/* Output template parts that are ints. */
+#define PART_N 0      /* the event's sequence number */
+#define PART_N1 1     /* the next one (a second reasoning channel) */
+#define PART_BODY 2   /* the text literal's body */
+
+/* Sequence numbering, as thinkwire.surfaces.responses.stream._Sequencer.number does it. */
+#define SEQ_NONE 0
+#define SEQ_OWN 1     /* the event keeps its number, shifted by the offset (answer text) */
+#define SEQ_NEW 2     /* the events take the next free numbers (reasoning, `channels` of them) */
+
+#define MAX_PARTS 16
+#define MAX_DIGITS 18  /* a sequence number fits in a long long */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fallback;
+    PyObject *spec;                 /* the armed spec (owns the buffers below), or NULL */
+    const char *pre, *mid, *post;
+    Py_ssize_t pre_len, mid_len, post_len;
+    int num_pos;                    /* 0: no number slot; 1: before the text; 2: after it */
+    unsigned char allowed[256];     /* bytes a plain text literal may hold */
+    int trim;                       /* a body ending in a space is the splitter's to decide */
+    int collect;                    /* keep the bodies for `take` */
+    int passthrough;                /* the output is the chunk (no template) */
+    int pass_same;                  /* SEQ_OWN: the template gives the chunk back when n == seq */
+    int seq_mode, channels;
+    Py_ssize_t nparts;
+    const char *part[MAX_PARTS];    /* template: bytes, or NULL for an int code */
+    Py_ssize_t part_len[MAX_PARTS]; /* its length, or the int code */
+    long long offset, last;
+    /* taken since the last `take` */
+    Py_ssize_t hits, changed, chars;
+    char *buf;
+    Py_ssize_t buf_len, buf_cap;
+} Hot;
+
+static void
+hot_disarm_(Hot *self)
+{
+    Py_CLEAR(self->spec);
+}
+
+static int
+hot_init(Hot *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *fallback;
+    static char *kwlist[] = {"fallback", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &fallback))
+        return -1;
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "fallback must be callable");
+        return -1;
+    }
+    Py_INCREF(fallback);
+    Py_XSETREF(self->fallback, fallback);
+    hot_disarm_(self);
+    return 0;
+}
+
+static int
+hot_traverse(Hot *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->spec);
+    return 0;
+}
+
+static int
+hot_clear(Hot *self)
+{
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->spec);
+    return 0;
+}
+
+static void
+hot_dealloc(Hot *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    hot_clear(self);
+    PyMem_Free(self->buf);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static int
+bytes_arg(PyObject *o, const char **p, Py_ssize_t *n, const char *what)
+{
+    if (!PyBytes_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "spec: %s must be bytes", what);
+        return -1;
+    }
+    *p = PyBytes_AS_STRING(o);
+    *n = PyBytes_GET_SIZE(o);
+    return 0;
+}
+
+/* arm(spec, offset=0, last=0). spec: (pre, num_pos, mid, post, allowed, trim, out, seq_mode,
+ * channels, collect, pass_same); out: None (the chunk goes as it came) or a tuple of bytes and
+ * PART_* ints. Arming with the spec already armed only sets the numbering. */
+static PyObject *
+hot_arm(Hot *self, PyObject *args)
+{
+    PyObject *spec;
+    long long offset = 0, last = 0;
+    if (!PyArg_ParseTuple(args, "O!|LL:arm", &PyTuple_Type, &spec, &offset, &last))
+        return NULL;
+    self->offset = offset;
+    self->last = last;
+    if (spec == self->spec)
+        Py_RETURN_NONE;
+    hot_disarm_(self);
+    PyObject *pre, *mid, *post, *allowed, *out;
+    int num_pos, trim, seq_mode, channels, collect, pass_same;
+    if (!PyArg_ParseTuple(spec, "OiOOOpOiipp:spec", &pre, &num_pos, &mid, &post, &allowed, &trim,
+                          &out, &seq_mode, &channels, &collect, &pass_same))
+        return NULL;
+    const char *tbl;
+    Py_ssize_t tbl_len;
+    if (bytes_arg(pre, &self->pre, &self->pre_len, "pre") < 0
+        || bytes_arg(mid, &self->mid, &self->mid_len, "mid") < 0
+        || bytes_arg(post, &self->post, &self->post_len, "post") < 0
+        || bytes_arg(allowed, &tbl, &tbl_len, "allowed") < 0)
+        return NULL;
+    if (tbl_len != 256 || num_pos < 0 || num_pos > 2 || seq_mode < SEQ_NONE || seq_mode > SEQ_NEW
+        || channels < 1 || channels > 2 || (seq_mode != SEQ_NONE) != (num_pos != 0)) {
+        PyErr_SetString(PyExc_ValueError, "spec: bad table, slot or numbering");
+        return NULL;
+    }
+    for (int i = 0; i < 256; i++)
+        self->allowed[i] = tbl[i] != 0;
+    self->allowed['"'] = 0;   /* the scan ends at the closing quote */
+    self->allowed['\\'] = 0;  /* an escape is never plain */
+    self->passthrough = out == Py_None;
+    self->nparts = 0;
+    if (!self->passthrough) {
+        if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) > MAX_PARTS) {
+            PyErr_SetString(PyExc_ValueError, "spec: out must be None or a tuple of at most 16 parts");
+            return NULL;
+        }
+        self->nparts = PyTuple_GET_SIZE(out);
+        for (Py_ssize_t i = 0; i < self->nparts; i++) {
+            PyObject *o = PyTuple_GET_ITEM(out, i);
+            if (PyLong_Check(o)) {
+                long code = PyLong_AsLong(o);
+                if (code < PART_N || code > PART_BODY || (code != PART_BODY && seq_mode == SEQ_NONE)) {
+                    PyErr_SetString(PyExc_ValueError, "spec: bad part code");
+                    return NULL;
+                }
+                self->part[i] = NULL;
+                self->part_len[i] = code;
+            } else if (bytes_arg(o, &self->part[i], &self->part_len[i], "a part") < 0) {
+                return NULL;
+            }
+        }
+    } else if (seq_mode != SEQ_NONE) {
+        PyErr_SetString(PyExc_ValueError, "spec: a numbered event needs a template");
+        return NULL;
+    }
+    self->num_pos = num_pos;
+    self->trim = trim;
+    self->collect = collect;
+    self->pass_same = pass_same;
+    self->seq_mode = seq_mode;
+    self->channels = channels;
+    Py_INCREF(spec);
+    self->spec = spec;   /* keeps the bytes the pointers above point into */
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+hot_disarm(Hot *self, PyObject *Py_UNUSED(ignored))
+{
+    hot_disarm_(self);
+    Py_RETURN_NONE;
+}
+
+/* (hits, changed, chars, text or None, offset, last), and the counts start again. */
+static PyObject *
+hot_take(Hot *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *text;
+    if (self->buf_len) {
+        text = PyBytes_FromStringAndSize(self->buf, self->buf_len);
+        if (text == NULL)
+            return NULL;
+    } else {
+        text = Py_NewRef(Py_None);
+    }
+    PyObject *r = Py_BuildValue("nnnNLL", self->hits, self->changed, self->chars, text,
+                                self->offset, self->last);
+    if (r == NULL)
+        return NULL;
+    self->hits = self->changed = self->chars = self->buf_len = 0;
+    if (self->buf_cap > (1 << 16)) {   /* do not hold a long stream's text for the next one */
+        PyMem_Free(self->buf);
+        self->buf = NULL;
+        self->buf_cap = 0;
+    }
+    return r;
+}
+
+/* A JSON number slot `0|[1-9][0-9]*` at p[*i..end): its value, *i moved past it; -1: none. */
+static long long
+read_number(const unsigned char *p, Py_ssize_t *i, Py_ssize_t end)
+{
+    Py_ssize_t j = *i;
+    if (j >= end || p[j] < '0' || p[j] > '9')
+        return -1;
+    if (p[j] == '0') {
+        *i = j + 1;
+        return 0;
+    }
+    long long v = 0;
+    Py_ssize_t start = j;
+    while (j < end && p[j] >= '0' && p[j] <= '9') {
+        if (j - start >= MAX_DIGITS)
+            return -1;
+        v = v * 10 + (p[j] - '0');
+        j++;
+    }
+    *i = j;
+    return v;
+}
+
+static int
+collect(Hot *self, const char *body, Py_ssize_t n)
+{
+    if (self->buf_len + n > self->buf_cap) {
+        Py_ssize_t cap = self->buf_cap ? self->buf_cap : 256;
+        while (cap < self->buf_len + n)
+            cap *= 2;
+        char *buf = PyMem_Realloc(self->buf, cap);
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->buf = buf;
+        self->buf_cap = cap;
+    }
+    memcpy(self->buf + self->buf_len, body, n);
+    self->buf_len += n;
+    return 0;
+}
+
+static int
+fmt_number(char *dst, long long v)
+{
+    char tmp[24];
+    int n = 0, neg = v < 0;
+    if (neg) {   /* (numbers the Python side gave; never below 0 there) */
+        *dst++ = '-';
+        v = -v;
+    }
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (int k = 0; k < n; k++)
+        dst[k] = tmp[n - 1 - k];
+    return n + neg;
+}
+
+/* The output for a matched chunk, or NULL with no error set when it is not ours after all. */
+static PyObject *
+hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, long long seq)
+{
+    long long n = 0, offset = self->offset, last = self->last;
+    if (self->seq_mode == SEQ_OWN) {
+        n = seq + offset;
+        if (n <= last) {
+            n = last + 1;
+            offset = n - seq;
+        }
+        last = n;
+    } else if (self->seq_mode == SEQ_NEW) {
+        n = last + 1;
+        last = n + self->channels - 1;
+        if (last - seq > offset)
+            offset = last - seq;
+    }
+    PyObject *out;
+    int same = self->passthrough || (self->pass_same && n == seq);
+    if (same) {
+        out = Py_NewRef(chunk);
+    } else {
+        char num[2][24];
+        int num_len[2] = {0, 0};
+        if (self->seq_mode != SEQ_NONE) {
+            num_len[0] = fmt_number(num[0], n);
+            num_len[1] = fmt_number(num[1], n + 1);
+        }
+        Py_ssize_t total = 0;
+        for (Py_ssize_t i = 0; i < self->nparts; i++) {
+            Py_ssize_t code = self->part_len[i];
+            total += self->part[i] ? code : code == PART_BODY ? body_len : num_len[code];
+        }
+        out = PyBytes_FromStringAndSize(NULL, total);
+        if (out == NULL)
+            return NULL;
+        char *w = PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < self->nparts; i++) {
+            Py_ssize_t code = self->part_len[i];
+            if (self->part[i]) {
+                memcpy(w, self->part[i], code);
+                w += code;
+            } else if (code == PART_BODY) {
+                memcpy(w, body, body_len);
+                w += body_len;
+            } else {
+                memcpy(w, num[code], num_len[code]);
+                w += num_len[code];
+            }
+        }
+    }
+    if (self->collect && collect(self, body, body_len) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *list = PyList_New(1);
+    if (list == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyList_SET_ITEM(list, 0, out);
+    self->offset = offset;
+    self->last = last;
+    self->hits++;
+    self->changed += !same;
+    self->chars += body_len;
+    return list;
+}
+
+static PyObject *
+hot_call(Hot *self, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) != 1 || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Hot takes one chunk");
+        return NULL;
+    }
+    PyObject *chunk = PyTuple_GET_ITEM(args, 0);
+    if (self->fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Hot is not initialised");
+        return NULL;
+    }
+    if (self->spec == NULL || !PyBytes_CheckExact(chunk))
+        return PyObject_CallOneArg(self->fallback, chunk);
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(chunk);
+    Py_ssize_t len = PyBytes_GET_SIZE(chunk);
+    Py_ssize_t end = len - self->post_len;   /* where the last slot must end */
+    if (end < self->pre_len + 2 || memcmp(p, self->pre, self->pre_len) != 0
+        || memcmp(p + end, self->post, self->post_len) != 0)
+        return PyObject_CallOneArg(self->fallback, chunk);
+    Py_ssize_t i = self->pre_len;
+    long long seq = -1;
+    if (self->num_pos == 1) {
+        seq = read_number(p, &i, end);
+        if (seq < 0 || end - i < self->mid_len || memcmp(p + i, self->mid, self->mid_len) != 0)
+            return PyObject_CallOneArg(self->fallback, chunk);
+        i += self->mid_len;
+    }
+    if (i >= end || p[i] != '"')
+        return PyObject_CallOneArg(self->fallback, chunk);
+    Py_ssize_t b = i + 1, j = b;
+    const unsigned char *allowed = self->allowed;
+    while (j < end && allowed[p[j]])
+        j++;
+    if (j >= end || p[j] != '"' || j == b || (self->trim && p[j - 1] == ' '))
+        return PyObject_CallOneArg(self->fallback, chunk);
+    i = j + 1;
+    if (self->num_pos == 2) {
+        if (end - i < self->mid_len || memcmp(p + i, self->mid, self->mid_len) != 0)
+            return PyObject_CallOneArg(self->fallback, chunk);
+        i += self->mid_len;
+        seq = read_number(p, &i, end);
+        if (seq < 0)
+            return PyObject_CallOneArg(self->fallback, chunk);
+    }
+    if (i != end)
+        return PyObject_CallOneArg(self->fallback, chunk);
+    return hot_take_chunk(self, chunk, (const char *)p + b, j - b, seq);
+}
+
+static PyMemberDef hot_members[] = {
+    {"fallback", T_OBJECT, offsetof(Hot, fallback), READONLY, "what takes every other chunk"},
+    {"hits", T_PYSSIZET, offsetof(Hot, hits), READONLY, "chunks taken since the last take()"},
+    {NULL}
+};
+
+static PyObject *
+hot_armed(Hot *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->spec ? self->spec : Py_None);
+}
+
+static PyGetSetDef hot_getset[] = {
+    {"armed", (getter)hot_armed, NULL, "the armed spec, or None", NULL},
+    {NULL}
+};
+
+static PyMethodDef hot_methods[] = {
+    {"arm", (PyCFunction)hot_arm, METH_VARARGS, "arm(spec, offset=0, last=0)"},
+    {"disarm", (PyCFunction)hot_disarm, METH_NOARGS, "every chunk goes to the fallback"},
+    {"take", (PyCFunction)hot_take, METH_NOARGS,
+     "(hits, changed, chars, text, offset, last) since the last take; the counts start again"},
+    {NULL}
+};
+
+static PyType_Slot hot_slots[] = {
+    {Py_tp_doc, "Hot(fallback): the stream callable that answers steady token deltas in C"},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, hot_init},
+    {Py_tp_dealloc, hot_dealloc},
+    {Py_tp_traverse, hot_traverse},
+    {Py_tp_clear, hot_clear},
+    {Py_tp_call, hot_call},
+    {Py_tp_members, hot_members},
+    {Py_tp_getset, hot_getset},
+    {Py_tp_methods, hot_methods},
+    {0, NULL},
+};
+
+static PyType_Spec hot_spec = {
+    "thinkwire._hot.Hot", sizeof(Hot), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, hot_slots,
+};
+
+static int
+hot_exec(PyObject *m)
+{
+    PyObject *tp = PyType_FromModuleAndSpec(m, &hot_spec, NULL);
+    if (tp == NULL)
+        return -1;
+    int r = PyModule_AddObjectRef(m, "Hot", tp);
+    Py_DECREF(tp);
+    if (r < 0)
+        return -1;
+    if (PyModule_AddIntConstant(m, "PART_N", PART_N) < 0
+        || PyModule_AddIntConstant(m, "PART_N1", PART_N1) < 0
+        || PyModule_AddIntConstant(m, "PART_BODY", PART_BODY) < 0
+        || PyModule_AddIntConstant(m, "SEQ_NONE", SEQ_NONE) < 0
+        || PyModule_AddIntConstant(m, "SEQ_OWN", SEQ_OWN) < 0
+        || PyModule_AddIntConstant(m, "SEQ_NEW", SEQ_NEW) < 0)
+        return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot hot_module_slots[] = {
+    {Py_mod_exec, hot_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef hot_module = {
+    PyModuleDef_HEAD_INIT, "thinkwire._hot",
+    "The steady token delta of a stream, answered in C (thinkwire.hot).", 0,
+    NULL, hot_module_slots, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__hot(void)
+{
+    return PyModuleDef_Init(&hot_module);
+}

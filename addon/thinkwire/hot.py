@@ -1,0 +1,67 @@
+"""The steady token delta, answered in C: the one compiled part (`_hot.c`), optional.
+
+Most events of a stream are token deltas in the middle of a reasoning block or of the answer:
+plain text that changes nothing in the rewriter but a count. In Python each still costs a dozen
+steps per chunk, and mitmproxy calls the stream callable once per chunk. So where the extension
+is built, `_hot.Hot` is that callable: armed by the driver with a *spec*, it answers a chunk
+that is exactly the learned event with another plain text literal itself (the same bytes, or an
+output template filled in), and hands every other chunk to the Python driver. The driver first
+folds in what Hot took (`Hot.take`, the surface's `settle`), then asks the surface for the spec
+that fits its new state (the surface's `hot`), or disarms.
+
+A surface arms only where the splitter is steady (`Splitter.steady`): there any plain text
+(`fastpath.plain_bytes`) comes out as it went in, with the state as it was. The bytes are the
+same as the Python path's (tests/test_hot.py). Without a C compiler, or with THINKWIRE_HOT=0,
+everything runs in Python as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+from .fastpath import plain_bytes
+from .splitter import Rules
+
+try:
+    from ._hot import PART_BODY, PART_N, PART_N1, SEQ_NEW, SEQ_NONE, SEQ_OWN, Hot
+except ImportError:   # pragma: no cover - not built: Python alone
+    Hot = None
+    PART_N, PART_N1, PART_BODY, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 0, 1, 2
+
+__all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW",
+           "available", "spec", "template"]
+
+
+def available() -> bool:
+    """Whether streams get the C callable: built, and not turned off (THINKWIRE_HOT=0)."""
+    return Hot is not None and os.environ.get("THINKWIRE_HOT", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+@functools.lru_cache(maxsize=64)
+def allowed(rules: Rules) -> bytes:
+    """The bytes a literal Hot takes may hold, as a table of 256 (1: allowed): the plain bytes
+    of `rules`, and the backtick (`Splitter.took` counts them over the joined text)."""
+    rx = re.compile(plain_bytes(rules))
+    return bytes(rx.fullmatch(bytes([b])) is not None or b == 0x60 for b in range(256))
+
+
+def template(cut: list[bytes]) -> tuple:
+    """An output template with the text literal's body wherever `cut` was cut."""
+    out: list = [cut[0]]
+    for c in cut[1:]:
+        out += [PART_BODY, c]
+    return tuple(out)
+
+
+def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, trim: bool = False,
+         collect: bool = False, num_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE,
+         channels: int = 1, pass_same: bool = False) -> tuple:
+    """What `Hot.arm` takes. A chunk it answers is `pre`, a plain text literal (quotes
+    included), `post`; with a number slot before it (`num_pos` 1) or after it (2), `mid`
+    between the two. `out` None: the chunk goes as it came; else the output template (bytes,
+    PART_BODY for the literal's body, PART_N / PART_N1 for the numbers `seq_mode` gives).
+    `trim`: a text ending in a space is the splitter's to decide. `collect`: keep the texts
+    for `Hot.take`. `pass_same`: numbered as it came, the chunk goes as it came."""
+    return (pre, num_pos, mid, post, allowed(rules), trim, out, seq_mode, channels, collect, pass_same)

@@ -544,19 +544,26 @@ def _hot(spec_kw=None, **kw):
 
 @needs_c
 def test_hot_passes_a_plain_literal_and_leaves_anything_else():
-    h, calls = _hot()
-    chunk = b'data: {"n":"hi there"}\n\n'
-    got = h(chunk)
-    assert got == [chunk] and got[0] is chunk
-    for other in [b'data: {"n":""}\n\n', b'data: {"n":"a\\nb"}\n\n', b'data: {"n":"a<b"}\n\n',
-                  b'data: {"n":"\xc3\xa9"}\n\n', b'data: {"n":"a"b"}\n\n', b'data: {"n":"ab}\n\n',
-                  b'data: {"x":"ab"}\n\n', b'data: {"n":"ab"}\n', b"", b'"',
-                  bytearray(chunk), b'data: {"n":"a\tb"}\n\n', b'data: {"n":"a\x7fb"}\n\n']:
+    h, calls = _hot({"collect": True})
+    taken = [b"hi there", b"a`b", b'a\\nb\\t\\"q\\"\\\\', b"\\r\\b\\f"]   # json.dumps writes these escapes so
+    for body in taken:
+        chunk = b'data: {"n":"%s"}\n\n' % body
+        got = h(chunk)
+        assert got == [chunk] and got[0] is chunk
+    others = [b'"', b'a\\u0041', b'a\\/', b'a\\x', b'a\\', b"a<b", b"\xc3\xa9", b'a"b', b"a\tb", b"a\x7fb"]
+    for other in [b'data: {"n":"%s"}\n\n' % o for o in others] + [
+            b'data: {"n":"ab}\n\n', b'data: {"x":"ab"}\n\n', b'data: {"n":"ab"}\n', b"", b'"', b'data: {"n":""}\n\n',
+            bytearray(b'data: {"n":"ab"}\n\n')]:
         assert h(other) == [b"FALLBACK"]
-    assert len(calls) == 13
-    assert h(b'data: {"n":"a`b"}\n\n') == [b'data: {"n":"a`b"}\n\n']   # (took counts backticks)
-    assert h.take() == (2, 0, 11, None, 0, 0)
+    assert len(calls) == len(others) + 7
+    assert h.take() == (4, 0, 22, b'hi therea`ba\nb\t"q"\\\r\b\f', 0, 0)   # (the texts, joined)
     assert h.take() == (0, 0, 0, None, 0, 0) and h.hits == 0
+
+
+def test_hot_takes_an_escape_only_where_its_character_starts_no_tag():
+    table = hot.allowed(Rules((TagPair('"', "\n"),)))
+    assert not table[ord('"')] & 2 and not table[ord("n")] & 2 and table[ord("t")] & 2
+    assert table[ord("n")] & 1 and table[ord("`")] == 1 and table[ord("<")] & 1
 
 
 @needs_c

@@ -24,6 +24,11 @@
 #define SEQ_OWN 1     /* the event keeps its number, shifted by the offset (answer text) */
 #define SEQ_NEW 2     /* the events take the next free numbers (reasoning, `channels` of them) */
 
+/* The table's bits. An escape taken is one json.dumps writes the same way (\n \t \r \b \f \" \\),
+ * so the literal is what the Python path would write for its text. */
+#define ALLOW_BYTE 1
+#define ALLOW_ESCAPE 2
+
 #define MAX_PARTS 16
 #define MAX_DIGITS 18  /* a sequence number fits in a long long */
 
@@ -34,7 +39,8 @@ typedef struct {
     const char *pre, *mid, *post;
     Py_ssize_t pre_len, mid_len, post_len;
     int num_pos;                    /* 0: no number slot; 1: before the text; 2: after it */
-    unsigned char allowed[256];     /* bytes a plain text literal may hold */
+    unsigned char allowed[256];     /* ALLOW_BYTE: a literal may hold the byte as it is;
+                                       ALLOW_ESCAPE: the escape of backslash and this byte */
     int trim;                       /* a body ending in a space is the splitter's to decide */
     int collect;                    /* keep the bodies for `take` */
     int passthrough;                /* the output is the chunk (no template) */
@@ -145,10 +151,13 @@ hot_arm(Hot *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "spec: bad table, slot or numbering");
         return NULL;
     }
-    for (int i = 0; i < 256; i++)
-        self->allowed[i] = tbl[i] != 0;
-    self->allowed['"'] = 0;   /* the scan ends at the closing quote */
-    self->allowed['\\'] = 0;  /* an escape is never plain */
+    static const char escapable[] = "ntrbf\"\\";
+    for (int i = 0; i < 256; i++) {
+        unsigned char t = (unsigned char)tbl[i];
+        self->allowed[i] = (t & ALLOW_BYTE) | (strchr(escapable, i) && i ? t & ALLOW_ESCAPE : 0);
+    }
+    self->allowed['"'] &= ~ALLOW_BYTE;   /* the scan ends at the closing quote */
+    self->allowed['\\'] &= ~ALLOW_BYTE;  /* and reads an escape at a backslash */
     self->passthrough = out == Py_None;
     self->nparts = 0;
     if (!self->passthrough) {
@@ -241,6 +250,7 @@ read_number(const unsigned char *p, Py_ssize_t *i, Py_ssize_t end)
     return v;
 }
 
+/* Keep a body's text for `take`: the body with its escapes (the ones the scan took) decoded. */
 static int
 collect(Hot *self, const char *body, Py_ssize_t n)
 {
@@ -256,8 +266,16 @@ collect(Hot *self, const char *body, Py_ssize_t n)
         self->buf = buf;
         self->buf_cap = cap;
     }
-    memcpy(self->buf + self->buf_len, body, n);
-    self->buf_len += n;
+    char *w = self->buf + self->buf_len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = body[i];
+        if (c == '\\') {
+            c = body[++i];
+            c = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
+        }
+        *w++ = c;
+    }
+    self->buf_len = w - self->buf;
     return 0;
 }
 
@@ -281,7 +299,8 @@ fmt_number(char *dst, long long v)
 
 /* The output for a matched chunk, or NULL with no error set when it is not ours after all. */
 static PyObject *
-hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, long long seq)
+hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, Py_ssize_t chars,
+               long long seq)
 {
     long long n = 0, offset = self->offset, last = self->last;
     if (self->seq_mode == SEQ_OWN) {
@@ -345,7 +364,7 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
     self->last = last;
     self->hits++;
     self->changed += !same;
-    self->chars += body_len;
+    self->chars += chars;
     return list;
 }
 
@@ -379,11 +398,26 @@ hot_call(Hot *self, PyObject *args, PyObject *kwds)
     }
     if (i >= end || p[i] != '"')
         return PyObject_CallOneArg(self->fallback, chunk);
-    Py_ssize_t b = i + 1, j = b;
+    Py_ssize_t b = i + 1, j = b, chars = 0;
     const unsigned char *allowed = self->allowed;
-    while (j < end && allowed[p[j]])
-        j++;
-    if (j >= end || p[j] != '"' || j == b || (self->trim && p[j - 1] == ' '))
+    unsigned char last = 0;   /* the text's last character */
+    while (j < end) {
+        unsigned char c = p[j];
+        if (allowed[c] & ALLOW_BYTE) {
+            last = c;
+            j++;
+        } else if (c == '\\' && j + 1 < end && (allowed[p[j + 1]] & ALLOW_ESCAPE)) {
+            last = p[j + 1] == 'n' ? '\n' : p[j + 1] == 't' ? '\t' : p[j + 1] == 'r' ? '\r'
+                 : p[j + 1] == 'f' ? '\f' : p[j + 1];
+            j += 2;
+        } else {
+            break;
+        }
+        chars++;
+    }
+    /* Trimming, text that ends in whitespace is held by the splitter: its to decide. */
+    if (j >= end || p[j] != '"' || j == b
+        || (self->trim && (last == ' ' || last == '\n' || last == '\t' || last == '\r' || last == '\f')))
         return PyObject_CallOneArg(self->fallback, chunk);
     i = j + 1;
     if (self->num_pos == 2) {
@@ -396,7 +430,7 @@ hot_call(Hot *self, PyObject *args, PyObject *kwds)
     }
     if (i != end)
         return PyObject_CallOneArg(self->fallback, chunk);
-    return hot_take_chunk(self, chunk, (const char *)p + b, j - b, seq);
+    return hot_take_chunk(self, chunk, (const char *)p + b, j - b, chars, seq);
 }
 
 static PyMemberDef hot_members[] = {

@@ -9,7 +9,8 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 
 from ...context import FlowContext
-from ...fastpath import ASCII_SLOT, NUMBER_SLOT, OUT, ByteShape, canonical_head, slot_text, text_slot
+from ...fastpath import (ASCII_SLOT, NUMBER_SLOT, OUT, ByteShape, canonical_head, sharing_dumps, slot_text,
+                         text_slot)
 from ... import hot
 from ...splitter import CONTENT, REASONING, Rules
 from ...sse import Event, dumps
@@ -206,11 +207,12 @@ class StreamRewriter(_ResponseState):
         self.event_lines = False
         self.eol = b"\n"
         self._batch: list = []
+        self._dumps = sharing_dumps()   # an item's text goes out in several events at its end
         self._shape: _Shape | None = None  # of the last output_text.delta parsed in full
         self._bytes: tuple[ByteShape, Rules] | None = None  # the same, as bytes, for on_chunk
         self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
         self._plan: tuple | None = None    # on_chunk's plan for the current state (_make_plan)
-        self._hot: tuple | None = None     # (the plan it is for, its C spec) (thinkwire.hot)
+        self._hot: tuple | None = None     # (the cut events, byte shape, extra it is for; its C spec) (thinkwire.hot)
         self._armed: tuple | None = None   # the plan the C callable was last armed for
 
     # -- the Owner side ------------------------------------------------------------------------
@@ -320,11 +322,11 @@ class StreamRewriter(_ResponseState):
         if plan is None or plan[1].steady() != plan[0]:
             return None
         self._plan = plan
-        cache = self._hot
-        if cache is None or cache[0] is not plan:
-            cache = self._hot = (plan, self._hot_spec(shape, plan, num_pos))
+        cache = self._hot   # (a plan is made again after every event taken in full; its cut events are kept)
+        if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
+            cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, num_pos))
         self._armed = plan
-        return cache[1], self.seq.offset, self.seq.last
+        return cache[3], self.seq.offset, self.seq.last
 
     def _hot_spec(self, shape: _Shape, plan: tuple, num_pos: int) -> tuple:
         rules = plan[1].rules
@@ -610,7 +612,7 @@ class StreamRewriter(_ResponseState):
                 out.append(src[0].raw)
                 continue
             self.dirty = True
-            out.append(self._frame(ev["type"], dumps(ev)))
+            out.append(self._frame(ev["type"], self._dumps(ev)))
         return out
 
     def _flush(self) -> list[bytes]:

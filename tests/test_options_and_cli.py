@@ -351,6 +351,32 @@ def test_addon_freezes_start_up_objects_once_running(monkeypatch):
     assert calls == [1]
 
 
+def test_thinkwire_lines_skip_the_deprecated_add_log_event_only(monkeypatch):
+    import logging
+    from mitmproxy import log as mlog
+    monkeypatch.setattr("gc.freeze", lambda: None)
+    got = []
+
+    class Legacy(mlog.LegacyLogEvents):   # what mitmproxy's master installs, without the master
+        def __init__(self):
+            logging.Handler.__init__(self)
+            self._initiated_in_test = None
+
+        def emit(self, record):
+            got.append(record.name)
+    h = Legacy()
+    logging.getLogger().addHandler(h)
+    try:
+        ThinkWire().running()
+        ThinkWire().running()   # (a reloaded script: one filter)
+        assert len(h.filters) == 1
+        logging.getLogger("thinkwire.addon").warning("a flow")
+        logging.getLogger("someone.else").warning("hello")
+    finally:
+        logging.getLogger().removeHandler(h)
+    assert got == ["someone.else"]
+
+
 def test_addon_request_nested_past_the_stack_passes_unchanged():
     tw = ThinkWire()
     with taddons.context(tw) as tctx:

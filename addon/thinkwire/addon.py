@@ -84,6 +84,7 @@ class ThinkWire:
         # scan only what traffic made. (Measured: full-collection pauses of ~30 ms were the
         # proxy's worst per-event delays.)
         gc.freeze()
+        _skip_legacy_log_event()
 
     def configure(self, updated: set[str]) -> None:
         if self._option_errors:
@@ -252,6 +253,22 @@ class ThinkWire:
                    stats.broken).put(flow)
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
+
+
+def _not_thinkwire(record: logging.LogRecord) -> bool:
+    return not record.name.startswith("thinkwire")
+
+
+def _skip_legacy_log_event() -> None:
+    """Keep thinkwire's log lines out of mitmproxy's deprecated `add_log` event (for addons that
+    do not use Python's logging yet). It wakes the event loop and offers each line to every
+    addon: measured, that was most of what a flow cost thinkwire outside its stream callable.
+    The lines still reach the terminal and mitmweb's event log (their own handlers)."""
+    from mitmproxy.log import LegacyLogEvents
+    for h in logging.getLogger().handlers:
+        if isinstance(h, LegacyLogEvents) and not any(getattr(f, "__name__", "") == _not_thinkwire.__name__
+                                                      for f in h.filters):
+            h.addFilter(_not_thinkwire)
 
 
 def _recorded(flow: http.HTTPFlow) -> bool:  # [inspect]

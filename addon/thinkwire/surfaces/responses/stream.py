@@ -612,7 +612,8 @@ class StreamRewriter(_ResponseState):
                 out.append(src[0].raw)
                 continue
             self.dirty = True
-            out.append(self._frame(ev["type"], self._dumps(ev)))
+            t = ev["type"]   # (an item's whole text is in its done events and the final one)
+            out.append(self._frame(t, (self._dumps if t.endswith(".done") or t in _FINAL else dumps)(ev)))
         return out
 
     def _flush(self) -> list[bytes]:

@@ -7,6 +7,7 @@ with `fast=False` (every event parsed in full), on every surface.
 """
 
 import json
+import os
 import random
 import re
 
@@ -388,7 +389,7 @@ def test_the_c_callable_is_built_here():
 
 @needs_c
 @pytest.mark.parametrize("surface", SURFACES)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get('HOT_EXAMPLES', 60)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(st.sampled_from(TOKENS + [" steady", " state", " words", "x ", "longer text"]),
                       min_size=1, max_size=60), seed=st.integers(0, 2**16))
 def test_the_c_callable_sends_the_same_bytes_under_every_chunking(surface, texts, seed):
@@ -556,8 +557,8 @@ def test_hot_passes_a_plain_literal_and_leaves_anything_else():
             bytearray(b'data: {"n":"ab"}\n\n')]:
         assert h(other) == [b"FALLBACK"]
     assert len(calls) == len(others) + 7
-    assert h.take() == (4, 0, 22, b'hi therea`ba\nb\t"q"\\\r\b\f', 0, 0)   # (the texts, joined)
-    assert h.take() == (0, 0, 0, None, 0, 0) and h.hits == 0
+    assert h.take() == (4, 0, 22, b'hi therea`ba\nb\t"q"\\\r\b\f', 0, 0, b"")   # (the texts, joined)
+    assert h.take() == (0, 0, 0, None, 0, 0, b"") and h.hits == 0
 
 
 def test_hot_takes_an_escape_only_where_its_character_starts_no_tag():
@@ -572,7 +573,25 @@ def test_hot_fills_a_template_and_keeps_the_texts():
     assert h(b'data: {"n":"ab"}\n\n') == [b"<ab|ab>"]
     assert h(b'data: {"n":"cd "}\n\n') == [b"FALLBACK"]   # trailing space, trimming: the splitter's
     assert h(b'data: {"n":" ef"}\n\n') == [b"< ef| ef>"]
-    assert h.take() == (2, 2, 5, b"ab ef", 0, 0)
+    assert h.take() == (2, 2, 5, b"ab ef", 0, 0, b"")
+
+
+@needs_c
+def test_hot_holds_trailing_whitespace_as_the_splitter_does():
+    rules = RULES[0]
+    h = hot.Hot(lambda chunk: [b"FALLBACK"])
+    spec = hot.spec(rules, b"<", b">", hot.template([b"[", b"]"]), collect=True, trim=True, hold=True)
+    h.arm(spec, 0, 0, hot.held(" \n"))   # held by the splitter before
+    assert h(b'<"a\\n\\n">') == [b"[ \\na]"]            # what was held, then the text; its end held
+    assert h(b'<" \\t">') == [b"FALLBACK"]                # whitespace alone: the splitter's
+    assert h(b'<"b \\\\n ">') == [b"[\\n\\nb \\\\n]"]    # (an escaped backslash then n is text)
+    assert h.take() == (2, 2, 9, b" \na\n\nb \\n", 0, 0, b" ")
+    assert hot.unheld(b" \\r\\f") == " \r\f" and hot.unheld(b"") == ""
+    with pytest.raises(ValueError):
+        h.arm(spec, 0, 0, b" " * 65)
+    no_hold = hot.spec(rules, b"<", b">", hot.template([b"[", b"]"]), trim=True)
+    h.arm(no_hold)
+    assert h(b'<"a ">') == [b"FALLBACK"] and h(b'<"a">') == [b"[a]"]
 
 
 @needs_c
@@ -592,11 +611,11 @@ def test_hot_numbers_as_the_sequencer_does(num_pos):
     assert h(chunk(b"6", b'"c"'))[0] in (b'[7]"c"', b'"c"[7]')               # the offset stays
     for bad in [b"05", b"-1", b"x", b"", b"1234567890123456789"]:
         assert h(chunk(bad, b'"d"')) == [b"FALLBACK"]
-    assert h.take() == (3, 2, 3, None, 1, 7)
+    assert h.take() == (3, 2, 3, None, 1, 7, b"")
     two = (b"<", hot.PART_N, b":", hot.PART_BODY, b"><", hot.PART_N1, b":", hot.PART_BODY, b">")
     h.arm(hot.spec(rules, pre, post, two, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_NEW, channels=2), 1, 7)
     assert h(chunk(b"7", b'"e"')) == [b"<8:e><9:e>"]
-    assert h.take()[4:] == (2, 9)
+    assert h.take()[4:] == (2, 9, b"")
 
 
 @needs_c

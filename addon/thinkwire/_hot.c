@@ -30,6 +30,7 @@
 #define ALLOW_ESCAPE 2
 
 #define MAX_PARTS 16
+#define MAX_HELD 64    /* bytes of held whitespace (escaped) */
 #define MAX_DIGITS 18  /* a sequence number fits in a long long */
 
 typedef struct {
@@ -41,7 +42,10 @@ typedef struct {
     int num_pos;                    /* 0: no number slot; 1: before the text; 2: after it */
     unsigned char allowed[256];     /* ALLOW_BYTE: a literal may hold the byte as it is;
                                        ALLOW_ESCAPE: the escape of backslash and this byte */
-    int trim;                       /* a body ending in a space is the splitter's to decide */
+    int trim;                       /* text ending in whitespace is the splitter's to decide ... */
+    int hold;                       /* ... or held here, as the splitter holds it (`Splitter.took`) */
+    char held[MAX_HELD];            /* the whitespace held (escaped, as it came): it goes out in */
+    Py_ssize_t held_len;            /* front of the next text, or stays held at the block's end */
     int collect;                    /* keep the bodies for `take` */
     int passthrough;                /* the output is the chunk (no template) */
     int pass_same;                  /* SEQ_OWN: the template gives the chunk back when n == seq */
@@ -119,25 +123,34 @@ bytes_arg(PyObject *o, const char **p, Py_ssize_t *n, const char *what)
     return 0;
 }
 
-/* arm(spec, offset=0, last=0). spec: (pre, num_pos, mid, post, allowed, trim, out, seq_mode,
- * channels, collect, pass_same); out: None (the chunk goes as it came) or a tuple of bytes and
- * PART_* ints. Arming with the spec already armed only sets the numbering. */
+/* arm(spec, offset=0, last=0, held=b""). spec: (pre, num_pos, mid, post, allowed, trim, out,
+ * seq_mode, channels, collect, pass_same, hold); out: None (the chunk goes as it came) or a tuple
+ * of bytes and PART_* ints. held: whitespace the splitter holds, as escaped JSON text. Arming
+ * with the spec already armed only sets the numbering and what is held. */
 static PyObject *
 hot_arm(Hot *self, PyObject *args)
 {
     PyObject *spec;
     long long offset = 0, last = 0;
-    if (!PyArg_ParseTuple(args, "O!|LL:arm", &PyTuple_Type, &spec, &offset, &last))
+    const char *held = "";
+    Py_ssize_t held_len = 0;
+    if (!PyArg_ParseTuple(args, "O!|LLy#:arm", &PyTuple_Type, &spec, &offset, &last, &held, &held_len))
         return NULL;
+    if (held_len > MAX_HELD) {
+        PyErr_SetString(PyExc_ValueError, "arm: too much held whitespace");
+        return NULL;
+    }
     self->offset = offset;
     self->last = last;
+    memcpy(self->held, held, held_len);
+    self->held_len = held_len;
     if (spec == self->spec)
         Py_RETURN_NONE;
     hot_disarm_(self);
     PyObject *pre, *mid, *post, *allowed, *out;
-    int num_pos, trim, seq_mode, channels, collect, pass_same;
-    if (!PyArg_ParseTuple(spec, "OiOOOpOiipp:spec", &pre, &num_pos, &mid, &post, &allowed, &trim,
-                          &out, &seq_mode, &channels, &collect, &pass_same))
+    int num_pos, trim, seq_mode, channels, collect, pass_same, hold;
+    if (!PyArg_ParseTuple(spec, "OiOOOpOiippp:spec", &pre, &num_pos, &mid, &post, &allowed, &trim,
+                          &out, &seq_mode, &channels, &collect, &pass_same, &hold))
         return NULL;
     const char *tbl;
     Py_ssize_t tbl_len;
@@ -180,12 +193,13 @@ hot_arm(Hot *self, PyObject *args)
                 return NULL;
             }
         }
-    } else if (seq_mode != SEQ_NONE) {
-        PyErr_SetString(PyExc_ValueError, "spec: a numbered event needs a template");
+    } else if (seq_mode != SEQ_NONE || hold) {
+        PyErr_SetString(PyExc_ValueError, "spec: a numbered event, or held whitespace, needs a template");
         return NULL;
     }
     self->num_pos = num_pos;
     self->trim = trim;
+    self->hold = hold && trim;
     self->collect = collect;
     self->pass_same = pass_same;
     self->seq_mode = seq_mode;
@@ -202,7 +216,7 @@ hot_disarm(Hot *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* (hits, changed, chars, text or None, offset, last), and the counts start again. */
+/* (hits, changed, chars, text or None, offset, last, held), and the counts start again. */
 static PyObject *
 hot_take(Hot *self, PyObject *Py_UNUSED(ignored))
 {
@@ -214,8 +228,8 @@ hot_take(Hot *self, PyObject *Py_UNUSED(ignored))
     } else {
         text = Py_NewRef(Py_None);
     }
-    PyObject *r = Py_BuildValue("nnnNLL", self->hits, self->changed, self->chars, text,
-                                self->offset, self->last);
+    PyObject *r = Py_BuildValue("nnnNLLy#", self->hits, self->changed, self->chars, text,
+                                self->offset, self->last, self->held, self->held_len);
     if (r == NULL)
         return NULL;
     self->hits = self->changed = self->chars = self->buf_len = 0;
@@ -300,8 +314,15 @@ fmt_number(char *dst, long long v)
 /* The output for a matched chunk, or NULL with no error set when it is not ours after all. */
 static PyObject *
 hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, Py_ssize_t chars,
-               long long seq)
+               long long seq, const char *ws, Py_ssize_t ws_len)
 {
+    /* Holding: the text that goes out is what was held, then the body but its trailing
+     * whitespace (ws), which is held in its turn. */
+    const char *held = self->held;
+    Py_ssize_t held_len = self->hold ? self->held_len : 0;
+    Py_ssize_t held_chars = 0;
+    for (Py_ssize_t k = 0; k < held_len; k++)
+        held_chars += held[k] != '\\';
     long long n = 0, offset = self->offset, last = self->last;
     if (self->seq_mode == SEQ_OWN) {
         n = seq + offset;
@@ -330,7 +351,7 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
         Py_ssize_t total = 0;
         for (Py_ssize_t i = 0; i < self->nparts; i++) {
             Py_ssize_t code = self->part_len[i];
-            total += self->part[i] ? code : code == PART_BODY ? body_len : num_len[code];
+            total += self->part[i] ? code : code == PART_BODY ? held_len + body_len : num_len[code];
         }
         out = PyBytes_FromStringAndSize(NULL, total);
         if (out == NULL)
@@ -342,15 +363,16 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
                 memcpy(w, self->part[i], code);
                 w += code;
             } else if (code == PART_BODY) {
-                memcpy(w, body, body_len);
-                w += body_len;
+                memcpy(w, held, held_len);
+                memcpy(w + held_len, body, body_len);
+                w += held_len + body_len;
             } else {
                 memcpy(w, num[code], num_len[code]);
                 w += num_len[code];
             }
         }
     }
-    if (self->collect && collect(self, body, body_len) < 0) {
+    if (self->collect && (collect(self, held, held_len) < 0 || collect(self, body, body_len) < 0)) {
         Py_DECREF(out);
         return NULL;
     }
@@ -364,7 +386,11 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
     self->last = last;
     self->hits++;
     self->changed += !same;
-    self->chars += chars;
+    self->chars += held_chars + chars;
+    if (self->hold) {
+        memcpy(self->held, ws, ws_len);
+        self->held_len = ws_len;
+    }
     return list;
 }
 
@@ -399,26 +425,45 @@ hot_call(Hot *self, PyObject *args, PyObject *kwds)
     if (i >= end || p[i] != '"')
         return PyObject_CallOneArg(self->fallback, chunk);
     Py_ssize_t b = i + 1, j = b, chars = 0;
+    Py_ssize_t ws = -1, ws_chars = 0;   /* where the trailing whitespace starts, its characters */
     const unsigned char *allowed = self->allowed;
-    unsigned char last = 0;   /* the text's last character */
     while (j < end) {
         unsigned char c = p[j];
+        Py_ssize_t u = j;   /* where this character starts */
+        int space;
         if (allowed[c] & ALLOW_BYTE) {
-            last = c;
+            space = c == ' ';
             j++;
         } else if (c == '\\' && j + 1 < end && (allowed[p[j + 1]] & ALLOW_ESCAPE)) {
-            last = p[j + 1] == 'n' ? '\n' : p[j + 1] == 't' ? '\t' : p[j + 1] == 'r' ? '\r'
-                 : p[j + 1] == 'f' ? '\f' : p[j + 1];
+            c = p[j + 1];
+            space = c == 'n' || c == 't' || c == 'r' || c == 'f';
             j += 2;
         } else {
             break;
         }
+        if (!space) {
+            ws = -1;
+        } else if (ws < 0) {
+            ws = u;
+            ws_chars = 0;
+        }
+        ws_chars += space;
         chars++;
     }
-    /* Trimming, text that ends in whitespace is held by the splitter: its to decide. */
-    if (j >= end || p[j] != '"' || j == b
-        || (self->trim && (last == ' ' || last == '\n' || last == '\t' || last == '\r' || last == '\f')))
+    if (j >= end || p[j] != '"' || j == b)
         return PyObject_CallOneArg(self->fallback, chunk);
+    Py_ssize_t body_end = j;
+    if (self->trim && ws >= 0) {
+        /* Trimming, whitespace at the end is held: here when this spec holds it and there is
+         * text before it (the splitter holds whitespace alone without a word), else the
+         * splitter decides. */
+        if (!self->hold || ws == b || j - ws > MAX_HELD)
+            return PyObject_CallOneArg(self->fallback, chunk);
+        body_end = ws;
+    } else {
+        ws = j;
+        ws_chars = 0;
+    }
     i = j + 1;
     if (self->num_pos == 2) {
         if (end - i < self->mid_len || memcmp(p + i, self->mid, self->mid_len) != 0)
@@ -430,7 +475,8 @@ hot_call(Hot *self, PyObject *args, PyObject *kwds)
     }
     if (i != end)
         return PyObject_CallOneArg(self->fallback, chunk);
-    return hot_take_chunk(self, chunk, (const char *)p + b, j - b, chars, seq);
+    return hot_take_chunk(self, chunk, (const char *)p + b, body_end - b, chars - ws_chars, seq,
+                          (const char *)p + ws, j - ws);
 }
 
 static PyMemberDef hot_members[] = {

@@ -21,7 +21,9 @@ import functools
 import os
 import re
 
-from .fastpath import plain_bytes
+from json.decoder import scanstring
+
+from .fastpath import dumps, plain_bytes
 from .splitter import Rules
 
 try:
@@ -31,7 +33,7 @@ except ImportError:   # pragma: no cover - not built: Python alone
     PART_N, PART_N1, PART_BODY, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 0, 1, 2
 
 __all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW",
-           "available", "spec", "template"]
+           "available", "spec", "template", "reasoning", "held", "unheld"]
 
 
 def available() -> bool:
@@ -66,11 +68,30 @@ def template(cut: list[bytes]) -> tuple:
 
 def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, trim: bool = False,
          collect: bool = False, num_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE,
-         channels: int = 1, pass_same: bool = False) -> tuple:
+         channels: int = 1, pass_same: bool = False, hold: bool = False) -> tuple:
     """What `Hot.arm` takes. A chunk it answers is `pre`, a plain text literal (quotes
     included), `post`; with a number slot before it (`num_pos` 1) or after it (2), `mid`
     between the two. `out` None: the chunk goes as it came; else the output template (bytes,
     PART_BODY for the literal's body, PART_N / PART_N1 for the numbers `seq_mode` gives).
-    `trim`: a text ending in a space is the splitter's to decide. `collect`: keep the texts
-    for `Hot.take`. `pass_same`: numbered as it came, the chunk goes as it came."""
-    return (pre, num_pos, mid, post, allowed(rules), trim, out, seq_mode, channels, collect, pass_same)
+    `trim`: a text ending in whitespace is the splitter's to decide, or with `hold` its
+    whitespace is held as the splitter holds it (it goes out in front of the next text).
+    `collect`: keep the texts for `Hot.take`. `pass_same`: numbered as it came, the chunk goes
+    as it came."""
+    return (pre, num_pos, mid, post, allowed(rules), trim, out, seq_mode, channels, collect, pass_same,
+            hold and trim)
+
+
+def reasoning(rules: Rules) -> dict:
+    """The trimming options of a spec for reasoning text under `rules`: trailing whitespace
+    held as the splitter holds it, unless a tag may start with whitespace (it decides then)."""
+    return {"trim": rules.trim, "hold": not rules._ws_lead}
+
+
+def held(text: str) -> bytes:
+    """Held whitespace (`Splitter.held_ws`) as the escaped JSON text `Hot.arm` takes."""
+    return dumps(text)[1:-1].encode() if text else b""
+
+
+def unheld(data: bytes) -> str:
+    """What `held` made, back (from `Hot.take`)."""
+    return scanstring(data.decode() + '"', 0)[0] if data else ""

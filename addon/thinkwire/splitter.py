@@ -22,6 +22,7 @@ END = 2
 
 _WS = " \t\r\n\f\v"
 _HSPACE = " \t"
+_HELD_WS = " \t\r\n\f"   # the whitespace thinkwire.hot carries: its JSON escapes are short
 _FENCES = ("```", "~~~")
 
 
@@ -255,25 +256,37 @@ class Splitter:
 
     def steady(self) -> int | None:
         """CONTENT or REASONING when `plain` takes any text it may take as that kind, whatever
-        texts it took before in this state (but reasoning that ends in whitespace while
-        trimming): it then gives each text as it is, and `took` gives the state it leaves.
-        thinkwire.hot takes such texts in C. None: `plain` decides each text."""
-        if self._skip_ws or self._held:
+        texts it took before in this state: it gives each text as it is (reasoning: with the
+        whitespace held before it in front, and, trimming, without the whitespace at its end,
+        held in turn: `held_ws`), and `took` gives the state it leaves. thinkwire.hot takes
+        such texts in C. None: `plain` decides each text."""
+        if self._skip_ws:
             return None
         if self._inside:
-            return REASONING
-        return None if self._at_start else CONTENT
+            return None if self.held_ws() is None else REASONING
+        return None if self._held or self._at_start else CONTENT
 
-    def took(self, kind: int, text: str) -> None:
+    def held_ws(self) -> str | None:
+        """In a block: the whitespace held at its end so far, which goes out in front of the
+        next text unless the block ends first ("" for none); None when something else is held
+        (a partial tag, or more than a short run of whitespace)."""
+        if not self._held:
+            return ""
+        ok = self._ws_hold and not self._ws_more and len(self._held) <= 32 and not self._held.strip(_HELD_WS)
+        return self._held if ok else None
+
+    def took(self, kind: int, text: str, held: str = "") -> None:
         """The state `plain` leaves after it took texts as `kind` in a steady state (`steady`):
-        `text` is those texts joined, not empty. (The line and code state over the joined text
-        is the same as over the texts one after the other: they hold no line break, and
-        backticks count by their parity.)"""
+        `text` is what it gave for them, joined, not empty; `held`, the whitespace it then holds
+        (reasoning). (The line and code state over the joined text is the same as over the
+        texts one after the other: they hold no line break, and backticks count by their
+        parity.)"""
         if kind == CONTENT:
             self._observe(text, 0, len(text))
         else:
             self.reasoning_chars += len(text)
             self._fresh = False
+            self._held, self._ws_hold = held, bool(held)
 
     def _plain_reasoning(self, text: str) -> tuple[int, str]:
         self.reasoning_chars += len(text)

@@ -158,15 +158,17 @@ class StreamRewriter:
         if specs is None or specs[0] is not b:
             rules, m = st.splitter.rules, b[0]
             specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix, collect=True),
-                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), trim=rules.trim,
-                                          collect=True))
+                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), collect=True,
+                                          **hot.reasoning(rules)))
         self._armed = (kind, st)
-        return (specs[1] if kind == CONTENT else specs[2],)
+        if kind == CONTENT:
+            return (specs[1],)
+        return specs[2], 0, 0, hot.held(st.splitter.held_ws())   # type: ignore[arg-type]
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         kind, st = self._armed   # type: ignore[misc]
-        st.splitter.took(kind, got[3].decode("ascii"))
+        st.splitter.took(kind, got[3].decode("ascii"), hot.unheld(got[6]))
 
     def on_event(self, ev: Event) -> list[bytes]:
         data = ev.data

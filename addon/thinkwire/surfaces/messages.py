@@ -264,21 +264,21 @@ class StreamRewriter:
             else:
                 head = _TEXT_DELTA if kind == CONTENT else _THINKING_DELTA
                 cut = _delta_bytes(key[1], head, '"\0"', b"\n").split(b"\0")
-                spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut),
-                                trim=rules.trim and kind == REASONING, collect=True)
+                spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut), collect=True,
+                                **(hot.reasoning(rules) if kind == REASONING else {}))
             self._hot[key] = spec
         self._armed = (kind, st)
-        return (spec,)
+        return spec, 0, 0, hot.held(st.splitter.held_ws() or "")
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
-        _, changed, _, text, _, _ = got
+        _, changed, _, text, _, _, held = got
         kind, st = self._armed   # type: ignore[misc]
         self.eol = b"\n"
         if changed:
             self.changed = True
         t = text.decode("ascii")
-        st.splitter.took(kind, t)
+        st.splitter.took(kind, t, hot.unheld(held))
         if kind == REASONING and self._sealed:
             st.reasoning.append(t)
 

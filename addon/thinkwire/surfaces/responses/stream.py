@@ -326,7 +326,7 @@ class StreamRewriter(_ResponseState):
         if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
             cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, num_pos))
         self._armed = plan
-        return cache[3], self.seq.offset, self.seq.last
+        return cache[3], self.seq.offset, self.seq.last, hot.held(plan[1].held_ws() or "")
 
     def _hot_spec(self, shape: _Shape, plan: tuple, num_pos: int) -> tuple:
         rules = plan[1].rules
@@ -346,11 +346,11 @@ class StreamRewriter(_ResponseState):
             parts += [head, hot.PART_N1 if parts else hot.PART_N, m + q, hot.PART_BODY, q + tail]
         out = tuple(parts)
         return hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_NEW,
-                        channels=plan[4], collect=True, trim=rules.trim)
+                        channels=plan[4], collect=True, **hot.reasoning(rules))
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
-        hits, changed, _, text, offset, last = got
+        hits, changed, _, text, offset, last, held = got
         kind, splitter, add, _, _, part, _ = self._armed   # type: ignore[misc]
         part.fed = True
         self.event_lines, self.eol = self._shape.event is not None, b"\n"   # type: ignore[union-attr]
@@ -360,7 +360,7 @@ class StreamRewriter(_ResponseState):
         self.seq.offset, self.seq.last = offset, last
         t = text.decode("ascii")
         add(t)
-        splitter.took(kind, t)
+        splitter.took(kind, t, hot.unheld(held))
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:

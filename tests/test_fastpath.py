@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
 from thinkwire import hot
-from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, slot_text, text_slot
+from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, dumps, sharing_dumps, slot_text, text_slot
 from thinkwire.marks import PREFIX, Sealer
 from thinkwire.splitter import Rules, Splitter, TagPair
 from thinkwire.stream import StreamDriver
@@ -268,6 +268,14 @@ def test_responses_renumbers_repeated_sequence_numbers_on_both_paths():
     assert hits and fast == run("responses", events, False)[0]
     numbers = [int(n) for n in re.findall(rb'"sequence_number":(\d+)', fast)]
     assert numbers == sorted(set(numbers))
+
+
+def test_sharing_dumps_writes_what_dumps_writes():
+    share = sharing_dumps(keep=2)
+    longs = ["x%d\n\u00e9\"" % k * 400 for k in range(4)]
+    for text in longs + longs[::-1]:   # (more than it keeps: the oldest go)
+        obj = {"a": text, "b": [text, "short", 1], "c": {"d": text[:10]}}
+        assert share(obj) == dumps(obj)
 
 
 def test_the_out_error_handler_only_encodes():

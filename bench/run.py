@@ -123,13 +123,15 @@ def table(res: dict) -> str:
                                        for g in r["segments"]))
     su = res.get("surfaces")
     if su:
-        lines += ["", "2. Per event, one event per call (us/event)",
+        lines += ["", "2. Per event, one event per call (us/event); callable = what mitmproxy calls (the C part in "
+                      "front of the driver, where built), driver = the Python driver alone",
                   f"   {'surface':>9} {'kind':>9} {'pass':>6} {'sse':>6} {'json rt':>8} {'surface':>8} "
-                  f"{'driver':>7} {'drv/json':>8}"]
+                  f"{'driver':>7} {'drv/json':>8} {'callable':>8}"]
         for name, kinds in su.items():
             for kind, r in kinds.items():
                 lines.append(f"   {name:>9} {kind:>9} {r['pass_us']:>6.2f} {r['sse_us']:>6.1f} {r['json_us']:>8.1f} "
-                             f"{r['surface_us']:>8.1f} {r['driver_us']:>7.1f} {r['driver_vs_json']:>7.1f}x"
+                             f"{r['surface_us']:>8.1f} {r['driver_us']:>7.1f} {r['driver_vs_json']:>7.1f}x "
+                             f"{r.get('callable_us', float('nan')):>8.2f}"
                              + ("  FELL BACK" if r.get("fell_back") else ""))
     e = res.get("e2e")
     if e:

@@ -88,6 +88,9 @@ def run(n: int, reps: int, log=print) -> dict:
                     driver.last = d
                     return d
 
+                def callable_():   # what mitmproxy calls: the C callable in front, where built
+                    return driver().callable()
+
                 def surface():
                     ctx = engine.new_context(settings, shape.request(), sealer)
                     rw = module.StreamRewriter(ctx)
@@ -113,12 +116,13 @@ def run(n: int, reps: int, log=print) -> dict:
                     "json_us": _per_event(json_rt, datas, reps),
                     "surface_us": _per_event(surface, framed, reps),
                     "driver_us": _per_event(driver, timed, reps),
+                    "callable_us": _per_event(callable_, timed, reps),
                 }
                 d = driver.last
                 row["fell_back"] = d.failure
                 row["driver_vs_json"] = row["driver_us"] / row["json_us"]
                 out[name][kind] = row
-                log(f"  {name:>9} {kind:>9}: driver {row['driver_us']:6.1f} us/event "
+                log(f"  {name:>9} {kind:>9}: callable {row['callable_us']:6.2f}, driver {row['driver_us']:6.1f} us/event "
                     f"(surface {row['surface_us']:5.1f}, sse {row['sse_us']:4.1f}, json rt {row['json_us']:5.1f}, "
                     f"pass {row['pass_us']:.2f})" + (f"  FELL BACK: {d.failure}" if d.failure else ""))
     finally:

@@ -9,10 +9,12 @@ output template filled in), and hands every other chunk to the Python driver. Th
 folds in what Hot took (`Hot.take`, the surface's `settle`), then asks the surface for the spec
 that fits its new state (the surface's `hot`), or disarms.
 
-A surface arms only where the splitter is steady (`Splitter.steady`): there any plain text
-(`fastpath.plain_bytes`) comes out as it went in, with the state as it was. The bytes are the
-same as the Python path's (tests/test_hot.py). Without a C compiler, or with THINKWIRE_HOT=0,
-everything runs in Python as before.
+A surface arms only where the splitter is steady (`Splitter.steady`): there any text of plain
+characters (`fastpath.plain_bytes`, backticks, and the escapes json.dumps writes the same, see
+`allowed`) comes out as it went in, but for whitespace held at a reasoning text's end, which
+Hot holds as the splitter does. `Splitter.took` then gives the state. The bytes are the same as
+the Python paths' (tests/test_fastpath.py). Without a C compiler, or with THINKWIRE_HOT=0,
+everything runs in Python.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ class StreamRewriter:
         self._armed = (kind, st)
         if kind == CONTENT:
             return (specs[1],)
-        return specs[2], 0, 0, hot.held(st.splitter.held_ws())   # type: ignore[arg-type]
+        return specs[2], 0, 0, hot.held(st.splitter.held_ws() or "")
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""

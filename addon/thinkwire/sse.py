@@ -69,14 +69,23 @@ class SSEParser:
         pos = 0
         lines = self._lines
         n = len(buf)
+        # Without a CR, line ends are found with bytes.find (a memchr): the line of a long event
+        # that came over several reads is not scanned by a regular expression.
+        cr = b"\r" in buf
         while True:
-            m = _LINE_END.search(buf, pos)
-            if m is None:
-                break
-            end = m.end()
-            if m.group() == b"\r" and end == n and not final:
+            if cr:
+                m = _LINE_END.search(buf, pos)
+                if m is None:
+                    break
+                stop, end, eol = m.start(), m.end(), m.group()
+            else:
+                stop = buf.find(b"\n", pos)
+                if stop < 0:
+                    break
+                end, eol = stop + 1, b"\n"
+            if eol == b"\r" and end == n and not final:
                 break  # a CR at the end may be the first half of CRLF: wait
-            line = buf[pos:m.start()]
+            line = buf[pos:stop]
             pos = end
             if line:
                 lines.append(line)
@@ -87,7 +96,7 @@ class SSEParser:
                 self._raw.append(raw)
                 raw = b"".join(self._raw)
                 self._raw = []
-            events.append(_make_event(raw, lines, m.group(), self))
+            events.append(_make_event(raw, lines, eol, self))
             lines = []
             start = end
         self._lines = lines

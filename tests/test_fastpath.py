@@ -635,7 +635,8 @@ def test_hot_refuses_a_bad_spec_and_disarms():
     for bad in [good[:5], (1,) + good[1:], good[:4] + (b"short",) + good[5:],
                 good[:1] + (1,) + good[2:],                  # a number slot without numbering
                 good[:6] + ((b"x", 7),) + good[7:],          # an unknown part code
-                good[:6] + ((b"x", hot.PART_N),) + good[7:]]:  # a number with no numbering
+                good[:6] + ((b"x", hot.PART_N),) + good[7:],   # a number with no numbering
+                hot.spec(rules, b"a", b"b", (b"x", hot.PART_N1), num_pos=1, seq_mode=hot.SEQ_NEW)]:  # one channel
         with pytest.raises((TypeError, ValueError)):
             h.arm(bad)
         assert h.armed is None

@@ -7,7 +7,8 @@
  * driver, which first folds in what was taken here (`take`) and then arms or disarms again.
  *
  * The Python side arms only where taking such a chunk changes nothing in the rewriter but
- * what `take` reports: hits, characters, the texts (joined), and the sequence numbering.
+ * what `take` reports: hits, characters, the texts (joined), the sequence numbering, and the
+ * whitespace held at the end of a reasoning text.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -183,7 +184,8 @@ hot_arm(Hot *self, PyObject *args)
             PyObject *o = PyTuple_GET_ITEM(out, i);
             if (PyLong_Check(o)) {
                 long code = PyLong_AsLong(o);
-                if (code < PART_N || code > PART_BODY || (code != PART_BODY && seq_mode == SEQ_NONE)) {
+                if (code < PART_N || code > PART_BODY || (code != PART_BODY && seq_mode == SEQ_NONE)
+                    || (code == PART_N1 && channels < 2)) {
                     PyErr_SetString(PyExc_ValueError, "spec: bad part code");
                     return NULL;
                 }
@@ -346,7 +348,8 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
         int num_len[2] = {0, 0};
         if (self->seq_mode != SEQ_NONE) {
             num_len[0] = fmt_number(num[0], n);
-            num_len[1] = fmt_number(num[1], n + 1);
+            if (self->channels > 1)
+                num_len[1] = fmt_number(num[1], n + 1);
         }
         Py_ssize_t total = 0;
         for (Py_ssize_t i = 0; i < self->nparts; i++) {

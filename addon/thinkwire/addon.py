@@ -264,9 +264,10 @@ def _skip_legacy_log_event() -> None:
     do not use Python's logging yet). It wakes the event loop and offers each line to every
     addon: measured, that was most of what a flow cost thinkwire outside its stream callable.
     The lines still reach the terminal and mitmweb's event log (their own handlers)."""
-    from mitmproxy.log import LegacyLogEvents
+    from mitmproxy import log as mitmproxy_log
+    legacy = getattr(mitmproxy_log, "LegacyLogEvents", None)   # (a mitmproxy without it: nothing to do)
     for h in logging.getLogger().handlers:
-        if isinstance(h, LegacyLogEvents) and not any(getattr(f, "__name__", "") == _not_thinkwire.__name__
+        if legacy is not None and isinstance(h, legacy) and not any(getattr(f, "__name__", "") == _not_thinkwire.__name__
                                                       for f in h.filters):
             h.addFilter(_not_thinkwire)
 

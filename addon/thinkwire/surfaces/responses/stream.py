@@ -212,7 +212,7 @@ class StreamRewriter(_ResponseState):
         self._bytes: tuple[ByteShape, Rules] | None = None  # the same, as bytes, for on_chunk
         self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
         self._plan: tuple | None = None    # on_chunk's plan for the current state (_make_plan)
-        self._hot: tuple | None = None     # (the cut events, byte shape, extra it is for; its C spec) (thinkwire.hot)
+        self._hot: tuple | None = None     # thinkwire.hot: (cut events, byte shape, extra; the C spec)
         self._armed: tuple | None = None   # the plan the C callable was last armed for
 
     # -- the Owner side ------------------------------------------------------------------------
@@ -278,8 +278,9 @@ class StreamRewriter(_ResponseState):
     def _make_plan(self, shape: _Shape) -> tuple | None:
         """What the byte path does for the message's current state, worked out once: the piece
         kind it expects, its splitter, where its text goes, the events it sends as one format,
-        the part it feeds and the cut events the format was made of. None: the state has no plan (on_event decides each event). Any
-        event taken in full drops the plan. (It changes nothing: `hot` asks for it too.)"""
+        the part it feeds and the cut events the format was made of. None: the state has no
+        plan (on_event decides each event). Any event taken in full drops the plan. (It changes
+        nothing: `hot` asks for it too.)"""
         m = self.active.get(shape.output_index)
         p = m.part if m is not None else None
         if p is None or p.splitter is None or self.seq.last is None:
@@ -322,7 +323,8 @@ class StreamRewriter(_ResponseState):
         if plan is None or plan[1].steady() != plan[0]:
             return None
         self._plan = plan
-        cache = self._hot   # (a plan is made again after every event taken in full; its cut events are kept)
+        # A plan is made again after every event taken in full; the cut events it holds are kept.
+        cache = self._hot
         if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
             cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, num_pos))
         self._armed = plan

@@ -171,14 +171,11 @@ class StreamDriver:
             return self._step(chunk)
         # A chunk Hot did not take: fold in what it took since the last one, take this one,
         # then arm Hot for the state this leaves (or disarm it).
-        out: list[bytes] = []
         try:
             if h.hits:
                 self.rewriter.settle(h.take())   # type: ignore[attr-defined]
         except Exception as e:
-            self._fail(f"{type(e).__name__}: {e}", out, [])
-            out.append(chunk)
-            return self._join(out)
+            return self._fail_before(e, chunk)
         out = self._step(chunk)
         try:
             spec = self.rewriter.hot() if self._ready else None   # type: ignore[attr-defined]
@@ -206,10 +203,7 @@ class StreamDriver:
             try:
                 got = self._on_chunk(chunk)   # type: ignore[misc]
             except Exception as e:
-                out: list[bytes] = []
-                self._fail(f"{type(e).__name__}: {e}", out, [])
-                out.append(chunk)
-                return self._join(out)
+                return self._fail_before(e, chunk)
             if got is not None:   # (the parser saw nothing: it stays idle)
                 return got if len(got) == 1 else self._join(got)
         out = self._rewrite(chunk)
@@ -285,6 +279,13 @@ class StreamDriver:
                     reason)
         if self.on_broken:
             self.on_broken(reason)
+
+    def _fail_before(self, e: Exception, chunk: bytes) -> list[bytes]:
+        """Fail open before any of `chunk` was taken: what the rewriter held, then the chunk."""
+        out: list[bytes] = []
+        self._fail(f"{type(e).__name__}: {e}", out, [])
+        out.append(chunk)
+        return self._join(out)
 
     def _fail(self, reason: str, out: list[bytes], unsent: list[Event]) -> None:
         """Fail open: what the rewriter held, then the original bytes from here on."""

@@ -26,7 +26,7 @@ import re
 from json.decoder import scanstring
 
 from .fastpath import dumps, plain_bytes
-from .splitter import Rules
+from .splitter import Rules, Splitter
 
 try:
     from ._hot import PART_BODY, PART_N, PART_N1, SEQ_NEW, SEQ_NONE, SEQ_OWN, Hot
@@ -35,7 +35,7 @@ except ImportError:   # pragma: no cover - not built: Python alone
     PART_N, PART_N1, PART_BODY, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 0, 1, 2
 
 __all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW",
-           "available", "spec", "template", "reasoning", "held", "unheld"]
+           "available", "spec", "template", "reasoning", "held", "unheld", "held_of", "fold"]
 
 
 def available() -> bool:
@@ -97,3 +97,17 @@ def held(text: str) -> bytes:
 def unheld(data: bytes) -> str:
     """What `held` made, back (from `Hot.take`)."""
     return scanstring(data.decode() + '"', 0)[0] if data else ""
+
+
+def held_of(splitter: Splitter) -> bytes:
+    """What `splitter` holds, as `Hot.arm` takes it (a surface arms only where that is
+    whitespace or nothing: `Splitter.steady`)."""
+    return held(splitter.held_ws() or "")
+
+
+def fold(splitter: Splitter, kind: int, got: tuple) -> str:
+    """What Hot took (`Hot.take`) as `kind`, folded into `splitter` (`Splitter.took`): the text
+    it gave, joined."""
+    text = got[3].decode("ascii")
+    splitter.took(kind, text, unheld(got[6]))
+    return text

@@ -163,12 +163,12 @@ class StreamRewriter:
         self._armed = (kind, st)
         if kind == CONTENT:
             return (specs[1],)
-        return specs[2], 0, 0, hot.held(st.splitter.held_ws() or "")
+        return specs[2], 0, 0, hot.held_of(st.splitter)
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         kind, st = self._armed   # type: ignore[misc]
-        st.splitter.took(kind, got[3].decode("ascii"), hot.unheld(got[6]))
+        hot.fold(st.splitter, kind, got)
 
     def on_event(self, ev: Event) -> list[bytes]:
         data = ev.data

@@ -268,19 +268,17 @@ class StreamRewriter:
                                 **(hot.reasoning(rules) if kind == REASONING else {}))
             self._hot[key] = spec
         self._armed = (kind, st)
-        return spec, 0, 0, hot.held(st.splitter.held_ws() or "")
+        return spec, 0, 0, hot.held_of(st.splitter)
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
-        _, changed, _, text, _, _, held = got
         kind, st = self._armed   # type: ignore[misc]
         self.eol = b"\n"
-        if changed:
+        if got[1]:   # (chunks that went out other than they came)
             self.changed = True
-        t = text.decode("ascii")
-        st.splitter.took(kind, t, hot.unheld(held))
+        text = hot.fold(st.splitter, kind, got)
         if kind == REASONING and self._sealed:
-            st.reasoning.append(t)
+            st.reasoning.append(text)
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.raw or ev.data is None:

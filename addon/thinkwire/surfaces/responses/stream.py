@@ -328,7 +328,7 @@ class StreamRewriter(_ResponseState):
         if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
             cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, num_pos))
         self._armed = plan
-        return cache[3], self.seq.offset, self.seq.last, hot.held(plan[1].held_ws() or "")
+        return cache[3], self.seq.offset, self.seq.last, hot.held_of(plan[1])
 
     def _hot_spec(self, shape: _Shape, plan: tuple, num_pos: int) -> tuple:
         rules = plan[1].rules
@@ -352,7 +352,7 @@ class StreamRewriter(_ResponseState):
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
-        hits, changed, _, text, offset, last, held = got
+        hits, changed, _, _, offset, last, _ = got
         kind, splitter, add, _, _, part, _ = self._armed   # type: ignore[misc]
         part.fed = True
         self.event_lines, self.eol = self._shape.event is not None, b"\n"   # type: ignore[union-attr]
@@ -360,9 +360,7 @@ class StreamRewriter(_ResponseState):
         if changed:
             self.dirty = True
         self.seq.offset, self.seq.last = offset, last
-        t = text.decode("ascii")
-        add(t)
-        splitter.took(kind, t, hot.unheld(held))
+        add(hot.fold(splitter, kind, got))
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:

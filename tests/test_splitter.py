@@ -89,6 +89,15 @@ def test_tilde_fence_also_protects_tags():
     assert whole(text) == ([], text)
 
 
+def test_an_indented_fence_cut_anywhere_in_its_indent_reads_the_same():
+    # The fence's line reached the splitter in pieces: the indent counted against the 8
+    # characters kept of a line's start, so "```" past them was missed when the line was cut.
+    text = "x\n" + " " * 9 + "```\n<think>a</think>b\n```\n"
+    assert whole(text) == ([], text)
+    for cut in range(2, 14):
+        assert result(stream([text[:cut], text[cut:]])) == ([], text), cut
+
+
 def test_tag_after_a_closed_fence_counts_again():
     assert whole("```\ncode\n```\n<think>x</think>y") == (["x"], "```\ncode\n```\ny")
 

@@ -182,7 +182,7 @@ class Splitter:
         self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
         self._at_start = not inside  # nothing but whitespace has been written yet
         self._boundary = True    # start of output or just after a block: an opening tag counts here
-        self._line_head = ""     # first characters of the current content line (fences)
+        self._line_head = ""     # first characters of the current content line after its indent (fences)
         self._line_blank = True  # the current content line holds only spaces so far
         self._ticks = 0          # odd: inside an inline `code span` on this line
         self._fence = False      # inside a fenced code block of the content
@@ -279,8 +279,7 @@ class Splitter:
         """The state `plain` leaves after it took texts as `kind` in a steady state (`steady`):
         `text` is what it gave for them, joined, not empty; `held`, the whitespace it then holds
         (reasoning). (The line and code state over the joined text is the same as over the
-        texts one after the other: they hold no line break, and backticks count by their
-        parity.)"""
+        texts one after the other: `_observe` reads a line the same wherever it was cut.)"""
         if kind == CONTENT:
             self._observe(text, 0, len(text))
         else:
@@ -519,8 +518,8 @@ class Splitter:
         if self._boundary and seg.strip(_WS):
             self._boundary = False
         if seg.find("\n") < 0:
-            if len(self._line_head) < 8:
-                self._line_head = (self._line_head + seg)[:8]
+            if len(self._line_head) < 8:   # (the indent does not count: a line cut anywhere reads the same)
+                self._line_head = (self._line_head + seg).lstrip(" ")[:8]
             if self._line_blank and seg.strip(_HSPACE):
                 self._line_blank = False
             if "`" in seg:
@@ -535,7 +534,7 @@ class Splitter:
             if line.lstrip(" ").startswith(_FENCES):
                 self._fence = not self._fence
         last = lines[-1]
-        self._line_head = last[:8]
+        self._line_head = last.lstrip(" ")[:8]
         self._line_blank = not last.strip(_HSPACE)
         self._ticks = last.count("`") & 1
 

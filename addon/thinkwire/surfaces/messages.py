@@ -189,8 +189,7 @@ class StreamRewriter:
         # The text around the text literal of the last text_delta parsed in full (_learn_shape).
         self._shape: tuple[str, str, int] | None = None
         self._bytes = None                  # the same as a ByteShape, for on_chunk
-        self._thinking_cut: tuple[int, list[bytes]] | None = None  # a thinking delta cut at its text
-        self._text_cut: tuple[int, list[bytes]] | None = None      # the same for a text delta
+        self._cuts: dict = {}                # (output index, delta head) -> that delta cut at its text
         self._hot: dict = {}                 # C specs by (kind, output index), for self._bytes
         self._hot_for = None                 # the _bytes they are for
         self._armed: tuple | None = None     # (kind, block) the C callable was last armed for
@@ -220,19 +219,13 @@ class StreamRewriter:
             if st.kind == _TEXT:
                 if st.index == u:
                     return [chunk]   # the same text into the same block: as it came
-                cut = self._text_cut   # the answer after a thinking block: its index moved
-                if cut is None or cut[0] != st.index:
-                    cut = self._text_cut = (st.index, self._delta_event(st.index, _TEXT_DELTA, '"\0"').split(b"\0"))
-                self.changed = True
-                return [literal_body(text, got).join(cut[1])]
+                self.changed = True   # the answer after a thinking block: its index moved
+                return [literal_body(text, got).join(self._cut(st.index, _TEXT_DELTA))]
         elif st.kind == _THINK and self._live:
-            cut = self._thinking_cut
-            if cut is None or cut[0] != st.index:
-                cut = self._thinking_cut = (st.index, self._delta_event(st.index, _THINKING_DELTA, '"\0"').split(b"\0"))
             if self._sealed:
                 st.reasoning.append(text)
             self.changed = True
-            return [literal_body(text, got).join(cut[1])]
+            return [literal_body(text, got).join(self._cut(st.index, _THINKING_DELTA))]
         out = self._pieces(chunk, st, u, [piece], text, None)
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
 
@@ -262,8 +255,7 @@ class StreamRewriter:
             if key[1] is None:
                 spec = hot.spec(rules, b.prefix, b.suffix, collect=True)
             else:
-                head = _TEXT_DELTA if kind == CONTENT else _THINKING_DELTA
-                cut = _delta_bytes(key[1], head, '"\0"', b"\n").split(b"\0")
+                cut = self._cut(key[1], _TEXT_DELTA if kind == CONTENT else _THINKING_DELTA)
                 spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut), collect=True,
                                 **(hot.reasoning(rules) if kind == REASONING else {}))
             self._hot[key] = spec
@@ -407,6 +399,14 @@ class StreamRewriter:
                 out.append(self._delta_event(st.index, _TEXT_DELTA,
                                              literal if literal is not None and value == text else dumps(value)))
         return out
+
+    def _cut(self, index: int, head: str) -> list[bytes]:
+        """A delta of output block `index` with `head` (text or thinking), framed as the byte
+        paths see events, cut where its text literal goes."""
+        cut = self._cuts.get((index, head))
+        if cut is None:
+            cut = self._cuts[(index, head)] = _delta_bytes(index, head, '"\0"', b"\n").split(b"\0")
+        return cut
 
     def _delta_event(self, index: int, head: str, literal: str) -> bytes:
         """A text or thinking delta, the bytes _created gives for its dict, without building one."""

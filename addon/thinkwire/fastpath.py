@@ -29,16 +29,18 @@ from typing import Callable
 from .splitter import Rules
 
 
-def _make_dumps(literal: Callable[[str], str] = encode_basestring):
+def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool = True):
     """Compact JSON, non-ASCII kept as is (what model servers send), with its encoder made once:
     json.dumps builds a JSONEncoder per call, and JSONEncoder.encode a C encoder per call.
-    `literal` writes each string (encode_basestring, or what does the same)."""
+    `literal` writes each string (encode_basestring, or what does the same). `probe`: check
+    that this Python's C encoder reads its arguments as we pass them (once per process is
+    enough: see sharing_dumps)."""
     enc = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
     make = getattr(json.encoder, "c_make_encoder", None)
     try:
         c = make(None, enc.default, literal, None, ":", ",", False, False, True)  # type: ignore[misc]
-        probe = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {}}
-        if "".join(c(probe, 0)) != enc.encode(probe):
+        sample = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {}}
+        if probe and "".join(c(sample, 0)) != enc.encode(sample):
             raise ValueError
     except Exception:  # a Python without the C encoder, or with another one
         return enc.encode
@@ -46,6 +48,7 @@ def _make_dumps(literal: Callable[[str], str] = encode_basestring):
 
 
 dumps = _make_dumps()
+_C_ENCODER = getattr(dumps, "__func__", None) is not json.JSONEncoder.encode   # it passed the probe
 
 LONG = 1024   # characters: a string this long is written once per `sharing_dumps`
 
@@ -66,7 +69,8 @@ def sharing_dumps(keep: int = 8) -> Callable[[object], str]:
                 del memo[next(iter(memo))]
             lit = memo[s] = encode_basestring(s)
         return lit
-    return _make_dumps(literal)
+    # (The probe costs ~8 us, and this runs per stream: the C encoder passed it at import.)
+    return _make_dumps(literal, probe=not _C_ENCODER)
 
 
 def _out_errors(e: UnicodeError) -> tuple[bytes, int]:

@@ -155,10 +155,15 @@ def _chars(tags: list[str], extra: str = "") -> re.Pattern:
 
 
 def _partial_tag_len(text: str, prefixes: frozenset, longest: int, first: re.Pattern | None = None) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of a tag."""
-    if first is not None and first.search(text, max(0, len(text) - longest + 1)) is None:
-        return 0  # no tag starts anywhere in the tail
-    for k in range(min(longest - 1, len(text)), 0, -1):
+    """Length of the longest suffix of `text` that is a proper prefix of a tag. `first` (the
+    tags' first characters) says where such a suffix may start: only there is it looked up."""
+    n = len(text)
+    if first is not None:
+        for m in first.finditer(text, max(0, n - longest + 1)):   # the longest suffix first
+            if text[m.start():] in prefixes:
+                return n - m.start()
+        return 0
+    for k in range(min(longest - 1, n), 0, -1):
         if text[-k:] in prefixes:
             return k
     return 0

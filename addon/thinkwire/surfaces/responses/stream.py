@@ -234,22 +234,26 @@ class StreamRewriter(_ResponseState):
         shape = self._shape
         assert shape is not None
         groups = b[0].groups
-        got = slot_text(m, groups[shape.text_i], b[1])
+        got = slot_text(m, groups[shape.text_i], b[1], tags=True)
         plan = None if got is None else self._plan or self._make_plan(shape)
-        piece = None
-        if plan is not None:
-            kind, splitter, add, fmt, extra, part, _ = plan
-            part.fed = True   # (what on_chunk feeds is never empty)
-            # The byte path sees only canonical frames: an event: line when the shape has one, LF.
-            self.event_lines, self.eol = shape.event is not None, b"\n"
-            piece = splitter.plain(got[0])   # type: ignore[index]
-        if piece is None:   # the splitter or the message must decide: on_event, unframed
+        if plan is None:   # the message must decide: on_event, unframed
             return self.on_event(b[0].event(chunk))
+        kind, splitter, add, fmt, extra, part, _ = plan
+        text = got[0]   # type: ignore[index]
+        part.fed = True   # (what on_chunk feeds is never empty)
+        # The byte path sees only canonical frames: an event: line when the shape has one, LF.
+        self.event_lines, self.eol = shape.event is not None, b"\n"
+        piece = splitter.plain(text) if got[1] or not b[1].may_hold_tag(text) else None   # type: ignore[index]
         self._hits += 1
-        if piece[0] != kind:   # the block opened or closed before this text: the message decides
+        if piece is None:
+            # The splitter decides (a tag's first character, text held): as _fast would, after
+            # the parse it spares. One piece of the plan's kind goes on below.
+            pieces = splitter.feed(text)
+            piece = pieces[0] if len(pieces) == 1 else None
+        if piece is None or piece[0] != kind:   # a block opened or closed: the message decides
             self._plan = None
-            vals = _slot_values(shape, m, groups, got[0])
-            return self._pieces(Event(chunk, shape.event, None), shape, vals, [piece])
+            vals = _slot_values(shape, m, groups, text)
+            return self._pieces(Event(chunk, shape.event, None), shape, vals, pieces if piece is None else [piece])
         value = piece[1]
         add(value)
         seq = int(m[groups[shape.seq_i]])
@@ -260,7 +264,7 @@ class StreamRewriter(_ResponseState):
                 n = s.last + 1
                 s.offset = n - seq
             s.last = n
-            if extra[0] and n == seq:
+            if extra[0] and n == seq and value == text:
                 return [chunk]    # as it came: the original bytes
             lit = encode_basestring(value).encode("utf-8", OUT)
             self.dirty = True

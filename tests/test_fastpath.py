@@ -278,6 +278,29 @@ def test_sharing_dumps_writes_what_dumps_writes():
         assert share(obj) == dumps(obj)
 
 
+def test_sharing_dumps_reuses_a_literal_it_is_given():
+    share = sharing_dumps(keep=2)
+    text = "y" * 2000
+    share.known(text, '"given"')          # (a wrong literal, to see that it is the one used)
+    share.known("short", '"given"')       # short strings are written each time
+    assert share({"a": text, "b": "short"}) == '{"a":"given","b":"short"}'
+    share.known(text, '"other"')          # the first one stays
+    assert share([text]) == '["given"]'
+
+
+@pytest.mark.parametrize("summary", [None, "auto"])
+def test_responses_long_texts_go_out_with_the_literals_the_c_callable_kept(summary):
+    # Over 1 KB of reasoning and of answer, with escapes, most of it taken in C: the done
+    # events and response.completed write each whole text from the literals kept as it came.
+    texts = ["<think>", "Hm"] + [" w\n", "\t\"x\"", " <", " y"] * 120 + ["</think>", "A"] + [" b\n\n", " c"] * 300
+    events = responses_stream(texts)
+    request = {"reasoning": {"summary": summary}} if summary else None
+    fast, hits = run("responses", events, True, request=request, c=hot.available())
+    assert hits > 600 and fast == run("responses", events, False, request=request)[0]
+    final = json.loads(fast.rsplit(b"data: ", 1)[1])["response"]["output"]
+    assert final[-1]["content"][0]["text"] == "A" + " b\n\n c" * 300
+
+
 def test_the_out_error_handler_only_encodes():
     assert "a\ud800\udcff".encode("utf-8", OUT) == b"a\\ud800\xff"
     with pytest.raises(UnicodeDecodeError):
@@ -565,8 +588,11 @@ def test_hot_passes_a_plain_literal_and_leaves_anything_else():
             bytearray(b'data: {"n":"ab"}\n\n')]:
         assert h(other) == [b"FALLBACK"]
     assert len(calls) == len(others) + 7
-    assert h.take() == (4, 0, 22, b'hi therea`ba\nb\t"q"\\\r\b\f', 0, 0, b"")   # (the texts, joined)
-    assert h.take() == (0, 0, 0, None, 0, 0, b"") and h.hits == 0
+    got = h.take()   # the texts joined, and as they came: json.dumps's literal of that text
+    assert got == (4, 0, 22, b'hi therea`ba\nb\t"q"\\\r\b\f', 0, 0, b"",
+                   b'hi therea`ba\\nb\\t\\"q\\"\\\\\\r\\b\\f')
+    assert '"%s"' % hot.literal(got) == dumps(got[3].decode())
+    assert h.take() == (0, 0, 0, None, 0, 0, b"", None) and h.hits == 0
 
 
 def test_hot_takes_an_escape_only_where_its_character_starts_no_tag():
@@ -581,7 +607,7 @@ def test_hot_fills_a_template_and_keeps_the_texts():
     assert h(b'data: {"n":"ab"}\n\n') == [b"<ab|ab>"]
     assert h(b'data: {"n":"cd "}\n\n') == [b"FALLBACK"]   # trailing space, trimming: the splitter's
     assert h(b'data: {"n":" ef"}\n\n') == [b"< ef| ef>"]
-    assert h.take() == (2, 2, 5, b"ab ef", 0, 0, b"")
+    assert h.take() == (2, 2, 5, b"ab ef", 0, 0, b"", b"ab ef")
 
 
 @needs_c
@@ -593,7 +619,7 @@ def test_hot_holds_trailing_whitespace_as_the_splitter_does():
     assert h(b'<"a\\n\\n">') == [b"[ \\na]"]            # what was held, then the text; its end held
     assert h(b'<" \\t">') == [b"FALLBACK"]                # whitespace alone: the splitter's
     assert h(b'<"b \\\\n ">') == [b"[\\n\\nb \\\\n]"]    # (an escaped backslash then n is text)
-    assert h.take() == (2, 2, 9, b" \na\n\nb \\n", 0, 0, b" ")
+    assert h.take() == (2, 2, 9, b" \na\n\nb \\n", 0, 0, b" ", b" \\na\\n\\nb \\\\n")
     assert hot.unheld(b" \\r\\f") == " \r\f" and hot.unheld(b"") == ""
     with pytest.raises(ValueError):
         h.arm(spec, 0, 0, b" " * 65)
@@ -619,11 +645,11 @@ def test_hot_numbers_as_the_sequencer_does(num_pos):
     assert h(chunk(b"6", b'"c"'))[0] in (b'[7]"c"', b'"c"[7]')               # the offset stays
     for bad in [b"05", b"-1", b"x", b"", b"1234567890123456789"]:
         assert h(chunk(bad, b'"d"')) == [b"FALLBACK"]
-    assert h.take() == (3, 2, 3, None, 1, 7, b"")
+    assert h.take() == (3, 2, 3, None, 1, 7, b"", None)
     two = (b"<", hot.PART_N, b":", hot.PART_BODY, b"><", hot.PART_N1, b":", hot.PART_BODY, b">")
     h.arm(hot.spec(rules, pre, post, two, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_NEW, channels=2), 1, 7)
     assert h(chunk(b"7", b'"e"')) == [b"<8:e><9:e>"]
-    assert h.take()[4:] == (2, 9, b"")
+    assert h.take()[4:] == (2, 9, b"", None)
 
 
 @needs_c

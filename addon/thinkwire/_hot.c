@@ -7,8 +7,8 @@
  * driver, which first folds in what was taken here (`take`) and then arms or disarms again.
  *
  * The Python side arms only where taking such a chunk changes nothing in the rewriter but
- * what `take` reports: hits, characters, the texts (joined), the sequence numbering, and the
- * whitespace held at the end of a reasoning text.
+ * what `take` reports: hits, characters, the texts (joined, and as they came), the sequence
+ * numbering, and the whitespace held at the end of a reasoning text.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -57,8 +57,8 @@ typedef struct {
     long long offset, last;
     /* taken since the last `take` */
     Py_ssize_t hits, changed, chars;
-    char *buf;
-    Py_ssize_t buf_len, buf_cap;
+    char *buf, *lit;                /* the texts taken, and the same as they came (escaped) */
+    Py_ssize_t buf_len, buf_cap, lit_len, lit_cap;
 } Hot;
 
 static void
@@ -108,6 +108,7 @@ hot_dealloc(Hot *self)
     PyObject_GC_UnTrack(self);
     hot_clear(self);
     PyMem_Free(self->buf);
+    PyMem_Free(self->lit);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -218,27 +219,34 @@ hot_disarm(Hot *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* (hits, changed, chars, text or None, offset, last, held), and the counts start again. */
+/* (hits, changed, chars, text or None, offset, last, held, literal or None), and the counts
+ * start again. held: the whitespace held, escaped; literal: the texts as they came (escaped). */
 static PyObject *
 hot_take(Hot *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *text;
+    PyObject *text, *lit;
     if (self->buf_len) {
         text = PyBytes_FromStringAndSize(self->buf, self->buf_len);
-        if (text == NULL)
+        lit = PyBytes_FromStringAndSize(self->lit, self->lit_len);
+        if (text == NULL || lit == NULL) {
+            Py_XDECREF(text);
+            Py_XDECREF(lit);
             return NULL;
+        }
     } else {
         text = Py_NewRef(Py_None);
+        lit = Py_NewRef(Py_None);
     }
-    PyObject *r = Py_BuildValue("nnnNLLy#", self->hits, self->changed, self->chars, text,
-                                self->offset, self->last, self->held, self->held_len);
+    PyObject *r = Py_BuildValue("nnnNLLy#N", self->hits, self->changed, self->chars, text,
+                                self->offset, self->last, self->held, self->held_len, lit);
     if (r == NULL)
         return NULL;
-    self->hits = self->changed = self->chars = self->buf_len = 0;
+    self->hits = self->changed = self->chars = self->buf_len = self->lit_len = 0;
     if (self->buf_cap > (1 << 16)) {   /* do not hold a long stream's text for the next one */
         PyMem_Free(self->buf);
-        self->buf = NULL;
-        self->buf_cap = 0;
+        PyMem_Free(self->lit);
+        self->buf = self->lit = NULL;
+        self->buf_cap = self->lit_cap = 0;
     }
     return r;
 }
@@ -266,22 +274,36 @@ read_number(const unsigned char *p, Py_ssize_t *i, Py_ssize_t end)
     return v;
 }
 
-/* Keep a body's text for `take`: the body with its escapes (the ones the scan took) decoded. */
+/* Room for n more bytes in a buffer of `take`. */
+static int
+reserve(char **buf, Py_ssize_t len, Py_ssize_t *cap, Py_ssize_t n)
+{
+    if (len + n <= *cap)
+        return 0;
+    Py_ssize_t c = *cap ? *cap : 256;
+    while (c < len + n)
+        c *= 2;
+    char *b = PyMem_Realloc(*buf, c);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = b;
+    *cap = c;
+    return 0;
+}
+
+/* Keep a body for `take`: its text (the escapes the scan took, decoded), and the body as it
+ * came, which is json.dumps's literal of that text (a Responses item's whole text goes out in
+ * its done events: the Python side reuses it rather than escape 20 KB again). */
 static int
 collect(Hot *self, const char *body, Py_ssize_t n)
 {
-    if (self->buf_len + n > self->buf_cap) {
-        Py_ssize_t cap = self->buf_cap ? self->buf_cap : 256;
-        while (cap < self->buf_len + n)
-            cap *= 2;
-        char *buf = PyMem_Realloc(self->buf, cap);
-        if (buf == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->buf = buf;
-        self->buf_cap = cap;
-    }
+    if (reserve(&self->buf, self->buf_len, &self->buf_cap, n) < 0
+            || reserve(&self->lit, self->lit_len, &self->lit_cap, n) < 0)
+        return -1;
+    memcpy(self->lit + self->lit_len, body, n);
+    self->lit_len += n;
     char *w = self->buf + self->buf_len;
     for (Py_ssize_t i = 0; i < n; i++) {
         char c = body[i];
@@ -503,7 +525,8 @@ static PyMethodDef hot_methods[] = {
     {"arm", (PyCFunction)hot_arm, METH_VARARGS, "arm(spec, offset=0, last=0)"},
     {"disarm", (PyCFunction)hot_disarm, METH_NOARGS, "every chunk goes to the fallback"},
     {"take", (PyCFunction)hot_take, METH_NOARGS,
-     "(hits, changed, chars, text, offset, last) since the last take; the counts start again"},
+     "(hits, changed, chars, text, offset, last, held, literal) since the last take (held and\n"
+     "literal escaped, as they came); the counts start again"},
     {NULL}
 };
 

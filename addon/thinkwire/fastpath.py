@@ -57,20 +57,32 @@ def sharing_dumps(keep: int = 8) -> Callable[[object], str]:
     """`dumps` that writes each long string once and reuses its literal, for the last `keep`
     of them: a Responses stream sends the whole text of an item in several events at its end
     (text done, part done, item done, response completed), and writing 24 KB of text costs
-    ~60 us each time. One per stream: what it keeps goes with the stream."""
+    ~60 us each time. One per stream: what it keeps goes with the stream. Its `known(s, lit)`
+    gives it a literal the caller already has."""
     memo: dict[str, str] = {}
+
+    def known(s: str, lit: str) -> None:
+        """`lit` is s's literal (the caller had it): it is not written again."""
+        if len(s) >= LONG and s not in memo:
+            if len(memo) >= keep:
+                del memo[next(iter(memo))]
+            memo[s] = lit
 
     def literal(s: str) -> str:
         if len(s) < LONG:
             return encode_basestring(s)
         lit = memo.get(s)   # (the same str object, mostly: its hash is computed once)
         if lit is None:
-            if len(memo) >= keep:
-                del memo[next(iter(memo))]
-            lit = memo[s] = encode_basestring(s)
+            lit = encode_basestring(s)
+            known(s, lit)
         return lit
     # (The probe costs ~8 us, and this runs per stream: the C encoder passed it at import.)
-    return _make_dumps(literal, probe=not _C_ENCODER)
+    write = _make_dumps(literal, probe=not _C_ENCODER)
+
+    def shared(obj: object) -> str:
+        return write(obj)
+    shared.known = known   # type: ignore[attr-defined]
+    return shared
 
 
 def _out_errors(e: UnicodeError) -> tuple[bytes, int]:

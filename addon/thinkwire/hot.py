@@ -35,7 +35,7 @@ except ImportError:   # pragma: no cover - not built: Python alone
     PART_N, PART_N1, PART_BODY, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 0, 1, 2
 
 __all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW",
-           "available", "spec", "template", "reasoning", "held", "unheld", "held_of", "fold"]
+           "available", "spec", "template", "reasoning", "held", "unheld", "held_of", "fold", "literal"]
 
 
 def available() -> bool:
@@ -111,3 +111,9 @@ def fold(splitter: Splitter, kind: int, got: tuple) -> str:
     text = got[3].decode("ascii")
     splitter.took(kind, text, unheld(got[6]))
     return text
+
+
+def literal(got: tuple) -> str:
+    """The body (no quotes) of the JSON literal of the text `fold` gave: Hot keeps what it took
+    as it came too, and what it takes is what json.dumps writes for that text."""
+    return got[7].decode("ascii")

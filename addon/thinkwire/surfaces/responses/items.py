@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Protocol
 
 from ...context import FlowContext
@@ -106,8 +107,13 @@ class _ResponseState:
         self.next_index += 1
         return d
 
+    literals = False   # its texts keep their JSON literals (`_Text`): a stream's owner writes events
+
     def emit(self, ev: dict, src: tuple | None = None) -> None:  # the body path discards events
         pass
+
+    def known(self, text: str, t: _Text) -> None:
+        """`text` is about to go out in events whole: `t` (literals kept) has its literal."""
 
     def splitter(self) -> Splitter:
         return self.ctx.splitter(self.model)
@@ -130,18 +136,30 @@ class _UpstreamPart:
 class _Text:
     """Text that arrives in pieces, held about once: pieces are joined in groups of 64 (and
     groups of groups ...), so a long stream of small deltas costs about its characters, not a
-    string object per delta. Each character is copied a few times (log64 of the count)."""
-    __slots__ = ("tail", "levels")
+    string object per delta. Each character is copied a few times (log64 of the count).
+    `escaped`: it also keeps the text as a JSON string's body, from the escaped pieces the C
+    callable took as they came (`literal`): a stream sends an item's whole text in several
+    events at its end, and escaping 20 KB of text costs ~0.5M instructions."""
+    __slots__ = ("tail", "levels", "esc")
 
-    def __init__(self) -> None:
+    def __init__(self, escaped: bool = False) -> None:
         self.tail: list[str] = []
         self.levels: list[list[str]] = []   # levels[k]: joined groups of 64**(k+1) pieces; older first
+        self.esc = _Text() if escaped else None
 
-    def add(self, s: str) -> None:
+    def add(self, s: str, lit: str | None = None) -> None:
+        """`lit`: the body of s's JSON literal, where the caller has it."""
         tail = self.tail
         tail.append(s)
         if len(tail) >= 64:
             self._carry()
+        if self.esc is not None:
+            self.esc.add(encode_basestring(s)[1:-1] if lit is None else lit)
+
+    def literal(self) -> str:
+        """The text's JSON literal (a `_Text(escaped=True)`)."""
+        assert self.esc is not None
+        return '"' + self.esc.value() + '"'
 
     def _carry(self) -> None:
         s = "".join(self.tail)
@@ -167,9 +185,9 @@ class _OutputPart:
     """A downstream output_text part being written."""
     __slots__ = ("content_index", "text", "text_done", "upart", "first", "delta_template")
 
-    def __init__(self, content_index: int, upart: _UpstreamPart) -> None:
+    def __init__(self, content_index: int, upart: _UpstreamPart, escaped: bool = False) -> None:
         self.content_index = content_index   # ours
-        self.text = _Text()
+        self.text = _Text(escaped)
         self.delta_template: tuple | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
         self.text_done = False
         self.upart = upart
@@ -193,10 +211,10 @@ class _ReasoningItem:
     """A reasoning item being written."""
     __slots__ = ("output_index", "id", "text", "delta_template")
 
-    def __init__(self, output_index: int, id_: str) -> None:
+    def __init__(self, output_index: int, id_: str, escaped: bool = False) -> None:
         self.output_index = output_index     # ours
         self.id = id_
-        self.text = _Text()
+        self.text = _Text(escaped)
         self.delta_template: tuple | None = None  # ((event lines, eol), the delta events cut), for the fast path
 
 
@@ -407,7 +425,7 @@ class _Message:
     def _open_dpart(self, seg: _MessagePiece) -> _OutputPart:
         up = self.part
         assert up is not None
-        dp = seg.dpart = _OutputPart(seg.next_c, up)
+        dp = seg.dpart = _OutputPart(seg.next_c, up, self.owner.literals)
         seg.next_c += 1
         seg.content_index_map[up.content_index] = dp.content_index
         up.made += 1
@@ -419,6 +437,7 @@ class _Message:
         dp = seg.dpart
         assert dp is not None
         text = dp.text.value()
+        self.owner.known(text, dp.text)
         dp.text_done = True
         self._reuse_or_make(seg, obj, src, "response.output_text.done", {"logprobs": []},
                             content_index=dp.content_index, text=text)
@@ -456,7 +475,7 @@ class _Message:
             self._close_seg()
         self._opened()
         mode = self.owner.mode
-        r = self.cur = _ReasoningItem(self.owner.alloc(), f"rs_{self._base()}_{self.pos}")
+        r = self.cur = _ReasoningItem(self.owner.alloc(), f"rs_{self._base()}_{self.pos}", self.owner.literals)
         self.pos += 1
         item: dict = {"id": r.id, "type": "reasoning", "summary": []}
         for ch in mode.channels:
@@ -479,6 +498,7 @@ class _Message:
         r = self.cur
         assert isinstance(r, _ReasoningItem)
         text = r.text.value()
+        self.owner.known(text, r.text)
         mode = self.owner.mode
         emit = self.owner.emit
         item: dict = {"id": r.id, "type": "reasoning", "summary": []}

@@ -9,8 +9,8 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 
 from ...context import FlowContext
-from ...fastpath import (ASCII_SLOT, NUMBER_SLOT, OUT, ByteShape, canonical_head, sharing_dumps, slot_text,
-                         text_slot)
+from ...fastpath import (ASCII_SLOT, LONG, NUMBER_SLOT, OUT, ByteShape, canonical_head, sharing_dumps,
+                         slot_text, text_slot)
 from ... import hot
 from ...splitter import CONTENT, REASONING, Rules
 from ...sse import Event, dumps
@@ -195,6 +195,8 @@ class _Sequencer:
 class StreamRewriter(_ResponseState):
     """One Responses stream. `on_event` per SSE event; `finish` at the end; `abort` on failure."""
 
+    literals = True
+
     def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         super().__init__(ctx)
         self.fast = fast               # False: no shortcut, every event parsed in full
@@ -218,6 +220,10 @@ class StreamRewriter(_ResponseState):
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
         self._batch.append((ev, src))
+
+    def known(self, text: str, t) -> None:
+        if len(text) >= LONG:
+            self._dumps.known(text, t.literal())   # type: ignore[attr-defined]
 
     # -- events --------------------------------------------------------------------------------
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
@@ -356,7 +362,7 @@ class StreamRewriter(_ResponseState):
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
-        hits, changed, _, _, offset, last, _ = got
+        hits, changed, _, _, offset, last = got[:6]
         kind, splitter, add, _, _, part, _ = self._armed   # type: ignore[misc]
         part.fed = True
         self.event_lines, self.eol = self._shape.event is not None, b"\n"   # type: ignore[union-attr]
@@ -364,7 +370,7 @@ class StreamRewriter(_ResponseState):
         if changed:
             self.dirty = True
         self.seq.offset, self.seq.last = offset, last
-        add(hot.fold(splitter, kind, got))
+        add(hot.fold(splitter, kind, got), hot.literal(got))
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:

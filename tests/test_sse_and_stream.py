@@ -309,6 +309,17 @@ def test_whole_event_reads_frame_like_any_other_chunking(lines, sizes):
     assert [(e.raw, e.event, e.data) for e in whole] == [(e.raw, e.event, e.data) for e in pieces]
 
 
+def test_a_long_read_of_whole_events_frames_like_any_other_chunking():
+    """A read over 4 KB goes line by line (memchr), not through the bytes.split shortcut."""
+    long = b'event: response.output_text.done\ndata: {"text":"' + b"w \\n" * 2000 + b'"}\n\n'
+    for rest in [long, long + b"data: 2\n\n", b"data: 1\n\n" * 500]:
+        assert len(rest) > 4096
+        whole = parse_all([b"data: first\n\n", rest])
+        pieces = parse_all([b"data: first\n\n"] + rechunk(rest, [997]))
+        assert [(e.raw, e.event, e.data) for e in whole] == [(e.raw, e.event, e.data) for e in pieces]
+        assert len(whole) == 1 + rest.count(b"\n\n")
+
+
 def test_whole_event_read_shortcut_is_taken():
     p = SSEParser()
     p.feed(b"data: 1\n\n")

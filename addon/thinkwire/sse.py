@@ -15,6 +15,7 @@ from .fastpath import OUT, _make_dumps, dumps  # noqa: F401  (the JSON encoder l
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _LINES = re.compile("\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
+_SPLIT_MAX = 4096   # bytes: a read up to this long is framed with bytes.split, a longer one line by line
 
 
 @dataclass(slots=True)
@@ -45,9 +46,11 @@ class SSEParser:
     def feed(self, data: bytes, final: bool = False) -> list[Event]:
         tail = self._tail
         if (not tail and not self._raw and not self._lines and self._bom_checked and not final
-                and data[-2:] == b"\n\n" and b"\r" not in data):
+                and len(data) < _SPLIT_MAX and data[-2:] == b"\n\n" and b"\r" not in data):
             # The common read: whole LF-framed events and nothing pending. When no block starts
             # or ends with a line end, blank lines are exactly the "\n\n" separators: same events.
+            # (bytes.split scans byte by byte: a long event, such as a Responses done event with
+            # an item's whole text, is read faster by the line loop below, which uses memchr.)
             blocks = data[:-2].split(b"\n\n")
             for block in blocks:
                 if not block or block[0] == 10 or block[-1] == 10:

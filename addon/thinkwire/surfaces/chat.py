@@ -131,15 +131,21 @@ class StreamRewriter:
         st = b[1]
         if m is None or st.native or st.done:
             return None
-        got = slot_text(m, 1, st.splitter.rules)
-        piece = st.splitter.plain(got[0]) if got is not None else None
-        if piece is None:   # the splitter must decide: on_event, without the driver's framing
+        got = slot_text(m, 1, st.splitter.rules, tags=True)
+        if got is None:   # undecodable, or empty: on_event, without the driver's framing
             return self.on_event(b[0].event(chunk))
-        if piece[0] == CONTENT:
-            return [chunk]              # answer text as it came
-        # (runs() changes a block's first text only: skip it for the rest.)
-        text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
-        return [literal_body(text, got).join(b[2])]
+        if got[1] or not st.splitter.rules.may_hold_tag(got[0]):
+            piece = st.splitter.plain(got[0])
+            if piece is not None:
+                if piece[0] == CONTENT:
+                    return [chunk]              # answer text as it came
+                # (runs() changes a block's first text only: skip it for the rest.)
+                text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
+                return [literal_body(text, got).join(b[2])]
+        # The splitter decides (a tag's first character, text held): as _fast does once it has
+        # read the literal, which the match already did.
+        ev = b[0].event(chunk)
+        return self._split(ev, ev.data, self._shape[0], self._shape[1], st, got[0])   # type: ignore[index]
 
     def hot(self) -> tuple | None:
         """thinkwire.hot: the arguments of `Hot.arm` while a plain delta shaped like the last
@@ -215,6 +221,11 @@ class StreamRewriter:
         text = got[0]
         if not text:
             return [ev.raw]
+        return self._split(ev, data, before, after, st, text)
+
+    def _split(self, ev: Event, data: str, before: str, after: str, st: _Choice, text: str) -> list[bytes]:
+        """_fast's delta, its text (not empty) read: the splitter's runs, spliced into the same
+        bytes (one run) or built in full."""
         runs = st.runs(st.splitter.feed(text))
         if len(runs) > 1:  # a block boundary inside this delta: several chunks, built in full
             obj = json.loads(data)

@@ -94,6 +94,8 @@ class _ResponseState:
     """The response-wide state every owner keeps; on the body path, the owner itself (it
     discards the events: the body path keeps only the items built)."""
 
+    literals = False   # its texts keep their JSON literals (`_Text`): a stream's owner writes events
+
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
         self.mode = _mode(ctx)
@@ -106,8 +108,6 @@ class _ResponseState:
         d = self.next_index
         self.next_index += 1
         return d
-
-    literals = False   # its texts keep their JSON literals (`_Text`): a stream's owner writes events
 
     def emit(self, ev: dict, src: tuple | None = None) -> None:  # the body path discards events
         pass

@@ -15,7 +15,7 @@ from ... import hot
 from ...splitter import CONTENT, REASONING, Rules
 from ...sse import Event, dumps
 from .. import event_object, is_done
-from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece
+from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece, _Text
 
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -221,8 +221,8 @@ class StreamRewriter(_ResponseState):
     def emit(self, ev: dict, src: tuple | None = None) -> None:
         self._batch.append((ev, src))
 
-    def known(self, text: str, t) -> None:
-        if len(text) >= LONG:
+    def known(self, text: str, t: _Text) -> None:
+        if len(text) >= LONG:   # (sharing_dumps keeps long strings only)
             self._dumps.known(text, t.literal())   # type: ignore[attr-defined]
 
     # -- events --------------------------------------------------------------------------------

@@ -4,8 +4,11 @@ Measures, side by side in one run (see bench/README.md for what each figure mean
   1. splitter  throughput by stream size and chunk size, beside the rescan baseline
   2. surfaces  per-event cost of each surface's stream rewrite, beside JSON and pass-through
   3. e2e       each surface through real mitmdump, burst and paced: (a) no addon, (b) pass-through
-               stream callable, (c) thinkwire; (b)/(c) alternated over 9 rounds: CPU ratio, delay
+               stream callable, (c) thinkwire; (b)/(c) alternated over 15 (burst) and 9 (paced)
+               rounds: CPU ratio, delay
   4. memory    RSS per open stream with 256 held-open streams, at two stream lengths
+  5. instructions (opt-in, `--only instructions`, needs valgrind) mitmdump's instructions under
+               callgrind, (c) over (b): the noise-free floor of the CPU ratio of 3
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ sys.path.insert(0, str(HERE.parent / "addon"))
 sys.path.insert(0, str(HERE.parent))  # devtools/
 
 PARTS = ("splitter", "surfaces", "e2e", "memory")
+EXTRA = ("instructions",)   # opt-in: needs valgrind, ~8 minutes
 
 FULL = {
     "sizes": [10_000, 100_000, 1_000_000, 10_000_000], "rescan_budget": 6.0, "min_total": 0.3,
     "surface_events": 2000, "surface_reps": 5,
     # End to end, per surface: (streams, events per stream, ms between a stream's events, rounds).
-    "burst": (16, 1000, 0.0, 9), "paced": (16, 200, 10.0, 9),
+    "burst": (16, 1000, 0.0, 15), "paced": (16, 500, 10.0, 9),
     "mem_streams": 256, "mem_n1": 20, "mem_n2": 100, "mem_interval_ms": 40.0,
     "held_lengths": [100, 1000, 2000, 10000], "mem_configs": ["a", "c"],
     "settle": 0.5,
@@ -187,6 +191,14 @@ def table(res: dict) -> str:
         lines.append("   held by one stream's rewriter (tracemalloc, in process), by events passed:")
         for name, row in mh.items():
             lines.append(f"   {name:>9}  " + ", ".join(f"{k}: {v:.1f} KB" for k, v in row.items()))
+    ins = res.get("instructions")
+    if ins:
+        lines += ["", f"5. Instructions under callgrind, mitmdump: {ins['streams']} streams; c/b = (c) over (b); "
+                      "c-b per flow, in millions"]
+        for mode, m in ins["modes"].items():
+            lines.append(f"   {mode} ({m['events']} events per stream, {m['interval_s'] * 1e3:g} ms apart): " +
+                         ", ".join(f"{name} {r['c_over_b']:.3f} ({r['c_minus_b_per_flow'] / 1e6:.1f}M)"
+                                   for name, r in ins.get(mode, {}).items()))
     t = res.get("targets")
     if t:
         lines += ["", "Targets"]
@@ -201,12 +213,13 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test (seconds)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    ap.add_argument("--only", default=",".join(PARTS),
+                    help=f"comma-separated subset of {','.join(PARTS + EXTRA)} (default: all but {','.join(EXTRA)})")
     ap.add_argument("--streams", type=int, help="end-to-end concurrent streams, both modes (default 16)")
     ap.add_argument("--events", type=int, help="end-to-end text events per stream, both modes "
-                                               "(default 1000 burst, 200 paced)")
+                                               "(default 1000 burst, 500 paced)")
     ap.add_argument("--interval-ms", type=float, help="paced mode: ms between events of a stream (default 10)")
-    ap.add_argument("--rounds", type=int, help="end-to-end rounds per mode and surface (default 9)")
+    ap.add_argument("--rounds", type=int, help="end-to-end rounds per mode and surface (default 15 burst, 9 paced)")
     args = ap.parse_args(argv)
     p = dict(QUICK if args.quick else FULL)
     for mode in ("burst", "paced"):
@@ -215,9 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                    args.interval_ms if args.interval_ms is not None and mode == "paced" else iv,
                    args.rounds or rounds)
     only = [x.strip() for x in args.only.split(",") if x.strip()]
-    unknown = set(only) - set(PARTS)
+    unknown = set(only) - set(PARTS + EXTRA)
     if unknown:
-        ap.error(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS)}")
+        ap.error(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS + EXTRA)}")
 
     for k in list(os.environ):  # the defaults, whatever THINK_* the shell has
         if k.startswith("THINK_"):
@@ -248,6 +261,13 @@ def main(argv: list[str] | None = None) -> int:
         res["memory_held"] = surface_bench.held(p["held_lengths"], log)
         res["memory"] = e2e.run_memory(p["mem_streams"], p["mem_n1"], p["mem_n2"], p["mem_interval_ms"],
                                        p["mem_configs"], p["settle"], log)
+    if "instructions" in only:
+        import instructions
+        if instructions.available():
+            log("5. instructions (callgrind)")
+            res["instructions"] = instructions.run(e2e._surfaces(), log)
+        else:
+            log("5. instructions: valgrind (with callgrind_control) is not installed; skipped")
     res["targets"] = targets(res)
     res["seconds"] = time.monotonic() - t0
     res["machine"]["loadavg_end"] = os.getloadavg()

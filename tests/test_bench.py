@@ -1,6 +1,7 @@
 """The benchmark's quick mode runs end to end and writes every part of its JSON (no timings checked)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,20 @@ def test_bench_quick_runs_and_writes_every_section(tmp_path):
         for c in ("a", "c"):
             assert {"kb_per_stream_at_n1", "kb_per_stream_at_n2"} <= res["memory"][name][c].keys()
     assert "Targets" in p.stdout
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("THINKWIRE_BENCH_CALLGRIND") != "1",
+                    reason="runs mitmdump under valgrind (a minute): set THINKWIRE_BENCH_CALLGRIND=1")
+def test_bench_instructions_counts_both_proxies():
+    # The opt-in part 5, tiny: one stream of 20 events through (b) and (c) under callgrind.
+    script = ("import json, sys; sys.path[:0] = [sys.argv[1] + '/bench', sys.argv[1]]; import instructions\n"
+              "if not instructions.available(): print('null'); raise SystemExit\n"
+              "print(json.dumps(instructions.run(['chat'], lambda *a: None, {'burst': (20, 0.0)}, 1)))")
+    p = subprocess.run([sys.executable, "-c", script, str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = json.loads(p.stdout.splitlines()[-1])
+    if res is None:
+        pytest.skip("valgrind is not installed")
+    r = res["burst"]["chat"]
+    assert r["b"] > 1e6 and r["c"] > r["b"] and r["c_over_b"] == r["c"] / r["b"]

@@ -5,7 +5,8 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from thinkwire.splitter import CONTENT, END, REASONING, Rules, Split, Splitter, TagPair, merge, split_text
+from thinkwire.splitter import (CONTENT, END, REASONING, Rules, Split, Splitter, TagPair, _partial_tag_len, merge,
+                                split_text)
 
 THINK = TagPair("<think>", "</think>")
 PAIRS = (THINK, TagPair("<thinking>", "</thinking>"), TagPair("<reasoning>", "</reasoning>"),
@@ -380,6 +381,15 @@ def test_a_new_header_ends_a_block_whose_end_marker_was_dropped():
     assert whole(text, HARMONY) == (["Thinking..."], "Hello world")
     for k in range(len(text) + 1):
         assert result(stream([text[:k], text[k:]], HARMONY)) == (["Thinking..."], "Hello world"), k
+
+
+def test_in_code_a_strip_marker_cut_anywhere_is_held_then_removed():
+    # In code only strip markers count: a piece of one at a text's end waits for the rest.
+    text = "<|start|>assistant<|channel|>final<|message|>Hi\n```\nx <|return|> y\n```\n"
+    assert whole(text, HARMONY) == ([], "Hi\n```\nx  y\n```\n")
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]], HARMONY)) == whole(text, HARMONY), k
+    assert _partial_tag_len("x <|ret", HARMONY._strip_prefixes, HARMONY._longest) == len("<|ret")
 
 
 FIELD_RULES = [

@@ -6,13 +6,14 @@ Runs the bench workload's stream (workload.py) through what mitmproxy calls
 (`StreamDriver.callable()`), in this process, under callgrind: for each stretch (the opening
 events, the first delta, the reasoning deltas, the boundary, the answer deltas, the final events)
 the flows are cut after it, and the instructions of `--flows` flows over those of none, per
-flow, give what the stretch costs. Python's hash seed is fixed, so a count repeats within a
-few thousand instructions. About 2 minutes per surface.
+flow, give what the stretch costs. Python's hash seed is fixed and its cycle collector off while
+counting, so a count repeats within a few thousand instructions. About 2 minutes per surface.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import shutil
@@ -55,12 +56,16 @@ def _child(surface: str, events: int, flows: int, cut: int) -> None:
             call(b"")
 
     run(streams[-1])   # warm: imports, caches, regular expressions
+    gc.collect()
+    gc.disable()   # (a collection falls in one run and not another: counts would not add up)
     for s in streams[:flows] if cut >= 0 else []:
         run(s[:cut])
 
 
 def _count(surface: str, events: int, flows: int, cut: int) -> int:
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    # (Not under a tracer: pytest-cov hands its coverage to child processes through these.)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COV_CORE_", "COVERAGE_"))}
+    env["PYTHONHASHSEED"] = "0"
     p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
                         "--child", surface, "--events", str(events), "--flows", str(flows), "--cut", str(cut)],
                        capture_output=True, text=True, env=env, check=True)

@@ -43,7 +43,8 @@ class _Counted(ToolProcess):
         addon = CONFIGS[config][1]
         if addon is not None:
             args += ["-s", str(addon)]
-        super().__init__(args, env=child_env(), name=f"mitmdump ({config}, callgrind)")
+        env = {k: v for k, v in child_env().items() if not k.startswith(("COV_CORE_", "COVERAGE_"))}   # no tracer
+        super().__init__(args, env=env, name=f"mitmdump ({config}, callgrind)")
         self.port = int(self.wait_for(LISTENING, timeout=300).group(1))
 
     def _control(self, *args: str) -> None:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,20 @@ def test_bench_instructions_counts_both_proxies():
         pytest.skip("valgrind is not installed")
     r = res["burst"]["chat"]
     assert r["b"] > 1e6 and r["c"] > r["b"] and r["c_over_b"] == r["c"] / r["b"]
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("THINKWIRE_BENCH_CALLGRIND") != "1",
+                    reason="runs Python under valgrind (a minute): set THINKWIRE_BENCH_CALLGRIND=1")
+def test_flowcost_splits_a_flow_into_its_stretches():
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "flowcost.py"), "chat", "--events", "20", "--flows", "2"],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT)
+    if p.returncode == 2 and "not installed" in p.stderr:
+        pytest.skip("valgrind is not installed")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = dict(re.findall(r"^  (\w[\w ]*?)\s+\d+ chunks\s+(-?[\d.]+)M$", p.stdout, re.M))
+    assert list(rows) == ["opening events", "first delta", "reasoning deltas", "boundary", "answer deltas",
+                          "final events and end", "whole flow"]
+    # (A smoke test: it runs and reports every stretch. With so few flows the stretches are not
+    # exact; the whole is a fraction of a million instructions.)
+    assert 0.1 < float(rows["whole flow"]) < 5

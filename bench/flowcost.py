@@ -7,7 +7,8 @@ Runs the bench workload's stream (workload.py) through what mitmproxy calls
 events, the first delta, the reasoning deltas, the boundary, the answer deltas, the final events)
 the flows are cut after it, and the instructions of `--flows` flows over those of none, per
 flow, give what the stretch costs. Python's hash seed is fixed and its cycle collector off while
-counting, so a count repeats within a few thousand instructions. About 2 minutes per surface.
+counting; still, from run to run the whole flow moves by about 1%, and a stretch by up to 0.2M
+(where some one-time work falls). About 2 minutes per surface.
 """
 
 from __future__ import annotations
@@ -23,18 +24,17 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "addon")]
+sys.path[:0] = [str(HERE), str(HERE.parent / "addon"), str(HERE.parent)]   # (devtools/)
+
+from devtools.process import untraced  # noqa: E402
 
 
 def _streams(surface: str, events: int, flows: int) -> list[list[bytes]]:
     import workload
     shape = workload.SHAPES[surface]
-    out = []
-    for seed in range(flows + 1):
-        st: dict = {}
-        texts = [workload.render(t, 1_700_000_000_000_000_000 + k) for k, t in enumerate(workload.tokens(events, seed=seed))]
-        out.append(shape.head(st) + [shape.delta(st, t) for t in texts] + shape.tail(st, "".join(texts)))
-    return out
+    return [shape.stream([workload.render(t, 1_700_000_000_000_000_000 + k)
+                          for k, t in enumerate(workload.tokens(events, seed=seed))])
+            for seed in range(flows + 1)]
 
 
 def _child(surface: str, events: int, flows: int, cut: int) -> None:
@@ -63,9 +63,7 @@ def _child(surface: str, events: int, flows: int, cut: int) -> None:
 
 
 def _count(surface: str, events: int, flows: int, cut: int) -> int:
-    # (Not under a tracer: pytest-cov hands its coverage to child processes through these.)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COV_CORE_", "COVERAGE_"))}
-    env["PYTHONHASHSEED"] = "0"
+    env = dict(untraced(dict(os.environ)), PYTHONHASHSEED="0")
     p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
                         "--child", surface, "--events", str(events), "--flows", str(flows), "--cut", str(cut)],
                        capture_output=True, text=True, env=env, check=True)

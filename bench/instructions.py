@@ -20,7 +20,7 @@ import tempfile
 
 import client
 import workload
-from devtools.process import LISTENING, ToolProcess, child_env, tool
+from devtools.process import LISTENING, ToolProcess, child_env, tool, untraced
 from procs import CONFIGS, Upstream
 
 STREAMS = 2
@@ -43,8 +43,7 @@ class _Counted(ToolProcess):
         addon = CONFIGS[config][1]
         if addon is not None:
             args += ["-s", str(addon)]
-        env = {k: v for k, v in child_env().items() if not k.startswith(("COV_CORE_", "COVERAGE_"))}   # no tracer
-        super().__init__(args, env=env, name=f"mitmdump ({config}, callgrind)")
+        super().__init__(args, env=untraced(child_env()), name=f"mitmdump ({config}, callgrind)")
         self.port = int(self.wait_for(LISTENING, timeout=300).group(1))
 
     def _control(self, *args: str) -> None:

@@ -33,6 +33,12 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def untraced(env: dict[str, str]) -> dict[str, str]:
+    """`env` without what hands pytest-cov's tracer to a child process: for a child whose
+    instructions are counted (bench/instructions.py, bench/flowcost.py)."""
+    return {k: v for k, v in env.items() if not k.startswith(("COV_CORE_", "COVERAGE_"))}
+
+
 class ToolProcess:
     def __init__(self, args: list[str], env: dict[str, str] | None = None, name: str | None = None) -> None:
         self.name = name or Path(args[0]).name

@@ -231,11 +231,12 @@ def text_slot(rules: Rules) -> bytes:
     return b'"(?:(' + plain_bytes(rules) + b'++)|(' + _ANY_BODY + b'))"'
 
 
-def slot_text(m: re.Match, group: int, rules: Rules, tags: bool = False) -> tuple[str, bool] | None:
+def slot_text(m: re.Match, group: int, rules: Rules, tags: bool = False) -> tuple[str, bool | None] | None:
     """The text of a `text_slot` whose first group is `group`, and whether its literal was plain
     (then the literal is the text). None where the full path must decide: an empty text, one
-    that holds the first character of a tag or marker (unless `tags`: the caller feeds the
-    splitter itself), or bytes that do not decode (the full path keeps them as they came)."""
+    that holds the first character of a tag or marker (with `tags`: (text, None), for a caller
+    that feeds the splitter itself), or bytes that do not decode (the full path keeps them as
+    they came). Only a text whose second value is not None may go to `Splitter.plain`."""
     lit = m[group]
     if lit is not None:
         return lit.decode("ascii"), True
@@ -246,8 +247,10 @@ def slot_text(m: re.Match, group: int, rules: Rules, tags: bool = False) -> tupl
             text = scanstring(text + '"', 0)[0]
     except ValueError:
         return None
-    if not text or (not tags and rules.may_hold_tag(text)):
+    if not text:
         return None
+    if rules.may_hold_tag(text):
+        return (text, None) if tags else None
     return text, False
 
 

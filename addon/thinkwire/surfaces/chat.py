@@ -134,7 +134,7 @@ class StreamRewriter:
         got = slot_text(m, 1, st.splitter.rules, tags=True)
         if got is None:   # undecodable, or empty: on_event, without the driver's framing
             return self.on_event(b[0].event(chunk))
-        if got[1] or not st.splitter.rules.may_hold_tag(got[0]):
+        if got[1] is not None:
             piece = st.splitter.plain(got[0])
             if piece is not None:
                 if piece[0] == CONTENT:

@@ -249,7 +249,7 @@ class StreamRewriter(_ResponseState):
         part.fed = True   # (what on_chunk feeds is never empty)
         # The byte path sees only canonical frames: an event: line when the shape has one, LF.
         self.event_lines, self.eol = shape.event is not None, b"\n"
-        piece = splitter.plain(text) if got[1] or not b[1].may_hold_tag(text) else None   # type: ignore[index]
+        piece = splitter.plain(text) if got[1] is not None else None   # type: ignore[index]
         self._hits += 1
         if piece is None:
             # The splitter decides (a tag's first character, text held): as _fast would, after

@@ -27,7 +27,7 @@ CONFIGS = {
 def cpu_seconds(pid: int) -> float:
     """CPU time of the whole process (all its threads), in ns from the scheduler's account
     (/proc/PID/task/*/schedstat) where the kernel has it; else utime + stime from /proc/PID/stat,
-    which come in clock ticks (10 ms): a paced round uses ~0.4 s, so one tick is 2.5% of it."""
+    which come in clock ticks (10 ms): a paced round uses ~1.2 s, so one tick is ~1% of it."""
     try:
         total = 0
         for tid in os.listdir(f"/proc/{pid}/task"):

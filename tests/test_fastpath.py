@@ -18,7 +18,7 @@ from conftest import make_ctx
 from thinkwire import hot
 from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, dumps, sharing_dumps, slot_text, text_slot
 from thinkwire.marks import PREFIX, Sealer
-from thinkwire.splitter import Rules, Splitter, TagPair
+from thinkwire.splitter import CONTENT, Rules, Splitter, TagPair
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages, responses
 
@@ -383,6 +383,30 @@ def test_splitter_plain_declines_where_feed_must_decide():
     assert s.plain("x") is None           # a partial tag is held
 
 
+def test_the_answer_is_steady_with_the_start_of_a_tag_held():
+    # What thinkwire.hot holds in C as the splitter does: `took` then leaves feed's state.
+    a, b = Splitter(RULES[0]), Splitter(RULES[0])
+    for s in (a, b):
+        s.feed("<think>a</think>ok")
+    assert a.steady() == CONTENT and a.held_tag() == "" and a.code() == (0, "ok")
+    assert a.feed(" x <") == [(CONTENT, " x ")]
+    b.took(CONTENT, " x ", "<")
+    assert _state(a) == _state(b) and a.held_tag() == "<" and a.steady() == CONTENT
+    assert a.feed(" y `z") == [(CONTENT, "< y `z")]
+    b.took(CONTENT, "< y `z")
+    assert _state(a) == _state(b) and a.code() == (1, "ok x < y")
+    assert a.feed(" <") == [(CONTENT, " <")] and a.held_tag() == ""   # in code nothing is held
+    a.feed("`\n```py\n")
+    assert a.code() == (2, "") and a.steady() == CONTENT
+    # A start held that the C callable does not hold: the splitter decides each text.
+    kimi = Rules((TagPair("<think>", "</think>"), TagPair("\u25c1think\u25b7", "\u25c1/think\u25b7")))
+    assert kimi.hot_tags[-1] == "\u25c1/think\u25b7".encode()
+    s = Splitter(kimi)
+    s.feed("<think>a</think>ok \u25c1")
+    assert s.held_tag() is None and s.steady() is None
+    assert Rules((TagPair('<t a="1">', "</t>"),)).hot_tags == ()   # (a quote is escaped in JSON)
+
+
 def test_an_error_in_the_byte_path_fails_open_with_the_chunk_and_the_rest_as_they_came():
     class Broken(chat.StreamRewriter):
         def on_chunk(self, chunk):
@@ -439,6 +463,55 @@ def test_the_c_callable_agrees_under_other_settings(surface, opts, seed):
     events = SURFACES[surface][1](texts)
     for name, chunks in chunkings(events, rng).items():
         assert run(surface, chunks, True, c=True, **SETTINGS[opts])[0] == run(surface, chunks, False, **SETTINGS[opts])[0], name
+
+
+# Answer text where the start of a tag ends a delta, in and out of code (the C callable holds it
+# as the splitter does, and holds none in code).
+CODE_TOKENS = ["```", "~~~", "\n", "\n\n", " `", "`", "x`", " a <", " b", " <", "</", "th", "ink>", "x", "  ",
+               " ``", "py\n", "[/TH", "INK]", "<<", " c"]
+
+
+CODE_CASES = {"a fence opens": ["\n", "```", "\n", " a <", " b"],
+              "after its indent": ["\n", "  ~~~", "py\n", " a <", " b"],
+              "and closes": ["\n", "```", "\n", "x", "\n", "```", "\n", " a <", " b"],
+              "a code span": [" `", "x <", " b`", " a <", " b"],
+              "a line end closes a code span": [" `x", "\n", " a <", " b"],
+              "not at a line start": [" ```", "\n", " a <", " b"],
+              "a backslash, then n": [" `x\\", "n <", " b"]}
+
+
+@needs_c
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])
+def test_what_is_held_counts_in_the_line_it_goes_out_on(surface):
+    # "~~~" is held (the start of "~~~<"), then goes out in front of a line end: a fence opens,
+    # and the start of a tag ("~") after it in the fenced block is not held.
+    texts = ["~~~<", "hm", "~~~>", "ok", " x", "\n", "~~~", "\n a ~", " b", " c", " d"]
+    events = SURFACES[surface][1](texts)
+    got, hits = run(surface, events, True, c=True, think_tags="~~~< ~~~>")
+    assert got == run(surface, events, False, think_tags="~~~< ~~~>")[0]
+    assert hits >= 3
+
+
+@needs_c
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize("case", CODE_CASES)
+def test_the_c_callable_holds_the_start_of_a_tag_out_of_code_only(surface, case):
+    events = SURFACES[surface][1](["<think>", "hm", "</think>", "ok", " x"] + CODE_CASES[case] + [" c", " d"])
+    got, hits = run(surface, events, True, c=True)
+    assert got == run(surface, events, False)[0]
+    if surface != "responses+obfuscation":   # (a third slot: it has no C callable)
+        assert hits >= len(CODE_CASES[case]) - 2   # the tokens after the first of the answer, but a few
+
+
+@needs_c
+@pytest.mark.parametrize("surface", SURFACES)
+@settings(max_examples=int(os.environ.get('HOT_EXAMPLES', 60)), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.sampled_from(CODE_TOKENS), min_size=1, max_size=60), seed=st.integers(0, 2**16))
+def test_the_c_callable_holds_the_start_of_a_tag_as_the_full_path_does(surface, texts, seed):
+    events = SURFACES[surface][1](["<think>", "hm", "</think>", "ok"] + texts)
+    for name, chunks in chunkings(events, random.Random(seed)).items():
+        assert run(surface, chunks, True, c=True)[0] == run(surface, chunks, False)[0], name
 
 
 STEADY = ["<think>", "Okay, so"] + [" word", " and", " more"] * 20 + ["</think>", "So here it is:"] + [" it", " is"] * 20
@@ -628,6 +701,73 @@ def test_hot_holds_trailing_whitespace_as_the_splitter_does():
     assert h(b'<"a ">') == [b"FALLBACK"] and h(b'<"a">') == [b"[a]"]
 
 
+def _answer_hot(code=0, head=b"", held=b""):
+    """The C type armed for answer text as it came, holding the start of a tag as the splitter does."""
+    rules = RULES[0]   # <think> </think> [THINK] [/THINK], and <tool_call> (it ends reasoning only)
+    h = hot.Hot(lambda chunk: [b"FALLBACK"])
+    pre, post = b'data: {"n":', b'}\n\n'
+    h.arm(hot.spec(rules, pre, post, collect=True, **hot.as_it_came(pre, post), **hot.answer(rules)),
+          0, 0, held, code, head)
+    return h
+
+
+def _n(body: bytes) -> bytes:
+    return b'data: {"n":"%s"}\n\n' % body
+
+
+@needs_c
+def test_hot_holds_the_start_of_a_tag_in_the_answer_as_the_splitter_does():
+    h = _answer_hot()
+    plain = _n(b"so a")
+    assert h(plain)[0] is plain                        # nothing held: as it came
+    assert h(_n(b"a <")) == [_n(b"a ")]                 # the start of <think> (or </think>): held
+    assert h(_n(b" b")) == [_n(b"< b")]                 # text after all: in front of the next text
+    assert h(_n(b"x </th")) == [_n(b"x ")]
+    assert h(_n(b"ere")) == [_n(b"</there")]
+    assert h(_n(b"y [/THI")) == [_n(b"y ")]
+    assert h.take() == (6, 5, 20, b"so aa < bx </therey ", 0, 0, b"[/THI", b"so aa < bx </therey ")
+    # Where the splitter decides: a tag, or the start of one, going on from what is held; a text
+    # with nothing before the start of a tag, or with another tag's character in it.
+    for held, body in [(b"<", b"think>x"), (b"<", b"th"), (b"</th", b"ink>"), (b"[/THI", b"NK]"),
+                       (b"<", b"x <b"), (b"", b"<"), (b"", b"a <b"), (b"", b"a [x"), (b"", b"a <<"),
+                       (b"<", b"")]:
+        assert _answer_hot(held=held)(_n(body)) == [b"FALLBACK"], (held, body)
+    assert _answer_hot(held=b"<")(_n(b"<<x")) == [b"FALLBACK"]   # (a tag's character: not taken)
+    # <tool_call> ends reasoning only: in the answer "<tool" starts no tag, and a tag's first
+    # character that is not the start of one at the text's end is the splitter's to read.
+    assert _answer_hot()(_n(b"a <tool")) == [b"FALLBACK"]
+    with pytest.raises(ValueError):
+        _answer_hot(head=b"123456789")
+    # The code state is the arm's, moved over what was taken since that arm only.
+    h = _answer_hot()
+    assert h(_n(b"`x")) == [_n(b"`x")] and h(_n(b"a <")) == [b"FALLBACK"]
+    h.arm(h.armed, 0, 0, b"", 0, b"")   # (re-armed without a take, out of code again)
+    assert h(_n(b"a <")) == [_n(b"a ")]
+
+
+@needs_c
+@pytest.mark.parametrize("code,head,bodies,held", [
+    (1, b"", [b"a <"], False),                      # in a code span: the splitter holds nothing
+    (2, b"", [b"a <"], False),                      # in a fenced block
+    (0, b"", [b"`x", b"a <"], False),               # a code span opened since the arm
+    (0, b"", [b"`x` a <"], True),                   # ... and closed again
+    (1, b"", [b"x` a <"], True),
+    (1, b"", [b"x\\n a <"], True),                # a line end closes a code span
+    (0, b"``", [b"`py\\n a <"], False),           # a fence opens where a line starts with ```
+    (0, b"", [b"  ~~~\\n", b"a <"], False),       # (after its indent)
+    (2, b"", [b"```\\nok <"], True),              # and closes
+    (2, b"~~~", [b"\\na <"], True),               # the line the splitter had begun
+    (0, b"```", [b"\\n a <"], False),
+    (0, b"", [b"a ```\\n b <"], True),            # not at a line start: no fence
+])
+def test_hot_holds_no_start_of_a_tag_in_code(code, head, bodies, held):
+    h = _answer_hot(code=code, head=head)
+    for body in bodies[:-1]:
+        assert h(_n(body)) == [_n(body)]
+    last = h(_n(bodies[-1]))
+    assert last == ([_n(bodies[-1][:-1])] if held else [b"FALLBACK"])
+
+
 @needs_c
 @pytest.mark.parametrize("num_pos", [1, 2])
 def test_hot_numbers_as_the_sequencer_does(num_pos):
@@ -662,7 +802,15 @@ def test_hot_refuses_a_bad_spec_and_disarms():
                 good[:1] + (1,) + good[2:],                  # a number slot without numbering
                 good[:6] + ((b"x", 7),) + good[7:],          # an unknown part code
                 good[:6] + ((b"x", hot.PART_N),) + good[7:],   # a number with no numbering
-                hot.spec(rules, b"a", b"b", (b"x", hot.PART_N1), num_pos=1, seq_mode=hot.SEQ_NEW)]:  # one channel
+                hot.spec(rules, b"a", b"b", (b"x", hot.PART_N1), num_pos=1, seq_mode=hot.SEQ_NEW),  # one channel
+                hot.spec(rules, b"a", b"b", tags=(b"<t>",), collect=True),            # tags, no template
+                hot.spec(rules, b"a", b"b", (b"x",), tags=(b"<t>",)),                 # ... not collected
+                hot.spec(rules, b"a", b"b", (b"x",), tags=(b"<t>",), collect=True, trim=True),  # in reasoning
+                hot.spec(rules, b"a", b"b", (b"x",), tags=(b"<t>",) * 65, collect=True),
+                hot.spec(rules, b"a", b"b", (b"x",), tags=(b"<" * 65,), collect=True),
+                hot.spec(rules, b"a", b"b", (b"x",), tags=(b"",), collect=True),
+                hot.spec(rules, b"a", b"b", (b"x",), tags=("<t>",), collect=True),
+                hot.spec(rules, b"a", b"b", (b"x",), tags=[b"<t>"], collect=True)]:
         with pytest.raises((TypeError, ValueError)):
             h.arm(bad)
         assert h.armed is None

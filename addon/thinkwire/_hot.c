@@ -31,8 +31,34 @@
 #define ALLOW_ESCAPE 2
 
 #define MAX_PARTS 16
-#define MAX_HELD 64    /* bytes of held whitespace (escaped) */
+#define MAX_HELD 64    /* bytes held (whitespace, escaped; the start of a tag) */
 #define MAX_DIGITS 18  /* a sequence number fits in a long long */
+#define MAX_TAGS 64    /* the answer's tags, for holding the start of one (see `tags`) */
+#define CODE_SPAN 1    /* the answer's code state at the arm: an odd number of backticks on its line */
+#define CODE_FENCE 2   /* in a fenced code block */
+
+/* The answer's line and code state, as the splitter's _observe keeps it: in a fenced block, an
+ * odd number of backticks on the line, and the line's first characters after its indent. */
+typedef struct {
+    int fence, ticks;
+    char head[8];
+    int head_len;
+} CodeState;
+
+static void
+observe(CodeState *st, char c)
+{
+    if (c == '\n') {
+        if (st->head_len >= 3 && (memcmp(st->head, "```", 3) == 0 || memcmp(st->head, "~~~", 3) == 0))
+            st->fence ^= 1;
+        st->head_len = 0;
+        st->ticks = 0;
+        return;
+    }
+    st->ticks ^= c == '`';
+    if (st->head_len < 8 && (st->head_len || c != ' '))
+        st->head[st->head_len++] = c;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -45,11 +71,17 @@ typedef struct {
                                        ALLOW_ESCAPE: the escape of backslash and this byte */
     int trim;                       /* text ending in whitespace is the splitter's to decide ... */
     int hold;                       /* ... or held here, as the splitter holds it (`Splitter.took`) */
-    char held[MAX_HELD];            /* the whitespace held (escaped, as it came): it goes out in */
-    Py_ssize_t held_len;            /* front of the next text, or stays held at the block's end */
+    char held[MAX_HELD];            /* what is held (escaped, as it came): it goes out in front of */
+    Py_ssize_t held_len;            /* the next text, or stays held at the block's end */
+    int ntags;                      /* the answer: a text ending in the start of one of these tags */
+    const char *tag[MAX_TAGS];      /* holds it, as the splitter does (it goes out in front of */
+    Py_ssize_t tag_len[MAX_TAGS];   /* the next text, unless a tag goes on there) */
+    unsigned char tag_first[256];   /* the tags' first bytes */
+    CodeState code;                 /* the answer's line and code state at the arm */
+    Py_ssize_t armed_at;            /* buf_len at the arm: the texts taken since start there */
     int collect;                    /* keep the bodies for `take` */
     int passthrough;                /* the output is the chunk (no template) */
-    int pass_same;                  /* SEQ_OWN: the template gives the chunk back when n == seq */
+    int pass_same;                  /* the template gives the chunk back (nothing held, n == seq) */
     int seq_mode, channels;
     Py_ssize_t nparts;
     const char *part[MAX_PARTS];    /* template: bytes, or NULL for an int code */
@@ -125,10 +157,13 @@ bytes_arg(PyObject *o, const char **p, Py_ssize_t *n, const char *what)
     return 0;
 }
 
-/* arm(spec, offset=0, last=0, held=b""). spec: (pre, num_pos, mid, post, allowed, trim, out,
- * seq_mode, channels, collect, pass_same, hold); out: None (the chunk goes as it came) or a tuple
- * of bytes and PART_* ints. held: whitespace the splitter holds, as escaped JSON text. Arming
- * with the spec already armed only sets the numbering and what is held. */
+/* arm(spec, offset=0, last=0, held=b"", code=0, head=b""). spec: (pre, num_pos, mid, post,
+ * allowed, trim, out, seq_mode, channels, collect, pass_same, hold, tags); out: None (the chunk
+ * goes as it came) or a tuple of bytes and PART_* ints; tags: the answer's tags (bytes), whose
+ * start at a text's end is held, or () for none. held: what the splitter holds (whitespace in
+ * reasoning, the start of a tag in the answer), as escaped JSON text; code and head: the
+ * answer's code state there (CODE_SPAN, CODE_FENCE) and its line's head (`Splitter.code`).
+ * Arming with the spec already armed only sets the numbering, what is held and the code state. */
 static PyObject *
 hot_arm(Hot *self, PyObject *args)
 {
@@ -136,23 +171,32 @@ hot_arm(Hot *self, PyObject *args)
     long long offset = 0, last = 0;
     const char *held = "";
     Py_ssize_t held_len = 0;
-    if (!PyArg_ParseTuple(args, "O!|LLy#:arm", &PyTuple_Type, &spec, &offset, &last, &held, &held_len))
+    int code = 0;
+    const char *head = "";
+    Py_ssize_t head_len = 0;
+    if (!PyArg_ParseTuple(args, "O!|LLy#iy#:arm", &PyTuple_Type, &spec, &offset, &last, &held, &held_len,
+                          &code, &head, &head_len))
         return NULL;
-    if (held_len > MAX_HELD) {
-        PyErr_SetString(PyExc_ValueError, "arm: too much held whitespace");
+    if (held_len > MAX_HELD || head_len > 8) {
+        PyErr_SetString(PyExc_ValueError, "arm: too much held, or a line head over 8 bytes");
         return NULL;
     }
     self->offset = offset;
     self->last = last;
     memcpy(self->held, held, held_len);
     self->held_len = held_len;
+    self->code.fence = (code & CODE_FENCE) != 0;
+    self->code.ticks = code & CODE_SPAN;
+    memcpy(self->code.head, head, head_len);
+    self->code.head_len = (int)head_len;
+    self->armed_at = self->buf_len;
     if (spec == self->spec)
         Py_RETURN_NONE;
     hot_disarm_(self);
-    PyObject *pre, *mid, *post, *allowed, *out;
+    PyObject *pre, *mid, *post, *allowed, *out, *tags;
     int num_pos, trim, seq_mode, channels, collect, pass_same, hold;
-    if (!PyArg_ParseTuple(spec, "OiOOOpOiippp:spec", &pre, &num_pos, &mid, &post, &allowed, &trim,
-                          &out, &seq_mode, &channels, &collect, &pass_same, &hold))
+    if (!PyArg_ParseTuple(spec, "OiOOOpOiipppO!:spec", &pre, &num_pos, &mid, &post, &allowed, &trim,
+                          &out, &seq_mode, &channels, &collect, &pass_same, &hold, &PyTuple_Type, &tags))
         return NULL;
     const char *tbl;
     Py_ssize_t tbl_len;
@@ -196,10 +240,26 @@ hot_arm(Hot *self, PyObject *args)
                 return NULL;
             }
         }
-    } else if (seq_mode != SEQ_NONE || hold) {
-        PyErr_SetString(PyExc_ValueError, "spec: a numbered event, or held whitespace, needs a template");
+    } else if (seq_mode != SEQ_NONE || hold || PyTuple_GET_SIZE(tags)) {
+        PyErr_SetString(PyExc_ValueError, "spec: a numbered event, or anything held, needs a template");
         return NULL;
     }
+    Py_ssize_t ntags = PyTuple_GET_SIZE(tags);
+    if (ntags > MAX_TAGS || (ntags && (trim || !collect))) {
+        PyErr_SetString(PyExc_ValueError, "spec: tags are for the answer (no trim, collected), at most 64");
+        return NULL;
+    }
+    memset(self->tag_first, 0, sizeof self->tag_first);
+    for (Py_ssize_t i = 0; i < ntags; i++) {
+        if (bytes_arg(PyTuple_GET_ITEM(tags, i), &self->tag[i], &self->tag_len[i], "a tag") < 0)
+            return NULL;
+        if (self->tag_len[i] < 1 || self->tag_len[i] > MAX_HELD) {
+            PyErr_SetString(PyExc_ValueError, "spec: a tag is 1 to 64 bytes");
+            return NULL;
+        }
+        self->tag_first[(unsigned char)self->tag[i][0]] = 1;
+    }
+    self->ntags = (int)ntags;
     self->num_pos = num_pos;
     self->trim = trim;
     self->hold = hold && trim;
@@ -220,7 +280,7 @@ hot_disarm(Hot *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* (hits, changed, chars, text or None, offset, last, held, literal or None), and the counts
- * start again. held: the whitespace held, escaped; literal: the texts as they came (escaped). */
+ * start again. held: what is held, escaped; literal: the texts as they came (escaped). */
 static PyObject *
 hot_take(Hot *self, PyObject *Py_UNUSED(ignored))
 {
@@ -335,15 +395,77 @@ fmt_number(char *dst, long long v)
     return n + neg;
 }
 
+/* The answer: the length of the start of a tag, in ASCII, that p[j..] holds up to the closing
+ * quote of the text, or 0 when it holds no such thing there (the splitter decides then). */
+static Py_ssize_t
+tag_start(Hot *self, const unsigned char *p, Py_ssize_t j, Py_ssize_t end)
+{
+    for (int t = 0; t < self->ntags; t++) {
+        const char *tag = self->tag[t];
+        Py_ssize_t n = self->tag_len[t], i = 0;
+        while (i < n && j + i < end && p[j + i] == (unsigned char)tag[i] && p[j + i] < 0x80)
+            i++;
+        if (i > 0 && i < n && j + i < end && p[j + i] == '"')
+            return i;
+    }
+    return 0;
+}
+
+/* The answer, the start of a tag held: whether held + text (the next text's literal, all of it)
+ * holds a tag, or the start of one, from a byte of what is held on. The splitter decides then;
+ * else what is held is text, and goes out in front of this one. */
+static int
+tag_goes_on(Hot *self, const unsigned char *text, Py_ssize_t text_len)
+{
+    const unsigned char *held = (const unsigned char *)self->held;
+    Py_ssize_t held_len = self->held_len;
+    for (Py_ssize_t k = 0; k < held_len; k++) {
+        if (!self->tag_first[held[k]])
+            continue;
+        for (int t = 0; t < self->ntags; t++) {
+            const unsigned char *tag = (const unsigned char *)self->tag[t];
+            Py_ssize_t n = self->tag_len[t], avail = held_len - k + text_len, i = 0;
+            if (n > avail)
+                n = avail;   /* cut short by the text's end: the start of a tag */
+            while (i < n && tag[i] == (k + i < held_len ? held[k + i] : text[k + i - held_len]))
+                i++;
+            if (i == n)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether the answer is in code where `text` (a literal's body up to a tag's start, after what
+ * is held) ends: the splitter holds no tag's start in code. Its state at the arm, moved over the
+ * texts taken since, what is held and `text`. */
+static int
+in_code(Hot *self, const char *text, Py_ssize_t text_len)
+{
+    CodeState st = self->code;
+    for (Py_ssize_t i = self->armed_at; i < self->buf_len; i++)
+        observe(&st, self->buf[i]);
+    for (Py_ssize_t i = 0; i < self->held_len; i++)
+        observe(&st, self->held[i]);
+    for (Py_ssize_t i = 0; i < text_len; i++) {
+        char c = text[i];
+        if (c == '\\')   /* an escape the scan took: only a line end and a space count here */
+            c = text[++i] == 'n' ? '\n' : 'x';
+        observe(&st, c);
+    }
+    return st.fence || st.ticks;
+}
+
 /* The output for a matched chunk, or NULL with no error set when it is not ours after all. */
 static PyObject *
 hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, Py_ssize_t chars,
                long long seq, const char *ws, Py_ssize_t ws_len)
 {
-    /* Holding: the text that goes out is what was held, then the body but its trailing
-     * whitespace (ws), which is held in its turn. */
+    /* Holding: the text that goes out is what was held, then the body but what ends it (ws:
+     * trailing whitespace in reasoning, the start of a tag in the answer), held in its turn. */
+    int holds = self->hold || self->ntags;
     const char *held = self->held;
-    Py_ssize_t held_len = self->hold ? self->held_len : 0;
+    Py_ssize_t held_len = holds ? self->held_len : 0;
     Py_ssize_t held_chars = 0;
     for (Py_ssize_t k = 0; k < held_len; k++)
         held_chars += held[k] != '\\';
@@ -362,7 +484,8 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
             offset = last - seq;
     }
     PyObject *out;
-    int same = self->passthrough || (self->pass_same && n == seq);
+    int same = self->passthrough
+               || (self->pass_same && (self->seq_mode == SEQ_NONE || n == seq) && !held_len && !ws_len);
     if (same) {
         out = Py_NewRef(chunk);
     } else {
@@ -412,7 +535,7 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
     self->hits++;
     self->changed += !same;
     self->chars += held_chars + chars;
-    if (self->hold) {
+    if (holds) {
         memcpy(self->held, ws, ws_len);
         self->held_len = ws_len;
     }
@@ -475,10 +598,22 @@ hot_call(Hot *self, PyObject *args, PyObject *kwds)
         ws_chars += space;
         chars++;
     }
-    if (j >= end || p[j] != '"' || j == b)
+    Py_ssize_t part = 0;   /* the answer: the start of a tag ending the text, held */
+    if (self->ntags && j < end && p[j] != '"') {
+        part = tag_start(self, p, j, end);
+        if (part == 0 || in_code(self, (const char *)p + b, j - b))
+            return PyObject_CallOneArg(self->fallback, chunk);
+        j += part;
+    }
+    if (j >= end || p[j] != '"' || j - part == b)
         return PyObject_CallOneArg(self->fallback, chunk);
-    Py_ssize_t body_end = j;
-    if (self->trim && ws >= 0) {
+    if (self->ntags && self->held_len && tag_goes_on(self, p + b, j - b))
+        return PyObject_CallOneArg(self->fallback, chunk);
+    Py_ssize_t body_end = j - part;
+    if (part) {
+        ws = body_end;
+        ws_chars = 0;
+    } else if (self->trim && ws >= 0) {
         /* Trimming, whitespace at the end is held: here when this spec holds it and there is
          * text before it (the splitter holds whitespace alone without a word), else the
          * splitter decides. */

@@ -11,10 +11,12 @@ that fits its new state (the surface's `hot`), or disarms.
 
 A surface arms only where the splitter is steady (`Splitter.steady`): there any text of plain
 characters (`fastpath.plain_bytes`, backticks, and the escapes json.dumps writes the same, see
-`allowed`) comes out as it went in, but for whitespace held at a reasoning text's end, which
-Hot holds as the splitter does. `Splitter.took` then gives the state. The bytes are the same as
-the Python paths' (tests/test_fastpath.py). Without a C compiler, or with THINKWIRE_HOT=0,
-everything runs in Python.
+`allowed`) comes out as it went in, but for what the splitter holds at a text's end, which Hot
+holds as it does: whitespace at a reasoning text's end, and in the answer the start of a tag
+(the `<` of `a <` may be one), out of code only, as the splitter keeps the code state (a fence,
+a code span): Hot moves the state it was armed with over the texts it takes. `Splitter.took`
+then gives the state. The bytes are the same as the Python paths' (tests/test_fastpath.py).
+Without a C compiler, or with THINKWIRE_HOT=0, everything runs in Python.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import re
 from json.decoder import scanstring
 
 from .fastpath import dumps, plain_bytes
-from .splitter import Rules, Splitter
+from .splitter import REASONING, Rules, Splitter
 
 try:
     from ._hot import PART_BODY, PART_N, PART_N1, SEQ_NEW, SEQ_NONE, SEQ_OWN, Hot
@@ -35,7 +37,8 @@ except ImportError:   # pragma: no cover - not built: Python alone
     PART_N, PART_N1, PART_BODY, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 0, 1, 2
 
 __all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW",
-           "available", "spec", "template", "reasoning", "held", "unheld", "held_of", "fold", "literal"]
+           "available", "spec", "as_it_came", "template", "reasoning", "answer", "held", "unheld", "holding",
+           "fold", "literal"]
 
 
 def available() -> bool:
@@ -70,17 +73,24 @@ def template(cut: list[bytes]) -> tuple:
 
 def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, trim: bool = False,
          collect: bool = False, num_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE,
-         channels: int = 1, pass_same: bool = False, hold: bool = False) -> tuple:
+         channels: int = 1, pass_same: bool = False, hold: bool = False, tags: tuple = ()) -> tuple:
     """What `Hot.arm` takes. A chunk it answers is `pre`, a plain text literal (quotes
     included), `post`; with a number slot before it (`num_pos` 1) or after it (2), `mid`
     between the two. `out` None: the chunk goes as it came; else the output template (bytes,
     PART_BODY for the literal's body, PART_N / PART_N1 for the numbers `seq_mode` gives).
     `trim`: a text ending in whitespace is the splitter's to decide, or with `hold` its
     whitespace is held as the splitter holds it (it goes out in front of the next text).
-    `collect`: keep the texts for `Hot.take`. `pass_same`: numbered as it came, the chunk goes
-    as it came."""
+    `tags` (the answer, `answer`): a text ending in the start of one is held so too.
+    `collect`: keep the texts for `Hot.take`. `pass_same`: with nothing held, and numbered as
+    it came, the chunk goes as it came."""
     return (pre, num_pos, mid, post, allowed(rules), trim, out, seq_mode, channels, collect, pass_same,
-            hold and trim)
+            hold and trim, tags)
+
+
+def as_it_came(pre: bytes, post: bytes) -> dict:
+    """The output options of a spec for a chunk that goes as it came (`spec`'s pre and post):
+    its own bytes as the template, for when it does not (something held goes out in front)."""
+    return {"out": (pre + b'"', PART_BODY, b'"' + post), "pass_same": True}
 
 
 def reasoning(rules: Rules) -> dict:
@@ -99,10 +109,22 @@ def unheld(data: bytes) -> str:
     return scanstring(data.decode() + '"', 0)[0] if data else ""
 
 
-def held_of(splitter: Splitter) -> bytes:
-    """What `splitter` holds, as `Hot.arm` takes it (a surface arms only where that is
-    whitespace or nothing: `Splitter.steady`)."""
-    return held(splitter.held_ws() or "")
+def answer(rules: Rules) -> dict:
+    """The holding option of a spec for answer text under `rules`: the start of a tag at a
+    text's end held as the splitter holds it (`Rules.hot_tags`; none: the splitter decides)."""
+    return {"tags": rules.hot_tags}
+
+
+def holding(splitter: Splitter, kind: int) -> tuple:
+    """What `splitter` holds, as `Hot.arm` takes it, and the answer's code state there
+    (`Splitter.code`): a surface arms for `kind` only where `Splitter.steady` gives it, and
+    what is held is then whitespace (reasoning), the start of a tag (the answer) or nothing."""
+    if kind == REASONING:
+        return held(splitter.held_ws() or ""), 0, b""
+    code, head = splitter.code()
+    # (Only a head's first three characters tell a fence: a non-ASCII one is none, whatever
+    # bytes of it come.)
+    return held(splitter.held_tag() or ""), code, head[:3].encode("utf-8", "replace")[:8]
 
 
 def fold(splitter: Splitter, kind: int, got: tuple) -> str:

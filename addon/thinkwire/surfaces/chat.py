@@ -163,13 +163,12 @@ class StreamRewriter:
         specs = self._hot
         if specs is None or specs[0] is not b:
             rules, m = st.splitter.rules, b[0]
-            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix, collect=True),
+            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix, collect=True,
+                                             **hot.as_it_came(m.prefix, m.suffix), **hot.answer(rules)),
                                  hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), collect=True,
                                           **hot.reasoning(rules)))
         self._armed = (kind, st)
-        if kind == CONTENT:
-            return (specs[1],)
-        return specs[2], 0, 0, hot.held_of(st.splitter)
+        return specs[1 if kind == CONTENT else 2], 0, 0, *hot.holding(st.splitter, kind)
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""

@@ -253,14 +253,15 @@ class StreamRewriter:
         if spec is None:
             rules = st.splitter.rules
             if key[1] is None:
-                spec = hot.spec(rules, b.prefix, b.suffix, collect=True)
+                spec = hot.spec(rules, b.prefix, b.suffix, collect=True, **hot.as_it_came(b.prefix, b.suffix),
+                                **hot.answer(rules))
             else:
                 cut = self._cut(key[1], _TEXT_DELTA if kind == CONTENT else _THINKING_DELTA)
                 spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut), collect=True,
-                                **(hot.reasoning(rules) if kind == REASONING else {}))
+                                **(hot.reasoning(rules) if kind == REASONING else hot.answer(rules)))
             self._hot[key] = spec
         self._armed = (kind, st)
-        return spec, 0, 0, hot.held_of(st.splitter)
+        return spec, 0, 0, *hot.holding(st.splitter, kind)
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""

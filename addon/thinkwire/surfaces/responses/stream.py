@@ -338,7 +338,7 @@ class StreamRewriter(_ResponseState):
         if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
             cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, num_pos))
         self._armed = plan
-        return cache[3], self.seq.offset, self.seq.last, hot.held_of(plan[1])
+        return cache[3], self.seq.offset, self.seq.last, *hot.holding(plan[1], plan[0])
 
     def _hot_spec(self, shape: _Shape, plan: tuple, num_pos: int) -> tuple:
         rules = plan[1].rules
@@ -352,7 +352,7 @@ class StreamRewriter(_ResponseState):
             else:
                 out = (cuts[0] + q, hot.PART_BODY, q + cuts[1], hot.PART_N, cuts[2])
             return hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_OWN,
-                            collect=True, pass_same=plan[4][0])
+                            collect=True, pass_same=plan[4][0], **hot.answer(rules))
         parts: list = []
         for head, m, tail in plan[6]:   # one event per channel, cut at its number and text
             parts += [head, hot.PART_N1 if parts else hot.PART_N, m + q, hot.PART_BODY, q + tail]

@@ -819,8 +819,11 @@ def test_hot_refuses_a_bad_spec_and_disarms():
     assert h(b'a"x"b') == [b"FALLBACK"] and h.armed is None
     with pytest.raises(TypeError):
         hot.Hot(1)
-    with pytest.raises(TypeError):
-        h(b"a", b"b")
+    for args, kw in [((b"a", b"b"), {}), ((b"a",), {"x": 1}), ((), {})]:
+        with pytest.raises(TypeError):
+            h(*args, **kw)
+    with pytest.raises(RuntimeError):   # (not initialised: called through its tp_call)
+        hot.Hot.__new__(hot.Hot)(b"a")
 
 
 @needs_c

@@ -29,6 +29,7 @@
  * so the literal is what the Python path would write for its text. */
 #define ALLOW_BYTE 1
 #define ALLOW_ESCAPE 2
+#define ALLOW_WORD 4     /* (set here) ALLOW_BYTE but the space: no trailing whitespace to track */
 
 #define MAX_PARTS 16
 #define MAX_HELD 64    /* bytes held (whitespace, escaped; the start of a tag) */
@@ -62,6 +63,7 @@ observe(CodeState *st, char c)
 
 typedef struct {
     PyObject_HEAD
+    vectorcallfunc vectorcall;      /* hot_vectorcall, set by __init__ */
     PyObject *fallback;
     PyObject *spec;                 /* the armed spec (owns the buffers below), or NULL */
     const char *pre, *mid, *post;
@@ -93,6 +95,8 @@ typedef struct {
     Py_ssize_t buf_len, buf_cap, lit_len, lit_cap;
 } Hot;
 
+static PyObject *hot_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
 static void
 hot_disarm_(Hot *self)
 {
@@ -113,6 +117,7 @@ hot_init(Hot *self, PyObject *args, PyObject *kwds)
     Py_INCREF(fallback);
     Py_XSETREF(self->fallback, fallback);
     hot_disarm_(self);
+    self->vectorcall = hot_vectorcall;
     return 0;
 }
 
@@ -217,6 +222,9 @@ hot_arm(Hot *self, PyObject *args)
     }
     self->allowed['"'] &= ~ALLOW_BYTE;   /* the scan ends at the closing quote */
     self->allowed['\\'] &= ~ALLOW_BYTE;  /* and reads an escape at a backslash */
+    for (int i = 0; i < 256; i++)
+        if (self->allowed[i] & ALLOW_BYTE && i != ' ')
+            self->allowed[i] |= ALLOW_WORD;
     self->passthrough = out == Py_None;
     self->nparts = 0;
     if (!self->passthrough) {
@@ -365,7 +373,11 @@ collect(Hot *self, const char *body, Py_ssize_t n)
     memcpy(self->lit + self->lit_len, body, n);
     self->lit_len += n;
     char *w = self->buf + self->buf_len;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    const char *esc = memchr(body, '\\', n);   /* most bodies have no escape: copied whole */
+    Py_ssize_t i = esc ? esc - body : n;
+    memcpy(w, body, i);
+    w += i;
+    for (; i < n; i++) {
         char c = body[i];
         if (c == '\\') {
             c = body[++i];
@@ -543,13 +555,8 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
 }
 
 static PyObject *
-hot_call(Hot *self, PyObject *args, PyObject *kwds)
+hot_chunk(Hot *self, PyObject *chunk)
 {
-    if (PyTuple_GET_SIZE(args) != 1 || (kwds && PyDict_GET_SIZE(kwds))) {
-        PyErr_SetString(PyExc_TypeError, "Hot takes one chunk");
-        return NULL;
-    }
-    PyObject *chunk = PyTuple_GET_ITEM(args, 0);
     if (self->fallback == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Hot is not initialised");
         return NULL;
@@ -576,6 +583,15 @@ hot_call(Hot *self, PyObject *args, PyObject *kwds)
     Py_ssize_t ws = -1, ws_chars = 0;   /* where the trailing whitespace starts, its characters */
     const unsigned char *allowed = self->allowed;
     while (j < end) {
+        if (allowed[p[j]] & ALLOW_WORD) {   /* a run of plain bytes but spaces: most of a text */
+            Py_ssize_t run = j;
+            do
+                j++;
+            while (j < end && (allowed[p[j]] & ALLOW_WORD));
+            chars += j - run;
+            ws = -1;
+            continue;
+        }
         unsigned char c = p[j];
         Py_ssize_t u = j;   /* where this character starts */
         int space;
@@ -639,9 +655,31 @@ hot_call(Hot *self, PyObject *args, PyObject *kwds)
                           (const char *)p + ws, j - ws);
 }
 
+static PyObject *
+hot_call(Hot *self, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) != 1 || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Hot takes one chunk");
+        return NULL;
+    }
+    return hot_chunk(self, PyTuple_GET_ITEM(args, 0));
+}
+
+/* The same, called without an argument tuple (mitmproxy calls it once per chunk). */
+static PyObject *
+hot_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "Hot takes one chunk");
+        return NULL;
+    }
+    return hot_chunk((Hot *)self, args[0]);
+}
+
 static PyMemberDef hot_members[] = {
     {"fallback", T_OBJECT, offsetof(Hot, fallback), READONLY, "what takes every other chunk"},
     {"hits", T_PYSSIZET, offsetof(Hot, hits), READONLY, "chunks taken since the last take()"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Hot, vectorcall), READONLY, NULL},
     {NULL}
 };
 
@@ -681,7 +719,7 @@ static PyType_Slot hot_slots[] = {
 
 static PyType_Spec hot_spec = {
     "thinkwire._hot.Hot", sizeof(Hot), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, hot_slots,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, hot_slots,
 };
 
 static int

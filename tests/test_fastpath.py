@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
 from thinkwire import hot
-from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, dumps, sharing_dumps, slot_text, text_slot
+from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, dumps, loads_known, sharing_dumps, slot_text, text_slot
 from thinkwire.marks import PREFIX, Sealer
 from thinkwire.splitter import CONTENT, Rules, Splitter, TagPair
 from thinkwire.stream import StreamDriver
@@ -299,6 +299,69 @@ def test_responses_long_texts_go_out_with_the_literals_the_c_callable_kept(summa
     assert hits > 600 and fast == run("responses", events, False, request=request)[0]
     final = json.loads(fast.rsplit(b"data: ", 1)[1])["response"]["output"]
     assert final[-1]["content"][0]["text"] == "A" + " b\n\n c" * 300
+
+
+# loads_known: a JSON text that repeats a known string literal, parsed without reading it.
+KNOWN = "x" * 70 + ' "quoted" \\ back\nslash \u00e9t\u00e9'
+
+
+@pytest.mark.parametrize("data,reads", [
+    (_d({"text": KNOWN, "n": 1}), True),
+    (_d({"a": [KNOWN, {"b": KNOWN}], "c": "x"}), True),
+    (_d({"a": "pre" + KNOWN}), False),                 # the text's start, inside another string
+    (_d({"a": KNOWN + "post"}), False),
+    (_d({"a": _d(KNOWN)}), False),                     # its literal, escaped inside another string
+    (_d({KNOWN: 1}), False),                           # a key
+    (_d({"a": KNOWN, "m": "\x00thinkwire-known\x00"}), False),   # the mark was there before
+    (_d({"a": KNOWN, "e": "\x00"}), False),           # (any \u escape left: parsed in full)
+    (_d({"a": "y" * 80}), False),
+    (_d({"a": KNOWN})[:-1], False),                    # not JSON: the caller parses, and counts it
+    (_d([KNOWN]), True),
+])
+def test_loads_known_parses_as_json_loads_or_leaves_it_to_it(data, reads):
+    got = loads_known(data, _d(KNOWN), KNOWN)
+    if reads:
+        assert got == json.loads(data)
+    else:
+        assert got is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(known=st.text(min_size=64, max_size=120), other=st.text(max_size=80),
+       where=st.lists(st.sampled_from(["value", "list", "nested", "inside", "key", "other"]), min_size=1, max_size=5))
+def test_loads_known_agrees_with_json_loads(known, other, where):
+    obj: dict = {}
+    for k, w in enumerate(where):
+        v = {"value": known, "list": [1, known], "nested": {"a": [known]}, "inside": other + known + other,
+             "other": other}.get(w, 0)
+        obj[known + str(k) if w == "key" else f"k{k}"] = v
+    data = _d(obj)
+    got = loads_known(data, _d(known), known)
+    assert got is None or got == json.loads(data)
+
+
+@pytest.mark.parametrize("c", [False, True])
+def test_responses_done_events_are_read_with_the_text_the_deltas_brought(monkeypatch, c):
+    read = []
+    real = responses.stream.loads_known
+    monkeypatch.setattr(responses.stream, "loads_known", lambda *a: read.append(real(*a)) or read[-1])
+    texts = ["<think>", "hm"] + [" x", " \"q\"\n"] * 400 + ["</think>", "so"] + [" a", " <", " b"] * 400
+    events = responses_stream(texts)
+    got = run("responses", events, True, c=c)[0]
+    assert len(read) == 4 and all(type(r) is dict for r in read)   # the four done events
+    monkeypatch.setattr(responses.stream, "loads_known", lambda *a: None)
+    assert got == run("responses", events, True, c=c)[0] == run("responses", events, False)[0]
+
+
+@pytest.mark.parametrize("c", [False, True])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.sampled_from(TOKENS + ["x" * 300, " y" * 200, "\u00e9" * 100]), min_size=1, max_size=30))
+def test_responses_done_events_read_with_the_known_text_as_in_full(monkeypatch, c, texts):
+    events = responses_stream(["<think>", "hm"] + texts + ["x" * 1100])
+    with_known = run("responses", events, True, c=c)[0]
+    monkeypatch.setattr(responses.stream, "loads_known", lambda *a: None)
+    assert with_known == run("responses", events, True, c=c)[0]
+    monkeypatch.undo()
 
 
 def test_the_out_error_handler_only_encodes():

@@ -85,6 +85,66 @@ def sharing_dumps(keep: int = 8) -> Callable[[object], str]:
     return shared
 
 
+# A string literal put in the place of a known one: its escapes make it one no text holds as is.
+_MARK = "\x00thinkwire-known\x00"
+_MARK_LITERAL = dumps(_MARK)
+
+
+def loads_known(data: str, literal: str, value: str) -> object | None:
+    """json.loads(data) for JSON that holds the string literal `literal` (quotes included; of
+    `value`) as a value, without reading that literal: a Responses stream's done events carry an
+    item's whole upstream text, which the deltas already brought (json.loads reads ~10
+    instructions per character). Each occurrence is swapped for a short mark before parsing, and
+    `value` put back where the mark stands as a whole string value; None (the caller parses in
+    full) where the literal is not there, or an occurrence was not a whole value (inside another
+    string, or a key). `literal` holds no \\u escape (a surrogate pair cut across two deltas
+    reads otherwise whole)."""
+    head = literal[:64]
+    i = data.find(head)
+    if i < 0:
+        return None
+    parts: list[str] = []
+    pos = n = 0
+    while i >= 0:
+        if data.startswith(literal, i):
+            parts += (data[pos:i], _MARK_LITERAL)
+            pos = i + len(literal)
+            n += 1
+            i = data.find(head, pos)
+        else:
+            i = data.find(head, i + 1)
+    parts.append(data[pos:])
+    small = "".join(parts)
+    # No mark was there before (a NUL is written \\u0000 only; counted in what is left, it is short).
+    if not n or small.count("\\u") != 2 * n:
+        return None
+    try:
+        obj = json.loads(small)
+    except ValueError:
+        return None
+    return obj if _put_back(obj, value) == n else None
+
+
+def _put_back(obj: object, value: str) -> int:
+    """Put `value` where a string value is the mark; how many it put (a mark that ended up a key,
+    or inside another string, is not counted)."""
+    if type(obj) is not dict and type(obj) is not list:
+        return 0
+    n = 0
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        for k, v in (o.items() if type(o) is dict else enumerate(o)):   # type: ignore[union-attr]
+            t = type(v)
+            if t is str:
+                if v == _MARK:
+                    o[k] = value   # type: ignore[index]
+                    n += 1
+            elif t is dict or t is list:
+                stack.append(v)
+    return n
+
+
 def _out_errors(e: UnicodeError) -> tuple[bytes, int]:
     """The error handler for JSON text going out (`OUT`): a character from bytes that were not
     UTF-8 (decoded with surrogateescape) becomes its byte again, as it came; any other lone

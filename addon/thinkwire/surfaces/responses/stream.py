@@ -9,8 +9,8 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 
 from ...context import FlowContext
-from ...fastpath import (ASCII_SLOT, LONG, NUMBER_SLOT, OUT, ByteShape, canonical_head, sharing_dumps,
-                         slot_text, text_slot)
+from ...fastpath import (ASCII_SLOT, LONG, NUMBER_SLOT, OUT, ByteShape, canonical_head, loads_known,
+                         sharing_dumps, slot_text, text_slot)
 from ... import hot
 from ...splitter import CONTENT, REASONING, Rules
 from ...sse import Event, dumps
@@ -216,6 +216,8 @@ class StreamRewriter(_ResponseState):
         self._plan: tuple | None = None    # on_chunk's plan for the current state (_make_plan)
         self._hot: tuple | None = None     # thinkwire.hot: (cut events, byte shape, extra; the C spec)
         self._armed: tuple | None = None   # the plan the C callable was last armed for
+        self._armed_held = b""             # ... and what it held then (escaped)
+        self._known: tuple | None = None   # (part, its size, literal, text): what loads_known skips
 
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
@@ -247,6 +249,9 @@ class StreamRewriter(_ResponseState):
         kind, splitter, add, fmt, extra, part, _ = plan
         text = got[0]   # type: ignore[index]
         part.fed = True   # (what on_chunk feeds is never empty)
+        if part.texts is not None:
+            g = groups[shape.text_i]
+            part.came(text, (m[g] if m[g] is not None else m[g + 1]).decode())
         # The byte path sees only canonical frames: an event: line when the shape has one, LF.
         self.event_lines, self.eol = shape.event is not None, b"\n"
         piece = splitter.plain(text) if got[1] is not None else None   # type: ignore[index]
@@ -338,7 +343,9 @@ class StreamRewriter(_ResponseState):
         if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
             cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, num_pos))
         self._armed = plan
-        return cache[3], self.seq.offset, self.seq.last, *hot.holding(plan[1], plan[0])
+        held, code, head = hot.holding(plan[1], plan[0])
+        self._armed_held = held
+        return cache[3], self.seq.offset, self.seq.last, held, code, head
 
     def _hot_spec(self, shape: _Shape, plan: tuple, num_pos: int) -> tuple:
         rules = plan[1].rules
@@ -370,7 +377,13 @@ class StreamRewriter(_ResponseState):
         if changed:
             self.dirty = True
         self.seq.offset, self.seq.last = offset, last
-        add(hot.fold(splitter, kind, got), hot.literal(got))
+        text, lit = hot.fold(splitter, kind, got), hot.literal(got)
+        add(text, lit)
+        if part.texts is not None:
+            # What the deltas brought: what Hot gave but what was held at the arm (it came
+            # before), and what it holds now.
+            before, held = self._armed_held, got[6]
+            part.came(text[len(hot.unheld(before)):] + hot.unheld(held), lit[len(before):] + held.decode(), plain=True)
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:
@@ -390,7 +403,7 @@ class StreamRewriter(_ResponseState):
                 learn = False
         if is_done(ev.data):
             return self._flush() + [ev.raw]
-        obj = event_object(ev.data, self.ctx)
+        obj = self._parse(ev.data)
         if obj is None or not isinstance(obj.get("type"), str):
             return [ev.raw]
         self.event_lines = ev.event is not None
@@ -402,6 +415,24 @@ class StreamRewriter(_ResponseState):
         self._batch = []
         self._dispatch(obj, (ev, obj))
         return self._send(obj.get("sequence_number"))
+
+    def _parse(self, data: str) -> dict | None:
+        """event_object, but an event that repeats the whole text the deltas of a part brought
+        (its done events, the final one) is parsed without reading that text again."""
+        if len(data) > LONG:
+            for m in self.active.values():   # (a part being read: its text is about to be done)
+                p = m.part
+                k = self._known
+                if (p is not None and p.texts and LONG <= p.size < len(data)
+                        and (k is None or k[0] is not p or k[1] != p.size)):
+                    got = p.known()
+                    self._known = None if got is None else (p, p.size) + got
+            k = self._known
+            if k is not None:
+                obj = loads_known(data, k[2], k[3])
+                if type(obj) is dict:
+                    return obj
+        return event_object(data, self.ctx)
 
     def _learn_bytes(self, ev: Event, shape: _Shape) -> tuple[ByteShape, Rules] | None:
         head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
@@ -423,6 +454,8 @@ class StreamRewriter(_ResponseState):
         if p is None or p.splitter is None or self.seq.last is None:
             return None
         seq, text = vals[shape.seq_i], vals[shape.text_i]
+        if text:
+            p.came(text)
         pieces = p.splitter.feed(text) if text else []
         self.event_lines = ev.event is not None
         self.eol = ev.eol

@@ -317,6 +317,7 @@ KNOWN = "x" * 70 + ' "quoted" \\ back\nslash \u00e9t\u00e9'
     (_d({"a": "y" * 80}), False),
     (_d({"a": KNOWN})[:-1], False),                    # not JSON: the caller parses, and counts it
     (_d([KNOWN]), True),
+    (_d(KNOWN), False),                                # not in an object or a list
 ])
 def test_loads_known_parses_as_json_loads_or_leaves_it_to_it(data, reads):
     got = loads_known(data, _d(KNOWN), KNOWN)
@@ -355,7 +356,8 @@ def test_responses_done_events_are_read_with_the_text_the_deltas_brought(monkeyp
 
 @pytest.mark.parametrize("c", [False, True])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(texts=st.lists(st.sampled_from(TOKENS + ["x" * 300, " y" * 200, "\u00e9" * 100]), min_size=1, max_size=30))
+@given(texts=st.lists(st.sampled_from(TOKENS + ["x" * 300, " y" * 200, "\u00e9" * 100, "\x01"]), min_size=1,
+                      max_size=30))
 def test_responses_done_events_read_with_the_known_text_as_in_full(monkeypatch, c, texts):
     events = responses_stream(["<think>", "hm"] + texts + ["x" * 1100])
     with_known = run("responses", events, True, c=c)[0]

@@ -390,6 +390,11 @@ def test_in_code_a_strip_marker_cut_anywhere_is_held_then_removed():
     for k in range(len(text) + 1):
         assert result(stream([text[:k], text[k:]], HARMONY)) == whole(text, HARMONY), k
     assert _partial_tag_len("x <|ret", HARMONY._strip_prefixes, HARMONY._longest) == len("<|ret")
+    # The start of the opening tag, which is no strip marker's: in code it does not wait.
+    assert _partial_tag_len("x <|channel|>an", HARMONY._strip_prefixes, HARMONY._longest) == 0
+    s = Splitter(HARMONY)
+    s.feed("<|start|>assistant<|channel|>final<|message|>Hi `x")
+    assert s.feed(" <|channel|>an") == [(CONTENT, " <|channel|>an")]
 
 
 FIELD_RULES = [

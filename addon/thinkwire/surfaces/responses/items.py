@@ -94,9 +94,7 @@ class _ResponseState:
     """The response-wide state every owner keeps; on the body path, the owner itself (it
     discards the events: the body path keeps only the items built)."""
 
-    # Its texts keep their JSON literals (`_Text`), and its upstream parts what their deltas
-    # brought (`_UpstreamPart.came`): a stream's owner writes events, and reads the done ones.
-    literals = False
+    literals = False   # its texts keep their JSON literals (`_Text`): a stream's owner writes events
 
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
@@ -126,8 +124,7 @@ class _UpstreamPart:
     __slots__ = ("content_index", "template", "added", "splitter", "fed", "made", "reasoned", "texts", "lits",
                  "size", "u_escape")
 
-    def __init__(self, content_index: object, template: dict, added: tuple, splitter: Splitter | None,
-                 keep: bool = False) -> None:
+    def __init__(self, content_index: object, template: dict, added: tuple, splitter: Splitter | None) -> None:
         self.content_index = content_index   # the upstream's
         self.template = template      # the part as `content_part.added` showed it
         self.added = added            # (obj, src) of that event, for reuse
@@ -135,9 +132,9 @@ class _UpstreamPart:
         self.fed = False
         self.made = 0                 # downstream parts made from it so far
         self.reasoned = False         # some of its text became reasoning
-        # `keep`: the texts its deltas brought, and their JSON literals (bodies) as they came: its
-        # done events repeat them whole, and are parsed without reading them again.
-        self.texts: list[str] | None = [] if keep else None
+        # The texts its deltas brought (a stream's), and their JSON literals (bodies) as they
+        # came: its done events repeat them whole, and are parsed without reading them again.
+        self.texts: list[str] = []
         self.lits: list[str] = []
         self.size = 0                 # characters of the literals
         self.u_escape = False         # one holds a \\u escape
@@ -145,13 +142,12 @@ class _UpstreamPart:
     def came(self, text: str, lit: str | None = None, plain: bool = False) -> None:
         """A delta's text (`lit`: the body of its literal as it came, where the caller has it;
         `plain`: it is known to hold no \\u escape, as what the C callable takes)."""
-        if self.texts is not None:
-            self.texts.append(text)
-            lit = encode_basestring(text)[1:-1] if lit is None else lit
-            self.lits.append(lit)
-            self.size += len(lit)
-            if not plain and "\\u" in lit:
-                self.u_escape = True
+        self.texts.append(text)
+        lit = encode_basestring(text)[1:-1] if lit is None else lit
+        self.lits.append(lit)
+        self.size += len(lit)
+        if not plain and "\\u" in lit:
+            self.u_escape = True
 
     def known(self) -> tuple[str, str] | None:
         """(the literal, the text) of what its deltas brought, for fastpath.loads_known (which
@@ -283,8 +279,7 @@ class _Message:
             if self.part is not None:
                 self._end_part()
             splitter = None if whole else self.owner.splitter()
-            self.part = _UpstreamPart(obj.get("content_index"), part, (obj, src), splitter,
-                                      keep=self.owner.literals and not whole)
+            self.part = _UpstreamPart(obj.get("content_index"), part, (obj, src), splitter)
             if self.pending is not None:
                 self.pending.append((obj, src))
             return

@@ -249,9 +249,8 @@ class StreamRewriter(_ResponseState):
         kind, splitter, add, fmt, extra, part, _ = plan
         text = got[0]   # type: ignore[index]
         part.fed = True   # (what on_chunk feeds is never empty)
-        if part.texts is not None:
-            g = groups[shape.text_i]
-            part.came(text, (m[g] if m[g] is not None else m[g + 1]).decode())
+        g = groups[shape.text_i]
+        part.came(text, (m[g] if m[g] is not None else m[g + 1]).decode())
         # The byte path sees only canonical frames: an event: line when the shape has one, LF.
         self.event_lines, self.eol = shape.event is not None, b"\n"
         piece = splitter.plain(text) if got[1] is not None else None   # type: ignore[index]
@@ -379,11 +378,10 @@ class StreamRewriter(_ResponseState):
         self.seq.offset, self.seq.last = offset, last
         text, lit = hot.fold(splitter, kind, got), hot.literal(got)
         add(text, lit)
-        if part.texts is not None:
-            # What the deltas brought: what Hot gave but what was held at the arm (it came
-            # before), and what it holds now.
-            before, held = self._armed_held, got[6]
-            part.came(text[len(hot.unheld(before)):] + hot.unheld(held), lit[len(before):] + held.decode(), plain=True)
+        # What the deltas brought: what Hot gave but what was held at the arm (it came before),
+        # and what it holds now.
+        before, held = self._armed_held, got[6]
+        part.came(text[len(hot.unheld(before)):] + hot.unheld(held), lit[len(before):] + held.decode(), plain=True)
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:

@@ -97,8 +97,7 @@ def loads_known(data: str, literal: str, value: str) -> object | None:
     instructions per character). Each occurrence is swapped for a short mark before parsing, and
     `value` put back where the mark stands as a whole string value; None (the caller parses in
     full) where the literal is not there, or an occurrence was not a whole value (inside another
-    string, or a key). `literal` holds no \\u escape (a surrogate pair cut across two deltas
-    reads otherwise whole)."""
+    string, or a key)."""
     head = literal[:64]
     i = data.find(head)
     if i < 0:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Protocol
@@ -121,8 +122,7 @@ class _ResponseState:
 
 class _UpstreamPart:
     """An upstream output_text part being read."""
-    __slots__ = ("content_index", "template", "added", "splitter", "fed", "made", "reasoned", "texts", "lits",
-                 "size", "u_escape")
+    __slots__ = ("content_index", "template", "added", "splitter", "fed", "made", "reasoned", "brought", "size")
 
     def __init__(self, content_index: object, template: dict, added: tuple, splitter: Splitter | None) -> None:
         self.content_index = content_index   # the upstream's
@@ -132,29 +132,24 @@ class _UpstreamPart:
         self.fed = False
         self.made = 0                 # downstream parts made from it so far
         self.reasoned = False         # some of its text became reasoning
-        # The texts its deltas brought (a stream's), and their JSON literals (bodies) as they
-        # came: its done events repeat them whole, and are parsed without reading them again.
-        self.texts: list[str] = []
-        self.lits: list[str] = []
-        self.size = 0                 # characters of the literals
-        self.u_escape = False         # one holds a \\u escape
+        # The JSON literal (body) of the text its deltas brought (a stream's), as it came: its
+        # done events repeat that text whole, and are parsed without reading it again.
+        self.brought = _Text()
+        self.size = 0                 # its characters
 
-    def came(self, text: str, lit: str | None = None, plain: bool = False) -> None:
-        """A delta's text (`lit`: the body of its literal as it came, where the caller has it;
-        `plain`: it is known to hold no \\u escape, as what the C callable takes)."""
-        self.texts.append(text)
+    def came(self, text: str, lit: str | None = None) -> None:
+        """A delta's text (`lit`: the body of its literal as it came, where the caller has it)."""
         lit = encode_basestring(text)[1:-1] if lit is None else lit
-        self.lits.append(lit)
+        self.brought.add(lit)
         self.size += len(lit)
-        if not plain and "\\u" in lit:
-            self.u_escape = True
 
     def known(self) -> tuple[str, str] | None:
-        """(the literal, the text) of what its deltas brought, for fastpath.loads_known (which
-        takes no \\u escape: a surrogate pair cut across two deltas reads otherwise whole)."""
-        if not self.texts or self.u_escape:
+        """(the literal, the text) of what its deltas brought, for fastpath.loads_known: the text
+        read once from the literal (the done events that carry it are several)."""
+        if not self.size:
             return None
-        return '"' + "".join(self.lits) + '"', "".join(self.texts)
+        lit = '"' + self.brought.value() + '"'
+        return lit, json.loads(lit)
 
 
 class _Text:

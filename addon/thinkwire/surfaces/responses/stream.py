@@ -381,7 +381,7 @@ class StreamRewriter(_ResponseState):
         # What the deltas brought: what Hot gave but what was held at the arm (it came before),
         # and what it holds now.
         before, held = self._armed_held, got[6]
-        part.came(text[len(hot.unheld(before)):] + hot.unheld(held), lit[len(before):] + held.decode(), plain=True)
+        part.came(text[len(hot.unheld(before)):] + hot.unheld(held), lit[len(before):] + held.decode())
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:
@@ -421,7 +421,7 @@ class StreamRewriter(_ResponseState):
             for m in self.active.values():   # (a part being read: its text is about to be done)
                 p = m.part
                 k = self._known
-                if (p is not None and p.texts and LONG <= p.size < len(data)
+                if (p is not None and LONG <= p.size < len(data)
                         and (k is None or k[0] is not p or k[1] != p.size)):
                     got = p.known()
                     self._known = None if got is None else (p, p.size) + got

@@ -607,6 +607,8 @@ def test_messages_marks_agree_with_the_c_callable(signature, request_):
     assert got == run("messages", events, False, sealer, request_, signature=signature)[0]
     live = signature != "redacted" and request_ is None   # thinking streams as it comes
     assert hits >= 38 if live else hits <= 2   # (the answer only)
+    if signature != "off":   # the mark opens to the thinking text (sealed from the literals kept)
+        assert ("Opened(text=%r" % ("hm" + " w x" * 20)).encode() in got
 
 
 @needs_c

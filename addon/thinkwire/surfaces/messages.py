@@ -151,7 +151,7 @@ class _TextBlock:
     """One upstream text block being split into output blocks."""
 
     __slots__ = ("upstream", "splitter", "template", "start_raw", "kind", "index", "reasoning",
-                 "emitted")
+                 "reasoning_lits", "emitted")
 
     def __init__(self, upstream: int, splitter: Splitter, template: dict,
                  start_raw: bytes | None) -> None:
@@ -162,6 +162,7 @@ class _TextBlock:
         self.kind: str | None = None      # the output block open now
         self.index: int | None = None     # its output index (None for a pending redacted block)
         self.reasoning: list[str] = []    # reasoning text held for a mark
+        self.reasoning_lits: list[str] = []   # ... and its JSON literal (bodies), not to escape it again
         self.emitted = False              # some output block was started for it
 
 
@@ -222,10 +223,12 @@ class StreamRewriter:
                 self.changed = True   # the answer after a thinking block: its index moved
                 return [literal_body(text, got).join(self._cut(st.index, _TEXT_DELTA))]
         elif st.kind == _THINK and self._live:
+            lit = literal_body(text, got)
             if self._sealed:
                 st.reasoning.append(text)
+                st.reasoning_lits.append(lit.decode())
             self.changed = True
-            return [literal_body(text, got).join(self._cut(st.index, _THINKING_DELTA))]
+            return [lit.join(self._cut(st.index, _THINKING_DELTA))]
         out = self._pieces(chunk, st, u, [piece], text, None)
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
 
@@ -272,6 +275,7 @@ class StreamRewriter:
         text = hot.fold(st.splitter, kind, got)
         if kind == REASONING and self._sealed:
             st.reasoning.append(text)
+            st.reasoning_lits.append(hot.literal(got))
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.raw or ev.data is None:
@@ -386,11 +390,12 @@ class StreamRewriter:
             if kind == REASONING:
                 if st.kind != _THINK:
                     out += self._open(st, _THINK)
+                lit = literal if literal is not None and value == text else dumps(value)
                 if self._live:
-                    out.append(self._delta_event(st.index, _THINKING_DELTA,
-                                                 literal if literal is not None and value == text else dumps(value)))
+                    out.append(self._delta_event(st.index, _THINKING_DELTA, lit))
                 if self._sealed:
                     st.reasoning.append(value)
+                    st.reasoning_lits.append(lit[1:-1])
             elif kind == END:
                 if st.kind == _THINK:
                     out += self._close_block(st, value)
@@ -446,15 +451,15 @@ class StreamRewriter:
         if kind != _THINK:
             return []
         pair = pair or self.ctx.rules().pairs[0]
-        text = "".join(st.reasoning)
-        st.reasoning = []
+        text, literal = "".join(st.reasoning), "".join(st.reasoning_lits)
+        st.reasoning, st.reasoning_lits = [], []
         out: list[bytes] = []
         if self.mode == "redacted":
             idx = self._take_index()
             out.append(self._created(_START, {"type": _START, "index": idx, "content_block": {
-                "type": "redacted_thinking", "data": self.ctx.sealer.seal(text, pair)}}))
+                "type": "redacted_thinking", "data": self.ctx.sealer.seal(text, pair, literal)}}))
         elif self.mode != "off":
-            sig = "" if self.mode == "unsigned" else self.ctx.sealer.seal(text, pair)
+            sig = "" if self.mode == "unsigned" else self.ctx.sealer.seal(text, pair, literal)
             out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
                 "type": "signature_delta", "signature": sig}}))
         out.append(self._created(_STOP, {"type": _STOP, "index": idx}))

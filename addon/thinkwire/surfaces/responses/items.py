@@ -529,7 +529,8 @@ class _Message:
             item[ch.key] = [part]
         if mode.encrypted:
             ctx = self.owner.ctx
-            item["encrypted_content"] = ctx.sealer.seal(text, pair or ctx.rules().pairs[0])
+            lit = r.text.literal()[1:-1] if r.text.esc is not None else None   # (a stream's: not escaped again)
+            item["encrypted_content"] = ctx.sealer.seal(text, pair or ctx.rules().pairs[0], lit)
         item["status"] = "completed"
         emit(_ev("response.output_item.done", output_index=r.output_index, item=item))
         self.built.append(item)

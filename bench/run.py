@@ -4,7 +4,7 @@ Measures, side by side in one run (see bench/README.md for what each figure mean
   1. splitter  throughput by stream size and chunk size, beside the rescan baseline
   2. surfaces  per-event cost of each surface's stream rewrite, beside JSON and pass-through
   3. e2e       each surface through real mitmdump, burst and paced: (a) no addon, (b) pass-through
-               stream callable, (c) thinkwire; (b)/(c) alternated over 15 (burst) and 9 (paced)
+               stream callable, (c) thinkwire; (b)/(c) alternated over 25 (burst) and 13 (paced)
                rounds: CPU ratio, delay
   4. memory    RSS per open stream with 256 held-open streams, at two stream lengths
   5. instructions (opt-in, `--only instructions`, needs valgrind) mitmdump's instructions under
@@ -33,7 +33,7 @@ FULL = {
     "sizes": [10_000, 100_000, 1_000_000, 10_000_000], "rescan_budget": 6.0, "min_total": 0.3,
     "surface_events": 2000, "surface_reps": 5,
     # End to end, per surface: (streams, events per stream, ms between a stream's events, rounds).
-    "burst": (16, 1000, 0.0, 15), "paced": (16, 500, 10.0, 9),
+    "burst": (16, 1000, 0.0, 25), "paced": (16, 500, 10.0, 13),
     "mem_streams": 256, "mem_n1": 20, "mem_n2": 100, "mem_interval_ms": 40.0,
     "held_lengths": [100, 1000, 2000, 10000], "mem_configs": ["a", "c"],
     "settle": 0.5,
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, help="end-to-end text events per stream, both modes "
                                                "(default 1000 burst, 500 paced)")
     ap.add_argument("--interval-ms", type=float, help="paced mode: ms between events of a stream (default 10)")
-    ap.add_argument("--rounds", type=int, help="end-to-end rounds per mode and surface (default 15 burst, 9 paced)")
+    ap.add_argument("--rounds", type=int, help="end-to-end rounds per mode and surface (default 25 burst, 13 paced)")
     args = ap.parse_args(argv)
     p = dict(QUICK if args.quick else FULL)
     for mode in ("burst", "paced"):

@@ -143,11 +143,9 @@ class _UpstreamPart:
         self.brought.add(lit)
         self.size += len(lit)
 
-    def known(self) -> tuple[str, str] | None:
+    def known(self) -> tuple[str, str]:
         """(the literal, the text) of what its deltas brought, for fastpath.loads_known: the text
         read once from the literal (the done events that carry it are several)."""
-        if not self.size:
-            return None
         lit = '"' + self.brought.value() + '"'
         return lit, json.loads(lit)
 

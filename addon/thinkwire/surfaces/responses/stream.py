@@ -423,8 +423,7 @@ class StreamRewriter(_ResponseState):
                 k = self._known
                 if (p is not None and LONG <= p.size < len(data)
                         and (k is None or k[0] is not p or k[1] != p.size)):
-                    got = p.known()
-                    self._known = None if got is None else (p, p.size) + got
+                    self._known = (p, p.size) + p.known()
             k = self._known
             if k is not None:
                 obj = loads_known(data, k[2], k[3])

@@ -137,9 +137,12 @@ class _UpstreamPart:
         self.brought = _Text()
         self.size = 0                 # its characters
 
-    def came(self, text: str, lit: str | None = None) -> None:
-        """A delta's text (`lit`: the body of its literal as it came, where the caller has it)."""
-        lit = encode_basestring(text)[1:-1] if lit is None else lit
+    def came(self, text: str) -> None:
+        """A delta's text, where the caller does not have its literal as it came."""
+        self.came_literal(encode_basestring(text)[1:-1])
+
+    def came_literal(self, lit: str) -> None:
+        """The body of a delta's literal, as it came."""
         self.brought.add(lit)
         self.size += len(lit)
 
@@ -527,7 +530,7 @@ class _Message:
             item[ch.key] = [part]
         if mode.encrypted:
             ctx = self.owner.ctx
-            lit = r.text.literal()[1:-1] if r.text.esc is not None else None   # (a stream's: not escaped again)
+            lit = r.text.esc.value() if r.text.esc is not None else None   # (a stream's: not escaped again)
             item["encrypted_content"] = ctx.sealer.seal(text, pair or ctx.rules().pairs[0], lit)
         item["status"] = "completed"
         emit(_ev("response.output_item.done", output_index=r.output_index, item=item))

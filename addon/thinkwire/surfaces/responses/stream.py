@@ -250,7 +250,7 @@ class StreamRewriter(_ResponseState):
         text = got[0]   # type: ignore[index]
         part.fed = True   # (what on_chunk feeds is never empty)
         g = groups[shape.text_i]
-        part.came(text, (m[g] if m[g] is not None else m[g + 1]).decode())
+        part.came_literal((m[g] if m[g] is not None else m[g + 1]).decode())
         # The byte path sees only canonical frames: an event: line when the shape has one, LF.
         self.event_lines, self.eol = shape.event is not None, b"\n"
         piece = splitter.plain(text) if got[1] is not None else None   # type: ignore[index]
@@ -376,12 +376,11 @@ class StreamRewriter(_ResponseState):
         if changed:
             self.dirty = True
         self.seq.offset, self.seq.last = offset, last
-        text, lit = hot.fold(splitter, kind, got), hot.literal(got)
-        add(text, lit)
+        lit = hot.literal(got)
+        add(hot.fold(splitter, kind, got), lit)
         # What the deltas brought: what Hot gave but what was held at the arm (it came before),
         # and what it holds now.
-        before, held = self._armed_held, got[6]
-        part.came(text[len(hot.unheld(before)):] + hot.unheld(held), lit[len(before):] + held.decode())
+        part.came_literal(lit[len(self._armed_held):] + got[6].decode())
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:

@@ -89,3 +89,9 @@ def proxy_factory(upstream, tmp_path_factory):
 def proxy(proxy_factory):
     """mitmdump with thinkwire and default options, shared by tests that need nothing else."""
     return proxy_factory()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """THINKWIRE_WRITE_RESULTS=1: write the stored results the tests recorded (tests/support/stored.py)."""
+    from support import stored
+    stored.save_all()

@@ -1,0 +1,136 @@
+"""Real outputs (tests/realworld/, provenance in its README): what models really wrote, from public
+issue threads, and designed edge cases. Each must split exactly as its `expect_body` /
+`expect_stream` says, on every surface, as a body and as a stream at any chunking.
+
+XFAIL lists the cases thinkwire does not get right yet, with what goes wrong; they are strict, so
+a fix turns each into a failure until its entry goes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+
+from support import runs
+from thinkwire.surfaces import chat
+
+DATA = json.loads((Path(__file__).parent / "realworld" / "cases.json").read_text(encoding="utf-8"))
+CASES = DATA["cases"]
+
+# How several reasoning blocks come out on Messages and Responses (chat: joined with a blank line,
+# as expect_* writes them).
+BLOCKS: dict[str, tuple[str, ...]] = {
+    "wild/mtplx-149/longer-alias-split-after-close": ("R1", "SECRET"),
+    "wild/dynamo-10569/reentry-open-split-at-lt": ("first", "second"),
+    "adversarial/interleaved-then-unclosed": ("a", "b"),
+    "adversarial/two-blocks-blank-lines-between": ("a", "b"),
+    "adversarial/harmony-two-analysis-messages-split": ("First thought.", "Second thought."),
+}
+
+# The whitespace the model wrote at the end of its answer, before a marker that ends the output
+# and is removed (an answer wrapper's close, an end token, the next block's opening tag):
+# expect_* leaves it out; thinkwire keeps the end of an answer as the model wrote it.
+ANSWER_END: dict[str, str] = {
+    "wild/vllm-58127/hunyuan-answer-close-split": "\n",
+    "wild/cherry-studio-8591/hunyuan-answer-wraps-code": "\n",
+    "wild/vllm-52841/ernie-response-then-tool-call": "\n",
+    "adversarial/interleaved-then-unclosed": "\n",
+    "adversarial/apriel-markers": "\n\n",
+}
+
+# What thinkwire gets wrong today, per case and mode ("body" / "stream"), grouped by cause.
+XFAIL: dict[str, dict[str, str]] = {}
+
+
+def _wrong(cause: str, ids: list[str], modes=("body", "stream")) -> None:
+    for i in ids:
+        XFAIL.setdefault(i, {}).update({m: cause for m in modes})
+
+
+_wrong("gpt-oss: a final or commentary header with a content-type hint (`<|channel|>final <|constrain|>JSON"
+       "<|message|>`, `<|channel|>commentary to=... <|constrain|>json<|message|>`) stays in the answer ahead of "
+       "the JSON or the tool call, and so does the `<|call|>` after a tool call",
+       ["wild/vllm-28000/gpt-oss-final-with-constrain", "wild/mlxcel-654/gpt-oss-commentary-tool-call"])
+_wrong("a closing tag quoted in a code span inside the reasoning ends the block there: the rest of the "
+       "reasoning goes to the answer, and the model's real closing tag with it",
+       ["wild/llama.cpp-27661/close-tag-in-code-span-inside-reasoning", "wild/zoo-code-324/thought-close-tag-in-code-span"])
+_wrong("a closing tag inside a fenced block of the reasoning ends it mid-regex; the real `</think>` reaches the "
+       "answer and the answer's own fenced `<think>.*?</think>` is removed",
+       ["adversarial/reasoning-fence-with-regex-then-answer-fence"])
+_wrong("`<thought>` quoted in a code span inside a block the template opened starts a nested block: the "
+       "quoted tag is eaten, the real `</think>` does not close, and the whole answer is reasoning",
+       ["wild/lmstudio-1602/qwen35-tag-names-in-code-spans"])
+_wrong("a double-backtick code span (``<think>``) after a block opens a new block: the rest of the answer "
+       "becomes reasoning", ["adversarial/double-backtick-code-span-after-block"])
+_wrong("the gemma-4 profile's pairs replace the default pairs: `<think>` is not split at all for Gemma 4",
+       ["wild/zoo-code-324/gemma4-nested-thought-in-think"])
+_wrong("a closing `<channel|>` with no opening (the template opened the thought channel) is removed and the "
+       "text before it stays answer (README rule answer-before-stray-close; a body could know better)",
+       ["wild/ollama-18288/gemma4-orphan-channel-close"])
+_wrong("a mid-line `<think>` before any block is text, and so is the `</think>` after it: the whole output, "
+       "tags and all, is the answer", ["wild/sglang-35083/text-before-open-tag"])
+
+
+def request_of(case: dict) -> tuple[dict, dict]:
+    """(the request the client sent, option values the case sets)."""
+    request = {"model": case["model"], **(case.get("request") or {})}
+    values = {k.lower().removeprefix("think_"): v for k, v in (case.get("env") or {}).items()}
+    return request, values
+
+
+def expected(case: dict, mode: str, surface: str) -> runs.Run:
+    exp = case[f"expect_{mode}"]
+    blocks = BLOCKS.get(case["id"]) or ((exp["reasoning"],) if exp["reasoning"] else ())
+    assert chat.BLOCK_JOIN.join(blocks) == (exp["reasoning"] or "")
+    return runs.SHOWS[surface](blocks), (exp["content"] or "") + ANSWER_END.get(case["id"], "")
+
+
+def _params(mode: str) -> list:
+    out = []
+    for case in CASES:
+        why = XFAIL.get(case["id"], {}).get(mode)
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+        out.append(pytest.param(case, id=case["id"], marks=marks))
+    return out
+
+
+def test_case_ids_are_unique_and_the_lists_name_cases():
+    ids = [c["id"] for c in CASES]
+    assert len(ids) == len(set(ids)) == 55
+    assert set(BLOCKS) | set(ANSWER_END) | set(XFAIL) <= set(ids)
+
+
+@pytest.mark.parametrize("case", _params("body"))
+def test_body_splits_as_a_user_wants_on_every_surface(case):
+    request, values = request_of(case)
+    for surface, run in runs.BODIES.items():
+        assert run(case["output"], request, values) == expected(case, "body", surface), surface
+
+
+def _check_stream(case: dict, cuts: dict[str, list[str]]) -> None:
+    request, values = request_of(case)
+    for surface, run in runs.STREAMS.items():
+        for how, chunks in cuts.items():
+            assert run(chunks, request, values) == expected(case, "stream", surface), (surface, how)
+
+
+@pytest.mark.parametrize("case", _params("stream"))
+def test_stream_splits_as_a_user_wants_on_every_surface(case):
+    _check_stream(case, runs.chunkings(case["output"], case["id"], case.get("chunks"), randoms=3))
+
+
+@pytest.mark.parametrize("case", _params("stream"))
+def test_stream_at_any_chunking(case):
+    text = case["output"]
+    # A known failure fails at once: no shrinking (it would only cost time).
+    phases = [Phase.generate] if case["id"] in XFAIL else list(Phase)
+
+    @settings(max_examples=15, deadline=None, phases=phases, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(st.integers(1, max(1, len(text) - 1)), max_size=10))
+    def run(cuts):
+        at = sorted({c for c in cuts if c < len(text)})
+        _check_stream(case, {"hypothesis": [text[a:b] for a, b in zip([0] + at, at + [len(text)])]})
+    run()

@@ -40,6 +40,7 @@ PEERS = ("vllm", "sglang", "llamacpp", "vercel-ai", "litellm")
 RESULTS = stored(HERE / "results.json")
 DIFFERENCES = stored(HERE / "differences.json")
 UNREVIEWED = "unreviewed"
+KNOWN_AS_WRONG = "known-wrong"   # the label of a difference no rule argues: thinkwire is wrong there
 
 
 def load_cases() -> list[dict]:
@@ -89,6 +90,13 @@ def custom_pair(case: dict) -> tuple[str, str] | None:
 def settings_for(case: dict) -> tuple[dict, dict]:
     """(request, option values) that put thinkwire where the peer's test puts its parser."""
     request = {"model": case.get("model") or "custom-model", **(case.get("request") or {})}
+    a = _args(case)
+    if isinstance(a.get("enable_thinking"), bool):   # llama.cpp's inputs.enable_thinking: the template's switch
+        request["chat_template_kwargs"] = dict(request.get("chat_template_kwargs") or {},
+                                               enable_thinking=a["enable_thinking"])
+    if a.get("continue_final_message") and "previous_content" in a:   # what the request prefilled
+        request.setdefault("messages", [{"role": "assistant", "content": a["previous_content"]}])
+        request["continue_final_message"] = True
     values: dict = {}
     pair = custom_pair(case)
     if pair is not None and pair != ("<think>", "</think>"):
@@ -188,10 +196,93 @@ def readme_rules() -> list[str]:
 
 
 # -- what a user would call wrong ----------------------------------------------------------------------
-# Stored results a user would call wrong: what the current rules give, kept so the suite stays green
-# and each change to them shows in results.json. Those who change the rules take them off here.
-KNOWN_WRONG: dict[str, str] = {
-}
+# Stored results a user would call wrong, found by reading every stored result (devtools/review.py
+# flags the candidates): what the current rules give, kept so the suite stays green and each change
+# shows in results.json. Those who change the rules take entries off as they fix them. A case that
+# differs from its peer only because thinkwire is wrong is labelled `known-wrong` in differences.json.
+KNOWN_WRONG: dict[str, str] = {}
+
+
+def _wrong(what: str, ids: list[str]) -> None:
+    for i in ids:
+        assert i not in KNOWN_WRONG, i
+        KNOWN_WRONG[i] = what
+
+
+_wrong("a closing tag with no opening tag, for a model not known to open the block (no profile, a silent "
+       "request, or a thinking switch thinkwire reads and the template does not): the reasoning before it stays "
+       "in the answer, run together with the answer where the model put no space (`sectionThis is the rest`)", [
+    "vllm/base_thinking/extract_reasoning_only_end_token", "vllm/base_thinking/different_token_implementations",
+    "vllm/base_thinking/different_token_implementations-2", "vllm/base_thinking/multiple_end_tokens",
+    "vllm/gemma4/invalid_simple", "vllm/gemma4/invalid_complete",
+    "vllm/glm45/glm53_template_forces_reasoning_disable_kwargs0",
+    "vllm/glm45/glm53_template_forces_reasoning_disable_kwargs1", "vllm/granite_thinking_parser/without_start_token",
+    "vllm/holo2/with_think", "vllm/holo2/complete_reasoning", "vllm/hy_v3/with_think", "vllm/hy_v3/complete_reasoning",
+    "vllm/hy_v3/multiline_reasoning", "vllm/nemotron_v3/without_start_token", "vllm/qwen3/without_start_token",
+    "vllm/qwen3/without_start_token_complete_reasoning", "vllm/qwen3/multi_token_deltas_end_token_grouped_with_content",
+    "vllm/qwen3/multi_token_deltas_no_start_end_grouped_with_content",
+    "sglang/iquest_q1/test_thinking_aliases_match_release/5", "llamacpp/chat-hermes-2-pro-L1298",
+    "vercel-ai/generate-start-with-reasoning-false", "vercel-ai/stream-start-with-reasoning-false"])
+_wrong("Nemotron 3 Nano's template thinks by default, but a silent request is taken as thinking off: the "
+       "reasoning before `</think>` stays in the answer", [
+    "llamacpp/peg-nemotron-3-nano-30b-a3b-L3286", "llamacpp/peg-nemotron-3-nano-30b-a3b-L3318",
+    "llamacpp/peg-nemotron-3-nano-30b-a3b-L3418"])
+_wrong("thinking turned off, the model still wrote a closing tag: it is removed and the words on either side "
+       "run together (`Simple question.2 + 2`, `some textThis`, `XXXYYY`, `CogitoErgo`)", [
+    "vllm/glm45/glm47_template_honors_thinking_disable", "vllm/holo2/thinking_disabled_with_close_tag_stream",
+    "vllm/minimax_m3/nonstreaming_non_leading_end_tag_is_content", "llamacpp/parser-tnk-unopened-none"])
+_wrong("answer pieces on either side of a reasoning block run together (`Here is the responsemore`)", [
+    "vercel-ai/generate-multiple-think-tags", "vercel-ai/stream-single-chunk-multiple-think-tags"])
+_wrong("an opening tag inside a block the template opened is removed and the reasoning runs together "
+       "(`prefixwork`)", ["sglang/iquest_q1/test_non_streaming_start_tag_preserves_prefix"])
+_wrong("gpt-oss: `<|call|>` stays in the answer and the tool payload runs into the final answer "
+       "(`<|call|>tool_dataresult`)", [
+    "sglang/gpt-oss/test_streaming_with_tool_call", "sglang/gpt-oss/test_detect_and_parse_tool_call_raw_text",
+    "sglang/gpt-oss/test_streaming_tool_call_raw_text"])
+_wrong("gpt-oss: the commentary header `<|channel|>commentary<|message|>` stays in the answer ahead of the "
+       "preamble text", ["llamacpp/chat-gpt-oss-L1857", "llamacpp/chat-gpt-oss-L1866"])
+_wrong("a tool-call marker ends a block that closes later: the rest of the reasoning lands in the answer after "
+       "the tool call, run together with the answer (`<|tools_suffix|>donefinal`, `I'm still thinkingHello`), "
+       "and the model's closing tag is dropped", [
+    "sglang/apertus2509/test_tool_call_inside_reasoning_kept_in_normal_text",
+    "sglang/apertus2509/test_streaming_with_tool_block_char_by_char",
+    "sglang/apertus2509/test_bare_tools_prefix_without_bracket_is_reasoning",
+    "llamacpp/chat-kimi-k2-stream-L2960", "llamacpp/parser-deepseek-v3-1-forced-open-tool-call-in-reasoning",
+    "llamacpp/chat-deepseek-v3-1-L2257"])
+_wrong("a tool-call marker named mid-sentence in the reasoning cuts it: the rest of the sentence is the answer",
+       ["llamacpp/chat-deepseek-r1-L1516"])
+_wrong("the request prefilled the assistant message (continue_final_message) and thinkwire ignores it: an answer "
+       "after a closed block becomes reasoning (`42.`), or reasoning inside an open one runs into the answer "
+       "(`moreanswer`)", [
+    "sglang/iquest_q1/test_continue_final_message_keeps_answer_out_of_reasoning",
+    "sglang/BaseReasoningFormatDetector/test_continue_detect_parse_with_end_in_previous",
+    "sglang/apertus2509/test_continue_final_message_resumes_inside_reasoning"])
+_wrong("special tokens of the model's tag set in the middle of a line stay in the answer", [
+    "sglang/apertus2509/test_text_before_block"])
+_wrong("a Seed budget note after the block (`<seed:cot_budget_reflect>...`) stays in the answer, markup and all",
+       ["llamacpp/chat-seed-oss-L1998"])
+_wrong("no profile knows this model's markers: `<|content_thinking|>...<|end_message|>` and the reasoning stay "
+       "in the answer", ["sglang/inkling/test_single_chunk_matches_one_shot",
+                         "sglang/inkling/test_token_chunking_matches_one_shot"])
+_wrong("a literal `</think>` the model wrote in its answer after a block is removed (`literal  tail`, "
+       "`<code></code>`)", ["sglang/iquest_q1/test_streaming_answer_keeps_literal_think_end",
+                            "sglang/qwen3/test_streaming_mid_text_think_end_is_preserved"])
+_wrong("a body without a closing tag that ended with finish_reason stop is all reasoning with an empty answer; "
+       "issue 24 makes such a body an answer given without thinking", [
+    "vllm/deepseek_r1/no_content_token", "vllm/step3p5/no_content_token", "vllm/glm45/without_think",
+    "sglang/deepseek-r1/test_detect_and_parse_r1_format"])
+_wrong("Kimi K3: an output cut inside a multi-token marker keeps the marker's first special token: "
+       "`<|close|>` or `<|open|>` shows in the answer", [
+    f"sglang/kimi_k3/test_non_stream_strips_partial_marker_suffixes/{n}" for n in (3, 4, 5, 6)] + [
+    f"sglang/kimi_k3/test_truncation_inside_partial_{part}/{n}" for part in ("response_open", "response_close",
+                                                                           "tools_open", "message_close")
+    for n in range(1, 9)])
+_wrong("Kimi K3: a marker missing its separator, or cut inside, stays in the reasoning (`thought<|close|>think`)", [
+    "sglang/kimi_k3/test_non_stream_recovers_missing_think_separator",
+    "sglang/kimi_k3/test_streaming_recovers_missing_think_separator",
+    "sglang/kimi_k3/test_non_stream_strips_partial_marker_suffixes/1",
+    "sglang/kimi_k3/test_non_stream_strips_partial_marker_suffixes/2"] + [
+    f"sglang/kimi_k3/test_truncation_inside_partial_think_close/{n}" for n in range(1, 9)])
 
 
 # -- the tests -----------------------------------------------------------------------------------------
@@ -221,6 +312,7 @@ def test_agrees_with_the_peer_or_differs_by_a_stated_rule(case):
     if v != DIFFERS:
         assert rule is None, f"{v} now: take it off differences.json ({HOW})"
         return
+    assert rule != KNOWN_AS_WRONG or case["id"] in KNOWN_WRONG, "a known-wrong difference says in KNOWN_WRONG what is wrong"
     assert rule in readme_rules(), (
         f"differs from the peer ({expectations(case) or substring_checks(case)}) with no stated rule "
         f"({rule!r}): name one of {readme_rules()} in differences.json, or make thinkwire agree")

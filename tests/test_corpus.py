@@ -54,7 +54,13 @@ def sample_output(path: Path) -> tuple[str | None, str]:
 
 
 # Stored results a user would call wrong (the review's findings, for those who change the rules).
+_STRAY = ("served under a name no profile matches (`gpt-3.5-turbo-0613`), the model writes only a closing tag "
+          "(its template opened the block): the reasoning before it stays in the answer")
 KNOWN_WRONG: dict[str, str] = {
+    "chat__ikllamacpp-deepseek-v3.1__closing-tag-only_1.json": _STRAY + ", run together with it (`engaging.Hi! How`)",
+    "chat__ikllamacpp-deepseek-v3.1__closing-tag-only_1.json as recorded": _STRAY + ", run together with it",
+    "chat__ikllamacpp-qwen3-finetune__closing-tag-only_1.json": _STRAY,
+    "chat__ikllamacpp-qwen3-finetune__closing-tag-only_1.json as recorded": _STRAY,
 }
 
 

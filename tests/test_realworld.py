@@ -134,3 +134,9 @@ def test_stream_at_any_chunking(case):
         at = sorted({c for c in cuts if c < len(text)})
         _check_stream(case, {"hypothesis": [text[a:b] for a, b in zip([0] + at, at + [len(text)])]})
     run()
+
+
+def test_the_readme_counts_the_cases_thinkwire_gets_right():
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"{len(CASES) - len(XFAIL)} do today; the other {len(XFAIL)} are strict expected failures" in readme
+    assert f"`ANSWER_END` states it for the {len(ANSWER_END)} cases" in readme

@@ -18,6 +18,10 @@ HOW = "THINKWIRE_WRITE_RESULTS=1 ./scripts/test <the test module>, then review t
 _OPEN: dict[Path, "Stored"] = {}
 
 
+def _show(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 class Stored:
     """A JSON object in a file: key -> stored value."""
 
@@ -46,7 +50,8 @@ class Stored:
             return
         want = self.get(key)
         assert want is not None, f"no stored result for {key!r} in {self.path.name}: {HOW}"
-        assert got == want, f"{key}: the result changed ({self.path.name}); if it is right now: {HOW}"
+        assert got == want, (f"{key}: the result changed ({self.path.name})\n  stored: {_show(want)}\n"
+                             f"  now:    {_show(got)}\nif it is right now: {HOW}")
 
     def save(self) -> None:
         if self.changed:

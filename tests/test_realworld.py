@@ -50,28 +50,23 @@ def _wrong(cause: str, ids: list[str], modes=("body", "stream")) -> None:
         XFAIL.setdefault(i, {}).update({m: cause for m in modes})
 
 
-_wrong("gpt-oss: a final or commentary header with a content-type hint (`<|channel|>final <|constrain|>JSON"
-       "<|message|>`, `<|channel|>commentary to=... <|constrain|>json<|message|>`) stays in the answer ahead of "
-       "the JSON or the tool call, and so does the `<|call|>` after a tool call",
+_wrong("gpt-oss: a header with a content-type hint (`<|channel|>final <|constrain|>JSON<|message|>`, "
+       "`<|channel|>commentary to=...`) and `<|call|>` stay in the answer",
        ["wild/vllm-28000/gpt-oss-final-with-constrain", "wild/mlxcel-654/gpt-oss-commentary-tool-call"])
-_wrong("a closing tag quoted in a code span inside the reasoning ends the block there: the rest of the "
-       "reasoning goes to the answer, and the model's real closing tag with it",
+_wrong("a closing tag quoted in a code span in the reasoning ends it; the rest and the real tag go to the answer",
        ["wild/llama.cpp-27661/close-tag-in-code-span-inside-reasoning", "wild/zoo-code-324/thought-close-tag-in-code-span"])
-_wrong("a closing tag inside a fenced block of the reasoning ends it mid-regex; the real `</think>` reaches the "
-       "answer and the answer's own fenced `<think>.*?</think>` is removed",
+_wrong("a closing tag inside a fence in the reasoning ends it; the answer's fenced `<think>.*?</think>` is removed",
        ["adversarial/reasoning-fence-with-regex-then-answer-fence"])
-_wrong("`<thought>` quoted in a code span inside a block the template opened starts a nested block: the "
-       "quoted tag is eaten, the real `</think>` does not close, and the whole answer is reasoning",
+_wrong("`<thought>` in a code span inside an open block nests a block: the real `</think>` and the answer stay reasoning",
        ["wild/lmstudio-1602/qwen35-tag-names-in-code-spans"])
-_wrong("a double-backtick code span (``<think>``) after a block opens a new block: the rest of the answer "
-       "becomes reasoning", ["adversarial/double-backtick-code-span-after-block"])
-_wrong("the gemma-4 profile's pairs replace the default pairs: `<think>` is not split at all for Gemma 4",
+_wrong("a double-backtick code span ``<think>`` after a block opens a block: the rest of the answer is reasoning",
+       ["adversarial/double-backtick-code-span-after-block"])
+_wrong("the gemma-4 profile's pairs replace the default pairs: `<think>` is not split for Gemma 4",
        ["wild/zoo-code-324/gemma4-nested-thought-in-think"])
-_wrong("a closing `<channel|>` with no opening (the template opened the thought channel) is removed and the "
-       "text before it stays answer (README rule answer-before-stray-close; a body could know better)",
+_wrong("a stray `<channel|>` (the template opened the thought channel) is removed; the reasoning before it stays answer",
        ["wild/ollama-18288/gemma4-orphan-channel-close"])
-_wrong("a mid-line `<think>` before any block is text, and so is the `</think>` after it: the whole output, "
-       "tags and all, is the answer", ["wild/sglang-35083/text-before-open-tag"])
+_wrong("a mid-line `<think>` before any block is text, and so is its `</think>`: all of it, tags too, is the answer",
+       ["wild/sglang-35083/text-before-open-tag"])
 
 
 def request_of(case: dict) -> tuple[dict, dict]:

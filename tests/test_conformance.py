@@ -23,6 +23,7 @@ prints every stored result for review.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -53,7 +54,6 @@ def load_cases() -> list[dict]:
 
 
 CASES = load_cases()
-BY_ID = {c["id"]: c for c in CASES}
 
 
 # -- what the case asks thinkwire to be -----------------------------------------------------------
@@ -188,11 +188,22 @@ def verdict(case: dict, result: dict) -> str:
     return NOTHING
 
 
+def figures() -> tuple[Counter, Counter]:
+    """(cases per verdict, differing cases per rule), from the stored results."""
+    verdicts = Counter(verdict(c, RESULTS.get(c["id"])) for c in CASES)
+    return verdicts, Counter(DIFFERENCES.data.values())
+
+
+@functools.cache
+def readme_section() -> str:
+    """The README section "Where thinkwire differs from vLLM and SGLang"."""
+    text = README.read_text(encoding="utf-8").split("## Where thinkwire differs from vLLM and SGLang", 1)[1]
+    return text.split("\n## ", 1)[0]
+
+
 def readme_rules() -> list[str]:
-    """The rules named in the README section "Where thinkwire differs from vLLM and SGLang"."""
-    section = README.read_text(encoding="utf-8").split("## Where thinkwire differs from vLLM and SGLang", 1)[1]
-    section = section.split("\n## ", 1)[0]
-    return re.findall(r"^- `([a-z-]+)` \(\d+ cases?\):", section, re.M)
+    """The rules that section names."""
+    return re.findall(r"^- `([a-z-]+)` \(\d+ cases?\):", readme_section(), re.M)
 
 
 # -- what a user would call wrong ----------------------------------------------------------------------
@@ -312,7 +323,7 @@ def test_agrees_with_the_peer_or_differs_by_a_stated_rule(case):
     if v != DIFFERS:
         assert rule is None, f"{v} now: take it off differences.json ({HOW})"
         return
-    assert rule != KNOWN_AS_WRONG or case["id"] in KNOWN_WRONG, "a known-wrong difference says in KNOWN_WRONG what is wrong"
+    assert rule != KNOWN_AS_WRONG or case["id"] in KNOWN_WRONG, "say in KNOWN_WRONG what is wrong"
     assert rule in readme_rules(), (
         f"differs from the peer ({expectations(case) or substring_checks(case)}) with no stated rule "
         f"({rule!r}): name one of {readme_rules()} in differences.json, or make thinkwire agree")
@@ -327,16 +338,9 @@ def test_stored_results_are_the_cases():
     assert set(KNOWN_WRONG) <= set(IDS)
 
 
-def figures() -> tuple[Counter, Counter]:
-    """(cases per verdict, differing cases per rule), from the stored results."""
-    verdicts = Counter(verdict(c, RESULTS.get(c["id"])) for c in CASES)
-    return verdicts, Counter(DIFFERENCES.data.values())
-
-
 def test_every_rule_is_stated_in_the_readme_with_its_figures():
     verdicts, rules = figures()
-    section = README.read_text(encoding="utf-8").split("## Where thinkwire differs from vLLM and SGLang", 1)[1]
-    section = section.split("\n## ", 1)[0]
+    section = readme_section()
     want = [f"| {name} | {verdicts[name]} |" for name in (AGREES, DIFFERS, SUBSTRINGS, NOTHING)]
     names = sorted(set(rules) | set(readme_rules()))
     want += [f"- `{name}` ({rules[name]} case{'s' if rules[name] != 1 else ''}):" for name in names]

@@ -205,11 +205,3 @@ def observe(text: str, request: dict | None, values: dict, cuts: dict[str, list[
             out.setdefault("surfaces", {}).setdefault(surface, {})[mode] = as_stored(run)
     return out
 
-
-def shown(stored: dict, surface: str, mode: str) -> Run:
-    """The run `surface` must give in `mode` by a stored result."""
-    override = (stored.get("surfaces") or {}).get(surface, {}).get(mode)
-    if override is not None:
-        return tuple(override["reasoning"]), override["content"]
-    r = stored[mode]
-    return SHOWS[surface](tuple(r["reasoning"])), r["content"]

@@ -717,20 +717,22 @@ def _hot(spec_kw=None, **kw):
 @needs_c
 def test_hot_passes_a_plain_literal_and_leaves_anything_else():
     h, calls = _hot({"collect": True})
-    taken = [b"hi there", b"a`b", b'a\\nb\\t\\"q\\"\\\\', b"\\r\\b\\f"]   # json.dumps writes these escapes so
+    taken = [b"hi there", b"ab", b'a\\nb\\t\\"q\\"\\\\', b"\\r\\b\\f"]   # json.dumps writes these escapes so
     for body in taken:
         chunk = b'data: {"n":"%s"}\n\n' % body
         got = h(chunk)
         assert got == [chunk] and got[0] is chunk
-    others = [b'"', b'a\\u0041', b'a\\/', b'a\\x', b'a\\', b"a<b", b"\xc3\xa9", b'a"b', b"a\tb", b"a\x7fb"]
+    # (A backtick or a tilde: code spans and fences are the splitter's to read.)
+    others = [b'"', b'a\\u0041', b'a\\/', b'a\\x', b'a\\', b"a<b", b"\xc3\xa9", b'a"b', b"a\tb", b"a\x7fb", b"a`b",
+              b"a~b"]
     for other in [b'data: {"n":"%s"}\n\n' % o for o in others] + [
             b'data: {"n":"ab}\n\n', b'data: {"x":"ab"}\n\n', b'data: {"n":"ab"}\n', b"", b'"', b'data: {"n":""}\n\n',
             bytearray(b'data: {"n":"ab"}\n\n')]:
         assert h(other) == [b"FALLBACK"]
     assert len(calls) == len(others) + 7
     got = h.take()   # the texts joined, and as they came: json.dumps's literal of that text
-    assert got == (4, 0, 22, b'hi therea`ba\nb\t"q"\\\r\b\f', 0, 0, b"",
-                   b'hi therea`ba\\nb\\t\\"q\\"\\\\\\r\\b\\f')
+    assert got == (4, 0, 21, b'hi thereaba\nb\t"q"\\\r\b\f', 0, 0, b"",
+                   b'hi thereaba\\nb\\t\\"q\\"\\\\\\r\\b\\f')
     assert '"%s"' % hot.literal(got) == dumps(got[3].decode())
     assert h.take() == (0, 0, 0, None, 0, 0, b"", None) and h.hits == 0
 
@@ -738,7 +740,7 @@ def test_hot_passes_a_plain_literal_and_leaves_anything_else():
 def test_hot_takes_an_escape_only_where_its_character_starts_no_tag():
     table = hot.allowed(Rules((TagPair('"', "\n"),)))
     assert not table[ord('"')] & 2 and not table[ord("n")] & 2 and table[ord("t")] & 2
-    assert table[ord("n")] & 1 and table[ord("`")] == 1 and table[ord("<")] & 1
+    assert table[ord("n")] & 1 and table[ord("`")] == 0 and table[ord("~")] == 0 and table[ord("<")] & 1
 
 
 @needs_c
@@ -805,27 +807,18 @@ def test_hot_holds_the_start_of_a_tag_in_the_answer_as_the_splitter_does():
     assert _answer_hot()(_n(b"a <tool")) == [b"FALLBACK"]
     with pytest.raises(ValueError):
         _answer_hot(head=b"123456789")
-    # The code state is the arm's, moved over what was taken since that arm only.
+    # A backtick is the splitter's to read (code spans).
     h = _answer_hot()
-    assert h(_n(b"`x")) == [_n(b"`x")] and h(_n(b"a <")) == [b"FALLBACK"]
-    h.arm(h.armed, 0, 0, b"", 0, b"")   # (re-armed without a take, out of code again)
-    assert h(_n(b"a <")) == [_n(b"a ")]
+    assert h(_n(b"`x")) == [b"FALLBACK"] and h(_n(b"a <")) == [_n(b"a ")]
 
 
 @needs_c
 @pytest.mark.parametrize("code,head,bodies,held", [
     (1, b"", [b"a <"], False),                      # in a code span: the splitter holds nothing
     (2, b"", [b"a <"], False),                      # in a fenced block
-    (0, b"", [b"`x", b"a <"], False),               # a code span opened since the arm
-    (0, b"", [b"`x` a <"], True),                   # ... and closed again
-    (1, b"", [b"x` a <"], True),
     (1, b"", [b"x\\n a <"], True),                # a line end closes a code span
-    (0, b"``", [b"`py\\n a <"], False),           # a fence opens where a line starts with ```
-    (0, b"", [b"  ~~~\\n", b"a <"], False),       # (after its indent)
-    (2, b"", [b"```\\nok <"], True),              # and closes
     (2, b"~~~", [b"\\na <"], True),               # the line the splitter had begun
     (0, b"```", [b"\\n a <"], False),
-    (0, b"", [b"a ```\\n b <"], True),            # not at a line start: no fence
 ])
 def test_hot_holds_no_start_of_a_tag_in_code(code, head, bodies, held):
     h = _answer_hot(code=code, head=head)

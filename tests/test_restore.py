@@ -467,6 +467,10 @@ def test_marks_open_only_under_their_own_key():
 _ALPHABET = st.characters(blacklist_characters="<>|`\x00", blacklist_categories=("Cs",))
 _words = st.text(_ALPHABET, min_size=0, max_size=30)
 _thought = _words.filter(lambda s: s.strip() != "")
+# An answer's words, with a block written right after them: at a line's start or right after a
+# word (a tag after a space, a quote or a bracket is how prose names one, and stays text).
+_answer = _words.filter(lambda s: not s.rsplit("\n", 1)[-1].strip(" \t")
+                        or s[-1] not in " \t\r\f\v\"'([{<“‘«「『（【")
 _pad = st.sampled_from(["", "\n", "\n\n", " "])
 
 
@@ -475,7 +479,7 @@ def model_text(draw):
     """What the model writes: one or more reasoning blocks, each followed by some answer text."""
     parts = []
     for _ in range(draw(st.integers(1, 3))):
-        parts.append(f"<think>{draw(_pad)}{draw(_thought)}{draw(_pad)}</think>{draw(_pad)}{draw(_words)}")
+        parts.append(f"<think>{draw(_pad)}{draw(_thought)}{draw(_pad)}</think>{draw(_pad)}{draw(_answer)}")
     return "".join(parts)
 
 

@@ -52,11 +52,11 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\
 @functools.lru_cache(maxsize=64)
 def allowed(rules: Rules) -> bytes:
     """What a literal Hot takes may hold, as a table of 256: bit 1, the byte as it is (the plain
-    bytes of `rules`, and the backtick: `Splitter.took` counts them over the joined text); bit
-    2, the escape of a backslash and the byte, one json.dumps writes the same (\\n \\t \\" ...),
-    when the character it stands for starts no tag or marker of `rules`."""
+    bytes of `rules`, but the backtick and the tilde: code spans and fences are the splitter's
+    alone, see thinkwire.lines); bit 2, the escape of a backslash and the byte, one json.dumps writes the
+    same (\\n \\t \\" ...), when the character it stands for starts no tag or marker of `rules`."""
     rx = re.compile(plain_bytes(rules))
-    table = bytearray(rx.fullmatch(bytes([b])) is not None or b == 0x60 for b in range(256))
+    table = bytearray(rx.fullmatch(bytes([b])) is not None and b not in b"`~" for b in range(256))
     for letter, char in _ESCAPES.items():
         if char not in rules.tag_starts:
             table[ord(letter)] |= 2

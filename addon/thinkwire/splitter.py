@@ -3,7 +3,9 @@
 Pure and I/O-free. One `Splitter` per stream and per choice; `feed(text)` returns the
 pieces it can decide now, holding back only what could still become a tag (and, when
 trimming, whitespace that might turn out to sit at the edge of a block); `finish()` flushes.
-A whole body goes through the same object (`split_text`), so streams and bodies agree.
+A whole body goes through the same object (`split_text`), so streams and bodies agree (but where
+a body can look ahead: see `split_text`). Where a tag counts depends on the line and code state
+(thinkwire.lines), read over reasoning and answer alike.
 
 Pieces are tuples `(kind, value)`:
   (REASONING, text)  reasoning text, in order
@@ -16,14 +18,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .lines import Lines
+
 REASONING = 0
 CONTENT = 1
 END = 2
 
 _WS = " \t\r\n\f\v"
-_HSPACE = " \t"
 _HELD_WS = " \t\r\n\f"   # the whitespace thinkwire.hot carries: its JSON escapes are short
-_FENCES = ("```", "~~~")
 _ESCAPED = re.compile(rb'["\\\x00-\x1f]')   # what a JSON literal has as an escape
 
 
@@ -79,6 +81,9 @@ class Rules:
     tag_starts: frozenset = field(init=False, repr=False, compare=False)
     _plain_re: re.Pattern = field(init=False, repr=False, compare=False)
     _scans: dict = field(init=False, repr=False, compare=False)
+    # Tags and markers shaped as special tokens (`<|...|>`, `<｜...｜>`, `<|channel>`): prose never
+    # holds them, so they count outside code wherever they stand.
+    _special: frozenset = field(init=False, repr=False, compare=False)
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -119,6 +124,7 @@ class Rules:
         # Answer text without these characters cannot hold a tag.
         s(self, "_plain_re", _chars(opens + closes + strip))
         s(self, "_scans", {})
+        s(self, "_special", frozenset(t for t in every if is_special_token(t)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -147,6 +153,12 @@ class Rules:
             return False
         rest = buf[j:]
         return any(len(u) > len(rest) and u.startswith(rest) for u in longer)
+
+
+def is_special_token(tag: str) -> bool:
+    """A tag shaped as a tokenizer's special token: `<|...|>`, the full-width `<｜...｜>`, or
+    half of one (Gemma's `<|channel>` and `<channel|>`)."""
+    return tag.startswith(("<|", "<｜")) or tag.endswith(("|>", "｜>"))
 
 
 def _alternation(tags: list[str]) -> re.Pattern:
@@ -179,15 +191,16 @@ def _partial_tag_len(text: str, prefixes: frozenset, longest: int, first: re.Pat
 
 
 class Splitter:
-    """Incremental splitter for one stream of model output text."""
+    """Incremental splitter for one stream of model output text. `whole`: the text comes in one
+    `feed` (a body), so a marker that ends reasoning can be checked against what follows it."""
 
     __slots__ = (
-        "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary",
-        "_line_head", "_line_blank", "_ticks", "_fence", "_seen_tag", "_lead_open", "_fresh",
-        "_literal", "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
+        "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
+        "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
+        "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
     )
 
-    def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
+    def __init__(self, rules: Rules, starts_inside: bool | None = None, whole: bool = False) -> None:
         self.rules = rules
         inside = rules.starts_inside if starts_inside is None else starts_inside
         self._held = ""          # undecided text, carried into the next feed
@@ -196,15 +209,16 @@ class Splitter:
         self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
         self._at_start = not inside  # nothing but whitespace has been written yet
         self._boundary = True    # start of output or just after a block: an opening tag counts here
-        self._line_head = ""     # first characters of the current content line after its indent (fences)
-        self._line_blank = True  # the current content line holds only spaces so far
-        self._ticks = 0          # odd: inside an inline `code span` on this line
-        self._fence = False      # inside a fenced code block of the content
+        self._ln = Lines()       # line and code state of the text read so far (afresh at each block's edge)
+        self._answer_ws = True   # the answer so far is empty or ends in whitespace
+        self._gap = ""           # whitespace after a block, kept for the answer's next text (no glued words)
         self._seen_tag = inside  # a block was opened or closed: a stray closing tag no longer counts
         # Starting inside, until the block closes: an opening tag written anyway is dropped.
         self._lead_open = inside
         self._fresh = inside     # the open block has no text yet
         self._literal: dict[str, int] = {}  # closing tag -> opening tags of its pair kept as text
+        self._whole = whole
+        self._ahead: tuple = (None, -1)   # (buffer, where the open block's closing tag is in it, -1: none)
         self.blocks = 1 if inside else 0
         self.reasoning_chars = 0
         self.stray_closes = 0
@@ -225,10 +239,11 @@ class Splitter:
             if self._inside:
                 if (self.rules.scan(self._pair, self._lead_open).first.search(text) is None
                         and not (self.rules.trim and text[-1] in _WS)):
+                    self._ln.read(text)
                     return [self._plain_reasoning(text)]
-            elif not self._at_start:
+            elif not self._at_start and not self._gap:
                 if self.rules._plain_re.search(text) is None:
-                    self._observe(text, 0, len(text))   # only the line and code state move
+                    self._plain_answer(text)
                     return [(CONTENT, text)]
         elif self._ws_hold and not text.strip(_WS):
             self._ws_more.append(text)
@@ -247,9 +262,9 @@ class Splitter:
         if self._skip_ws:
             return None
         if not self._inside:
-            if self._held or self._at_start:
+            if self._held or self._at_start or self._gap:
                 return None
-            self._observe(text, 0, len(text))   # only the line and code state move
+            self._plain_answer(text)
             return (CONTENT, text)
         trim = self.rules.trim
         if self._held:
@@ -266,21 +281,23 @@ class Splitter:
                 self._held = text[len(kept):]
                 self._ws_hold = not self.rules._ws_lead
                 text = kept
+        self._ln.read(text)
         return self._plain_reasoning(text)
 
     def steady(self) -> int | None:
         """CONTENT or REASONING when `feed` gives any plain text (no character that could start
-        a tag or marker) as it is, whatever plain texts it took before in this state, with what
-        is held in front: reasoning, the whitespace held at its end (`held_ws`), which trimming
-        holds again at the text's end; the answer, the start of a tag (`held_tag`), which the
-        text shows to be text. `took` gives the state it leaves. thinkwire.hot takes such texts
-        in C, and in the answer it holds a tag's start at a text's end as `feed` does. None:
-        `feed` decides each text."""
+        a tag or marker, and no backtick) as it is, whatever plain texts it took before in this
+        state, with what is held in front: reasoning, the whitespace held at its end (`held_ws`),
+        which trimming holds again at the text's end; the answer, the start of a tag
+        (`held_tag`), which the text shows to be text. `took` gives the state it leaves.
+        thinkwire.hot takes such texts in C, and in the answer it holds a tag's start at a
+        text's end as `feed` does. None: `feed` decides each text."""
         if self._skip_ws:
             return None
         if self._inside:
             return None if self.held_ws() is None else REASONING
-        return None if self._at_start or self.held_tag() is None else CONTENT
+        ln = self._ln
+        return None if (self._at_start or self._gap or ln.run or ln.fence_line or self.held_tag() is None) else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
@@ -298,7 +315,7 @@ class Splitter:
         the splitter holds no tag's start)."""
         if not self._held:
             return ""
-        ok = (self.rules.hot_tags and not self._in_code() and self._held.isascii()
+        ok = (self.rules.hot_tags and not self._ln.in_code() and self._held.isascii()
               and self._held in self.rules._content_prefixes)
         return self._held if ok else None
 
@@ -306,18 +323,20 @@ class Splitter:
         """The answer's code state, which thinkwire.hot moves on over the texts it takes (no
         tag's start is held in code): 1 for a code span open on this line, plus 2 in a fenced
         block; and the line's first characters after its indent (fences open there)."""
-        return (self._ticks & 1) | (2 if self._fence else 0), self._line_head
+        ln = self._ln
+        return (1 if ln.span else 0) | (2 if ln.fence else 0), ln.head
 
     def took(self, kind: int, text: str, held: str = "") -> None:
         """The state `feed` leaves after it took plain texts as `kind` in a steady state
         (`steady`): `text` is what it gave for them, joined, not empty; `held`, what it then
         holds (reasoning: whitespace; the answer: the start of a tag). (The line and code state
-        over the joined text is the same as over the texts one after the other: `_observe`
-        reads a line the same wherever it was cut.)"""
+        over the joined text is the same as over the texts one after the other: `Lines` reads a
+        text the same wherever it was cut.)"""
         if kind == CONTENT:
-            self._observe(text, 0, len(text))
+            self._plain_answer(text)
             self._held, self._ws_hold = held, False
         else:
+            self._ln.read(text)
             self.reasoning_chars += len(text)
             self._fresh = False
             self._held, self._ws_hold = held, bool(held)
@@ -326,6 +345,12 @@ class Splitter:
         self.reasoning_chars += len(text)
         self._fresh = False
         return (REASONING, text)
+
+    def _plain_answer(self, text: str) -> None:
+        self._ln.read(text)   # only the line and code state move
+        if self._boundary and text.strip(_WS):
+            self._boundary = False
+        self._answer_ws = text[-1] in _WS
 
     def finish(self) -> list:
         out: list = []
@@ -367,29 +392,40 @@ class Splitter:
             i = j
             self._skip_ws = False
         scan = rules.scan(self._pair, self._lead_open)
-        m = scan.regex.search(buf, i)
+        ln = self._ln
+        pos = seen = i
         hold = -1
-        if m is not None and not final and rules.undecided(buf, m.start(), m.group()):
-            hold = n - m.start()   # a tag that may still grow into a longer one: wait
-            m = None
-        if m is not None:
+        while True:
+            m = scan.regex.search(buf, pos)
+            if m is None:
+                break
             j, tag = m.start(), m.group()
+            if not final and rules.undecided(buf, j, tag):
+                hold = n - j   # a tag that may still grow into a longer one: wait
+                break
+            ln.read(buf, seen, j)
+            seen = j
             close = self._pair.close if self._pair is not None else (tag if tag in rules._by_close else None)
             if tag == close:
-                self._end_block(buf[i:j], rules._by_close[tag] if self._pair is None else self._pair, out)
-                self.markup_chars += len(tag)
-                return j + len(tag)
-            if self._lead_open and tag in rules._by_open:
-                # The template opened the block, and the model wrote the tag anyway: drop it.
-                self._emit_reasoning(buf[i:j], out)
-                self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
-                self._pair = rules._by_open[tag]
-                self._lead_open = False
-                self.markup_chars += len(tag)
-                return j + len(tag)
-            # A marker that ends reasoning (a tool call, a channel header): it stays in the output.
-            self._end_block(buf[i:j], self._pair or rules.pairs[0], out)
-            return j
+                # In code it is text; in a fence the block still closes at a line's start.
+                if not ln.in_code() or (ln.fence and not ln.span and ln.blank):
+                    self._end_block(buf[i:j], rules._by_close[tag] if self._pair is None else self._pair, out)
+                    self.markup_chars += len(tag)
+                    return j + len(tag)
+            elif self._lead_open and tag in rules._by_open:
+                if self._opening_counts(tag):
+                    # The template opened the block, and the model wrote the tag anyway: drop it.
+                    self._emit_reasoning(buf[i:j], out)
+                    self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
+                    self._pair = rules._by_open[tag]
+                    self._lead_open = False
+                    self.markup_chars += len(tag)
+                    return j + len(tag)
+            elif self._ends_here(buf, j, tag):
+                # A marker that ends reasoning (a tool call, a channel header): it stays in the output.
+                self._end_block(buf[i:j], self._pair or rules.pairs[0], out)
+                return j
+            pos = j + 1   # text: keep scanning
         # No tag yet: emit all but a possible partial tag (and trailing whitespace).
         rest = buf[i:]
         if final:
@@ -404,8 +440,46 @@ class Splitter:
             body = kept
         else:
             self._held = rest[len(body):]
+        ln.read(buf, seen, max(seen, i + len(body)))   # (what is held is read when it goes out)
         self._emit_reasoning(body, out)
         return -1
+
+    def _ends_here(self, buf: str, j: int, tag: str) -> bool:
+        """Whether a marker that ends reasoning does so at buf[j]: never in code; a special token
+        anywhere else; another marker only where a tool call starts (the block's start, a line's
+        start, right after the reasoning's text), and in a whole text not when the block's
+        closing tag comes later (the model quoted the marker)."""
+        ln = self._ln
+        if ln.in_code():
+            return False
+        if tag in self.rules._special:
+            return True
+        if not (ln.blank or ln.glued()):
+            return False
+        return not (self._whole and self._closes_later(buf, j + len(tag)))
+
+    def _closes_later(self, buf: str, start: int) -> bool:
+        """In a whole text: whether the open block's closing tag counts somewhere after `start`
+        (one look ahead per block, so a text of many markers stays linear)."""
+        seen_buf, at = self._ahead
+        if seen_buf is buf and (at < 0 or at >= start):
+            return at >= 0
+        rules = self.rules
+        closes = rules.scan(self._pair, False)
+        ln = self._ln.copy()
+        seen = start
+        at = -1
+        for m in closes.regex.finditer(buf, start):
+            tag = m.group()
+            if tag not in rules._by_close or (self._pair is not None and tag != self._pair.close):
+                continue
+            ln.read(buf, seen, m.start())
+            seen = m.start()
+            if not ln.in_code() or (ln.fence and not ln.span and ln.blank):
+                at = m.start()
+                break
+        self._ahead = (buf, at)
+        return at >= 0
 
     def _end_block(self, text: str, pair: TagPair, out: list) -> None:
         if self.rules.trim:
@@ -416,7 +490,7 @@ class Splitter:
         self._pair = None
         self._lead_open = False
         self._seen_tag = True
-        self._new_line(boundary=True)
+        self._new_line()
         self._skip_ws = self.rules.trim
 
     def _emit_reasoning(self, text: str, out: list) -> None:
@@ -432,17 +506,25 @@ class Splitter:
     def _content(self, buf: str, i: int, out: list, final: bool) -> int:
         rules = self.rules
         n = len(buf)
-        if self._skip_ws:  # right after a block: drop whitespace, an opening tag still counts
+        if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
             j = i
             while j < n and buf[j] in _WS:
                 j += 1
             if j == n:
+                if not self._answer_ws and not final:
+                    # The answer may go on, after text that does not end in whitespace: this
+                    # whitespace then stays (no words glued together).
+                    self._held = buf[i:]
+                    self._ws_hold = not rules._ws_lead
                 return -1
+            if not self._answer_ws and j > i:
+                self._gap += buf[i:j]   # it goes out in front of the answer's next text, if any
             i = j
             self._skip_ws = False
         pattern = rules._content_re
+        ln = self._ln
         pos = i
-        seen = i       # line and fence state are up to date to here
+        seen = i       # line and code state are up to date to here
         kept: list[str] = []  # answer text between removed markers, emitted as one piece
         cut = -1       # where an undecided tag starts
         while True:
@@ -454,7 +536,7 @@ class Splitter:
             if not final and rules.undecided(buf, j, tag):
                 cut = j
                 break
-            self._observe(buf, seen, j)  # line and fence state up to the candidate
+            self._observe(buf, seen, j)  # line and code state up to the candidate
             seen = j
             if tag in rules._strip:
                 kept.append(buf[i:j])
@@ -467,7 +549,7 @@ class Splitter:
                 continue
             pair = rules._by_open.get(tag)
             if pair is not None:
-                if self._opening_counts():
+                if self._opening_counts(tag):
                     self._emit_kept(kept, out)
                     self._emit_content(buf[i:j], out, before_block=True)
                     self._inside = True
@@ -476,13 +558,16 @@ class Splitter:
                     self._seen_tag = True
                     self._literal.clear()
                     self._skip_ws = rules.trim
+                    self._gap = ""   # whitespace between two blocks: trimmed
+                    self._ln.reset()
+                    self._ahead = (None, -1)
                     self.blocks += 1
                     self.markup_chars += len(tag)
                     return j + len(tag)
-                if not self._in_code():
+                if not ln.in_code():
                     # An opening tag kept as text (mid-sentence): its closing tag is text too.
                     self._literal[pair.close] = self._literal.get(pair.close, 0) + 1
-            elif tag in rules._by_close and not self._in_code():
+            elif tag in rules._by_close and not ln.in_code():
                 if self._literal.get(tag):
                     self._literal[tag] -= 1          # closes a pair written as text: text
                 elif not self._seen_tag:
@@ -492,7 +577,7 @@ class Splitter:
                     self.stray_closes += 1
                     self.markup_chars += len(tag)
                     self._seen_tag = True
-                    self._new_line(boundary=True)
+                    self._new_line()
                     self._skip_ws = rules.trim
                     return j + len(tag)
                 else:
@@ -513,7 +598,7 @@ class Splitter:
             cut = n - _partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
                                        rules._longest, rules._first_re)
         self._observe(buf, seen, cut)
-        if cut < n and self._in_code():
+        if cut < n and ln.in_code():
             # In code only a strip marker counts: no need to wait for anything else.
             hold = _partial_tag_len(buf[cut:], rules._strip_prefixes, rules._longest) if rules._strip else 0
             self._observe(buf, cut, n - hold)
@@ -527,51 +612,31 @@ class Splitter:
         self._held = buf[cut:]
         return -1
 
-    def _in_code(self) -> bool:
-        return bool(self._fence or self._ticks)
-
-    def _opening_counts(self) -> bool:
-        """Where a model writes an opening tag: at the start, at a line start, or, once it
-        has closed a block (interleaved thinking), anywhere; never inside code."""
+    def _opening_counts(self, tag: str) -> bool:
+        """Where a model writes an opening tag: at the start (or right after a block), at a
+        line's start, right after its text on the line ("Sure.<think>"), and a special token
+        (`<|...|>`) anywhere; never in code. Prose names a tag after a space or a quote ("what
+        does <think> do?"): that stays text."""
         if self.rules.anywhere:
             return True
-        if self._fence or self._ticks:
+        ln = self._ln
+        if ln.in_code():
             return False
-        return self._boundary or self._line_blank or self.blocks > 0
+        return ((self._boundary and not self._inside) or ln.blank or tag in self.rules._special
+                or ln.glued())
 
-    def _new_line(self, boundary: bool) -> None:
-        self._boundary = boundary
-        self._line_head = ""
-        self._line_blank = True
-        self._ticks = 0
+    def _new_line(self) -> None:
+        """After a block or a closing tag: the answer starts afresh there."""
+        self._boundary = True
+        self._ln.reset()
 
     def _observe(self, buf: str, i: int, j: int) -> None:
-        """Track line starts, fenced code blocks and the start boundary over buf[i:j]."""
+        """Read buf[i:j] of the answer: line and code state, and the start boundary."""
         if i >= j:
             return
-        seg = buf[i:j]
-        if self._boundary and seg.strip(_WS):
+        if self._boundary and buf[i:j].strip(_WS):
             self._boundary = False
-        if seg.find("\n") < 0:
-            if len(self._line_head) < 8:   # (the indent does not count: a line cut anywhere reads the same)
-                self._line_head = (self._line_head + seg).lstrip(" ")[:8]
-            if self._line_blank and seg.strip(_HSPACE):
-                self._line_blank = False
-            if "`" in seg:
-                self._ticks ^= seg.count("`") & 1
-            return
-        # Each completed line may open or close a fence.
-        lines = seg.split("\n")
-        first = (self._line_head + lines[0]).lstrip(" ")
-        if first.startswith(_FENCES):
-            self._fence = not self._fence
-        for line in lines[1:-1]:
-            if line.lstrip(" ").startswith(_FENCES):
-                self._fence = not self._fence
-        last = lines[-1]
-        self._line_head = last.lstrip(" ")[:8]
-        self._line_blank = not last.strip(_HSPACE)
-        self._ticks = last.count("`") & 1
+        self._ln.read(buf, i, j)
 
     def _emit_kept(self, kept: list[str], out: list) -> None:
         if kept:
@@ -586,6 +651,10 @@ class Splitter:
                 return  # whitespace ahead of the first block is trimmed
             if text.strip(_WS):
                 self._at_start = False
+        if self._gap:
+            text = self._gap + text
+            self._gap = ""
+        self._answer_ws = text[-1] in _WS
         if out and out[-1][0] == CONTENT:
             out[-1] = (CONTENT, out[-1][1] + text)
         else:
@@ -618,10 +687,12 @@ class Split:
 
 
 def split_text(text: str, rules: Rules) -> Split:
-    """Split a whole output exactly as a stream of it is split. (A closing tag with no opening
-    tag is removed, and the text before it stays answer, as a stream has already sent it: only a
-    profile that starts inside makes that text reasoning, in bodies and streams alike.)"""
-    s = Splitter(rules)
+    """Split a whole output as a stream of it is split, but where the whole text tells more: a
+    marker that ends reasoning (not a special token) before the block's own closing tag is part
+    of the reasoning. (A closing tag with no opening tag is removed, and the text before it stays
+    answer, as a stream has already sent it: only a profile that starts inside makes that text
+    reasoning, in bodies and streams alike.)"""
+    s = Splitter(rules, whole=True)
     return Split(merge(s.feed(text) + s.finish()), s.stray_closes)
 
 

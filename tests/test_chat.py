@@ -151,7 +151,7 @@ def test_body_every_choice_is_split():
 def test_body_closing_tag_only_is_removed_as_in_a_stream():
     ctx = make_ctx()
     msg = message_of(chat.rewrite_body(body("thought.</think>Hi!"), ctx))
-    assert "reasoning_content" not in msg and msg["content"] == "thought.Hi!"
+    assert "reasoning_content" not in msg and msg["content"] == "thought.\nHi!"   # (no glued words)
     assert ctx.stats.stray_closes == 1   # the log line suggests a profile that starts inside
 
 

@@ -139,7 +139,7 @@ def test_tagless_means_content_without_a_closing_tag_is_the_answer():
 
 def test_tagless_means_content_body_with_a_closing_tag_is_answer_unless_thinking_is_on():
     # As its stream: text streamed as answer before the tag cannot be taken back.
-    assert chat_body("deepseek-v3.1", "thinking</think>answer") == ("", "thinkinganswer")
+    assert chat_body("deepseek-v3.1", "thinking</think>answer") == ("", "thinking\nanswer")
     on = json.dumps({"model": "deepseek-v3.1", "chat_template_kwargs": {"thinking": True}})
     assert chat_body(on, "thinking</think>answer") == chat_stream(on, ["think", "ing</think>answer"]) == ("thinking", "answer")
 
@@ -359,7 +359,7 @@ def test_stray_closing_tag_in_a_stream_is_removed_and_the_log_suggests_a_profile
     assert b"</think>" not in r.content
     got = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
                   for line in r.content.split(b"\n") if line.startswith(b"data: {"))
-    assert got == "thoughtanswer"
+    assert got == "thought\nanswer"
     import time
     for _ in range(50):
         if any("mystery-model" in line and "starts_inside" in line for line in proxy.lines):

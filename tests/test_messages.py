@@ -85,10 +85,14 @@ def test_body_reasoning_becomes_a_thinking_block_before_the_answer():
 
 
 def test_body_several_blocks_keep_their_order():
-    out, _, _ = run_body(body(text("<think>a</think>b<think>c</think>d")))
+    out, _, _ = run_body(body(text("<think>a</think>b\n<think>c</think>d")))
     assert json.loads(out)["content"] == [
-        {"type": "thinking", "thinking": "a"}, {"type": "text", "text": "b"},
+        {"type": "thinking", "thinking": "a"}, {"type": "text", "text": "b\n"},
         {"type": "thinking", "thinking": "c"}, {"type": "text", "text": "d"}]
+    # Written with no whitespace between, the answer's pieces get a line break (a client that
+    # joins the text blocks shows no words run together).
+    out, _, _ = run_body(body(text("<think>a</think>b<think>c</think>d")))
+    assert [b.get("text") for b in json.loads(out)["content"]] == [None, "b", None, "\nd"]
 
 
 def test_body_without_markup_is_unchanged():
@@ -237,11 +241,11 @@ def test_stream_ping_inside_a_withheld_text_start_goes_out_first_unchanged():
 
 
 def test_stream_several_blocks_in_order_with_tool_use_renumbered():
-    data = stream(text("<think>a</think>b", "<think>c</think>d"), tool())
+    data = stream(text("<think>a</think>b\n", "<think>c</think>d"), tool())
     out, _ = run_stream(data)
     msg = sdk_stream(out)
     assert msg["content"] == [
-        {"type": "thinking", "thinking": "a"}, {"type": "text", "text": "b"},
+        {"type": "thinking", "thinking": "a"}, {"type": "text", "text": "b\n"},
         {"type": "thinking", "thinking": "c"}, {"type": "text", "text": "d"},
         {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]
     tool_events = [o for o in objs_of(out) if o.get("index") == 4]
@@ -543,6 +547,8 @@ def model_output(draw):
         r, t = draw(plain), draw(plain)
         last = k == 2 or draw(st.booleans())
         closed = not last or draw(st.booleans())
+        if not last and t.strip() and not t.endswith("\n"):
+            t += "\n"   # the next block at a line's start (after a space it would be prose)
         parts += [o, r] + ([c, t] if closed else [])
         reasoning.append(r)
         content.append(t if closed else "")

@@ -54,9 +54,9 @@ def test_longer_tag_wins_over_its_prefix():
 
 
 def test_every_block_is_handled_in_order():
-    assert whole("<think>a</think>b<think>c</think>d") == (["a", "c"], "bd")
+    assert whole("<think>a</think>b<think>c</think>d") == (["a", "c"], "b\nd")
     assert stream(["<think>a</think>b<think>c</think>d"]) == [
-        (REASONING, "a"), (END, THINK), (CONTENT, "b"), (REASONING, "c"), (END, THINK), (CONTENT, "d")]
+        (REASONING, "a"), (END, THINK), (CONTENT, "b"), (REASONING, "c"), (END, THINK), (CONTENT, "\nd")]
 
 
 def test_closing_tag_of_another_pair_does_not_close_the_block():
@@ -111,8 +111,8 @@ def test_opening_tag_in_an_inline_code_span_stays_text():
 
 def test_an_opening_tag_glued_to_the_text_before_it_counts():
     # A model writes its tag right after its text; prose names a tag after a space or a quote.
-    assert whole("Sure.<think>checking</think>Done.") == (["checking"], "Sure.Done.")
-    assert whole("<think>first</think>mid<think>second</think>end") == (["first", "second"], "midend")
+    assert whole("Sure.<think>checking</think>Done.") == (["checking"], "Sure.\nDone.")
+    assert whole("<think>first</think>mid<think>second</think>end") == (["first", "second"], "mid\nend")
 
 
 def test_after_a_block_a_mid_line_tag_after_a_space_stays_text():
@@ -142,9 +142,28 @@ def test_whitespace_after_a_block_stays_where_the_answer_goes_on():
         assert result(stream([text[:k], text[k:]])) == whole(text), k
 
 
+def test_answer_pieces_that_meet_across_a_block_with_no_whitespace_get_a_line_break():
+    # The model wrote none: words would run together (`Here is the responsemore`).
+    text = "Here is the response<think>thinking about it</think>more"
+    assert whole(text) == (["thinking about it"], "Here is the response\nmore")
+    assert whole("engaging.</think>Hi! How") == ([], "engaging.\nHi! How")
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]])) == whole(text), k
+    # Not where the answer had not begun, and not with think_trim off (the text exactly as written).
+    assert whole("<think>a</think>b") == (["a"], "b")
+    assert whole(text, Rules(PAIRS, trim=False)) == (["thinking about it"], "Here is the responsemore")
+
+
 def test_whitespace_after_a_removed_closing_tag_stays_where_the_answer_goes_on():
     assert whole("Hello</think>\n\nWorld") == ([], "Hello\n\nWorld")
     assert whole("Hello </think> World") == ([], "Hello World")
+    # In the middle of the answer too (a closing tag after a block), and at any cut.
+    for text, want in (("<think>a</think>b</think>c", "b\nc"), ("<think>a</think>b</think> c", "b c"),
+                       ("<think>a</think>b </think> c", "b  c"), ("<think>a</think>b</think>\n<think>d</think>", "b"),
+                       ("<think>a</think>b</think></think>c", "b\nc")):
+        assert whole(text) == (whole(text)[0], want), text
+        for k in range(len(text) + 1):
+            assert result(stream([text[:k], text[k:]])) == whole(text), (text, k)
 
 
 # -- code inside reasoning ----------------------------------------------------------------------------
@@ -201,7 +220,7 @@ def test_unclosed_block_ending_in_a_partial_closing_tag_keeps_that_text():
 def test_closing_tag_without_opening_in_a_body_is_removed_and_the_text_before_it_stays_answer():
     # As a stream must: the text was sent before the tag came. A profile that starts inside
     # makes it reasoning, in bodies and streams alike.
-    assert whole("reasoned here.</think>Hi! 😊") == ([], "reasoned here.Hi! 😊")
+    assert whole("reasoned here.</think>Hi! 😊") == ([], "reasoned here.\nHi! 😊")
     assert split_text("reasoned here.</think>Hi! 😊", RULES).stray_closes == 1
     assert whole("reasoned here.</think>Hi! 😊", Rules(PAIRS, starts_inside=True)) == (["reasoned here."], "Hi! 😊")
 
@@ -220,8 +239,9 @@ def test_stray_closing_tag_after_a_block_is_removed():
 
 def test_second_closing_tag_of_a_prompt_opened_block_is_removed():
     rules = Rules(PAIRS, starts_inside=True)
-    assert whole("reasoning</think>content A</think>content B", rules) == (["reasoning"], "content Acontent B")
-    assert whole("reasoning</think>content A</think>content B") == ([], "reasoningcontent Acontent B")
+    # (Where answer text meets across a removed tag with no whitespace, a line break goes between.)
+    assert whole("reasoning</think>content A</think>content B", rules) == (["reasoning"], "content A\ncontent B")
+    assert whole("reasoning</think>content A</think>content B") == ([], "reasoning\ncontent A\ncontent B")
 
 
 def test_closing_tag_of_a_pair_written_as_text_in_prose_is_text():

@@ -25,6 +25,7 @@ CONTENT = 1
 END = 2
 
 _WS = " \t\r\n\f\v"
+_SEPARATOR = "\n"   # between answer pieces that meet across a removed block or tag with no whitespace
 _HELD_WS = " \t\r\n\f"   # the whitespace thinkwire.hot carries: its JSON escapes are short
 _ESCAPED = re.compile(rb'["\\\x00-\x1f]')   # what a JSON literal has as an escape
 
@@ -510,6 +511,7 @@ class Splitter:
             j = i
             while j < n and buf[j] in _WS:
                 j += 1
+            self._ln.read(buf, i, j)   # (whitespace: read again if held, it leaves the same state)
             if j == n:
                 if not self._answer_ws and not final:
                     # The answer may go on, after text that does not end in whitespace: this
@@ -517,8 +519,10 @@ class Splitter:
                     self._held = buf[i:]
                     self._ws_hold = not rules._ws_lead
                 return -1
-            if not self._answer_ws and j > i:
-                self._gap += buf[i:j]   # it goes out in front of the answer's next text, if any
+            if not self._answer_ws:
+                # It goes out in front of the answer's next text, if any; where the model wrote no
+                # whitespace on either side, a line break does (words never run together).
+                self._gap += buf[i:j] if j > i else _SEPARATOR
             i = j
             self._skip_ws = False
         pattern = rules._content_re
@@ -539,19 +543,20 @@ class Splitter:
             self._observe(buf, seen, j)  # line and code state up to the candidate
             seen = j
             if tag in rules._strip:
-                kept.append(buf[i:j])
                 self.markup_chars += len(tag)
                 if self._boundary:  # a wrapper opening the answer: trim after it as after a block
-                    self._emit_kept(kept, out)
+                    self._emit_kept(kept, out, buf[i:j])
                     self._skip_ws = rules.trim
                     return j + len(tag)
-                i = pos = seen = j + len(tag)
+                i = pos = seen = self._remove(buf, i, j, tag, kept, final)
+                if i < 0:
+                    self._emit_kept(kept, out)
+                    return -1
                 continue
             pair = rules._by_open.get(tag)
             if pair is not None:
                 if self._opening_counts(tag):
-                    self._emit_kept(kept, out)
-                    self._emit_content(buf[i:j], out, before_block=True)
+                    self._emit_kept(kept, out, buf[i:j], before_block=True)
                     self._inside = True
                     self._pair = pair
                     self._fresh = True
@@ -572,8 +577,7 @@ class Splitter:
                     self._literal[tag] -= 1          # closes a pair written as text: text
                 elif not self._seen_tag:
                     # A closing tag with no opening tag: the block was opened in the prompt.
-                    self._emit_kept(kept, out)
-                    self._emit_content(buf[i:j], out, before_block=False)
+                    self._emit_kept(kept, out, buf[i:j])
                     self.stray_closes += 1
                     self.markup_chars += len(tag)
                     self._seen_tag = True
@@ -582,14 +586,15 @@ class Splitter:
                     return j + len(tag)
                 else:
                     # A closing tag with no block open, after one: markup, removed.
-                    kept.append(buf[i:j])
                     self.markup_chars += len(tag)
-                    i = pos = seen = j + len(tag)
+                    i = pos = seen = self._remove(buf, i, j, tag, kept, final)
+                    if i < 0:
+                        self._emit_kept(kept, out)
+                        return -1
                     continue
             # A tag that does not count here is answer text: keep scanning, emit it all at once
             # (emitting piece by piece would copy the growing piece each time).
             pos = j + 1
-        self._emit_kept(kept, out)
         # No tag in the rest: hold back a partial tag (or one still undecided).
         rest_start = i
         if final:
@@ -603,14 +608,46 @@ class Splitter:
             hold = _partial_tag_len(buf[cut:], rules._strip_prefixes, rules._longest) if rules._strip else 0
             self._observe(buf, cut, n - hold)
             cut = n - hold
-        if not final and self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "":
+        if not final and self._at_start and rules.trim and not kept and buf[rest_start:cut].strip(_WS) == "":
             # Only whitespace so far: wait, it is dropped if a block opens next.
             self._held = buf[rest_start:]
             self._ws_hold = cut == n and bool(self._held) and not rules._ws_lead
             return -1
-        self._emit_content(buf[rest_start:cut], out, before_block=False)
+        self._emit_kept(kept, out, buf[rest_start:cut])
         self._held = buf[cut:]
         return -1
+
+    def _remove(self, buf: str, i: int, j: int, tag: str, kept: list, final: bool) -> int:
+        """A tag removed from the middle of the answer at buf[j], the text since i kept. Where the
+        answer does not end in whitespace there (trimming), what follows the tag is as after a
+        block: whitespace, or a line break where there is none, goes in front of the answer's
+        next text (a gap in `kept`), and is trimmed before a block or at the end. Returns where
+        the scan goes on, or -1: only whitespace follows yet, held for the next feed."""
+        if j > i:
+            kept.append(buf[i:j])
+        end = j + len(tag)
+        if not self.rules.trim:
+            return end
+        if kept:
+            tail_ws = isinstance(kept[-1], tuple) or kept[-1][-1] in _WS
+        else:
+            tail_ws = self._answer_ws or bool(self._gap)
+        if tail_ws:
+            return end
+        n = len(buf)
+        k = end
+        while k < n and buf[k] in _WS:
+            k += 1
+        self._ln.read(buf, end, k)
+        if k == n:
+            if final:
+                return n
+            self._held = buf[end:]
+            self._ws_hold = bool(self._held) and not self.rules._ws_lead
+            self._skip_ws = True
+            return -1
+        kept.append((buf[end:k] or _SEPARATOR,))
+        return k
 
     def _opening_counts(self, tag: str) -> bool:
         """Where a model writes an opening tag: at the start (or right after a block), at a
@@ -638,10 +675,20 @@ class Splitter:
             self._boundary = False
         self._ln.read(buf, i, j)
 
-    def _emit_kept(self, kept: list[str], out: list) -> None:
-        if kept:
-            self._emit_content("".join(kept), out, before_block=False)
-            kept.clear()
+    def _emit_kept(self, kept: list, out: list, rest: str = "", before_block: bool = False) -> None:
+        """The answer's text kept since the last emission and `rest`, with the gaps `_remove`
+        left: a gap at the end goes in front of the answer's next text, or is trimmed before a
+        block."""
+        if rest:
+            kept.append(rest)
+        if not kept:
+            return
+        gap = kept.pop()[0] if isinstance(kept[-1], tuple) else None
+        text = "".join(p if isinstance(p, str) else p[0] for p in kept)
+        kept.clear()
+        self._emit_content(text, out, before_block)
+        if gap is not None and not before_block:
+            self._gap += gap
 
     def _emit_content(self, text: str, out: list, before_block: bool) -> None:
         if not text:

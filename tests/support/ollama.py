@@ -16,7 +16,6 @@ thinking`; its `/api/show` lists its capabilities.
 from __future__ import annotations
 
 import json
-import threading
 
 from harness import Reply, Seen
 
@@ -137,8 +136,6 @@ class StrictOllama:
         self.bodies: list[dict] = []      # /api/chat and /api/generate requests, parsed
         self.shows: list[dict] = []       # /api/show requests
         self.errors: list[str] = []
-        self._turn: dict[str, int] = {}
-        self._lock = threading.Lock()
 
     def handle(self, seen: Seen) -> Reply:
         path = seen.path.split("?", 1)[0]
@@ -163,9 +160,8 @@ class StrictOllama:
         problem = self._check_history(name, req.get("messages") or [])
         if problem:
             return self._error(400, problem)
-        with self._lock:
-            n = self._turn.get(name, 0)
-            self._turn[name] = n + 1
+        # The turn: how many the model has had in this conversation (generate: its first).
+        n = sum(1 for m in req.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
         turns = self.models[name]
         if n >= len(turns):
             return self._error(400, "the script has no more turns")

@@ -2,8 +2,8 @@
 through thinkwire.
 
 The cases live in tests/conformance/<peer>.json, ported from each project's own tests (each case
-names its repository, file, commit and test). Every case runs on all three surfaces, as a body and
-as a stream (the peer's own chunks where it has them, and random chunkings), and:
+names its repository, file, commit and test). Every case runs on all four surfaces (Ollama's: a
+generate body and a chat stream), as a body and as a stream (the peer's own chunks where it has them, and random chunkings), and:
 
 1. the three surfaces, bodies and streams alike, give the same reasoning and answer (no exception);
 2. that result agrees with the peer's expectation, or differs for a reason thinkwire chose on
@@ -29,7 +29,7 @@ import pytest
 from conftest import make_ctx
 from thinkwire import engine
 from thinkwire.splitter import END, REASONING
-from thinkwire.surfaces import chat, messages, responses
+from thinkwire.surfaces import chat, messages, ollama, responses
 
 HERE = Path(__file__).parent / "conformance"
 PEERS = ("vllm", "sglang", "llamacpp", "vercel-ai", "litellm")
@@ -225,8 +225,39 @@ def run_responses_stream(chunks, request, values):
     return _responses_result(final["response"]["output"])
 
 
-BODIES = {"chat": run_chat_body, "messages": run_messages_body, "responses": run_responses_body}
-STREAMS = {"chat": run_chat_stream, "messages": run_messages_stream, "responses": run_responses_stream}
+def _ollama_blocks(thinking: str, content: str):
+    return _blocks_and_answer(thinking.split(ollama.BLOCK_JOIN) if thinking else [], content)
+
+
+def run_ollama_body(text, request, values):
+    body = json.dumps({"model": request["model"], "created_at": "2025-08-20T13:48:22.164615Z", "response": text,
+                       "done": True, "done_reason": "stop", "context": [1, 2], "eval_count": 9})
+    obj = json.loads(ollama.rewrite_body(body.encode(), make_ctx(request, **values)) or body)
+    return _ollama_blocks(obj.get("thinking", ""), obj["response"])
+
+
+def run_ollama_stream(chunks, request, values):
+    def line(text, done):
+        return json.dumps({"model": request["model"], "created_at": "2025-08-20T13:48:22.164615Z",
+                           "message": {"role": "assistant", "content": text}, "done": done}).encode() + b"\n"
+    driver = engine.stream_driver(ollama, make_ctx(request, **values))
+    out = []
+    for c in chunks:
+        out += driver(line(c, False))
+    out += driver(line("", True)) + driver(b"")
+    assert driver.failure is None, driver.failure
+    thinking = content = ""
+    for raw in b"".join(out).splitlines():
+        m = json.loads(raw)["message"]
+        thinking += m.get("thinking", "")
+        content += m["content"]
+    return _ollama_blocks(thinking, content)
+
+
+BODIES = {"chat": run_chat_body, "messages": run_messages_body, "responses": run_responses_body,
+          "ollama": run_ollama_body}
+STREAMS = {"chat": run_chat_stream, "messages": run_messages_stream, "responses": run_responses_stream,
+           "ollama": run_ollama_stream}
 
 
 def chunkings(case: dict) -> dict[str, list[str]]:

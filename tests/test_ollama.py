@@ -180,6 +180,13 @@ def test_any_single_cut_of_the_stream_gives_the_same_bytes(at):
     assert run(data, pieces=[data[:at], data[at:]]) == run(data)
 
 
+def test_a_stream_cut_mid_line_sends_the_held_text_before_the_partial_line():
+    data = b"".join(stream_bytes(chat_objs(MODEL, ["<think>abc</thi"])[:1])) + b'{"model":"m","creat'
+    out = run(data)
+    assert out.endswith(b'\n{"model":"m","creat')
+    assert seen(out.rsplit(b"\n", 1)[0]) == ("abc</thi", "")
+
+
 def test_crlf_lines_and_a_bom_are_read():
     data = b"".join(stream_bytes(chat_objs(MODEL, ["<think>a</think>", "b"])))
     out = run(b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n"))

@@ -403,3 +403,72 @@ def test_the_engine_frames_ollama_streams_as_ndjson():
     assert engine.surface_for_path("/ollama/api/chat", make_ctx().settings) is ollama
     assert engine.surface_for_path("/api/generate?x=1", make_ctx().settings) is ollama
     assert engine.surface_for_path("/api/chat", make_ctx(ollama="off").settings) is None
+
+
+# == the real corpus (tests/corpus/SOURCES.md) ===================================================
+from conftest import corpus_files  # noqa: E402
+
+SAMPLES = {p.name: p for p in corpus_files("ollama__")}
+LEFT_ALONE = ["ollama__gpt-oss-120b__native-thinking_stream_1.ndjson", "ollama__gemma3-1b__stream_1.ndjson",
+              "ollama__gemma3-1b__generate-stream_1.ndjson"]
+
+
+@pytest.mark.parametrize("name", LEFT_ALONE)
+def test_corpus_native_thinking_and_plain_answers_pass_byte_for_byte(name):
+    data = SAMPLES[name].read_bytes()
+    model = json.loads(data.split(b"\n", 1)[0])["model"]
+    rnd = random.Random(name)
+    for sizes in ([len(data)], [1], [rnd.randint(1, 300) for _ in range(30)]):
+        assert run(data, {"model": model}, _cut(data, sizes)) == data
+    assert ollama.rewrite_body(data, ctx({"model": model})) is None   # (served as application/json too)
+
+
+def _cut(data: bytes, sizes: list[int]) -> list[bytes]:
+    out, i, k = [], 0, 0
+    while i < len(data):
+        out.append(data[i:i + sizes[k % len(sizes)]])
+        i += sizes[k % len(sizes)]
+        k += 1
+    return out
+
+
+def test_corpus_deepseek_r1_stream_gives_an_empty_thinking_block_and_the_answer():
+    data = SAMPLES["ollama__deepseek-r1-1.5b__stream_1.ndjson"].read_bytes()
+    out = run(data, {"model": "deepseek-r1:1.5b"})
+    assert seen(out) == ("", "Hello! How can I assist you today? 😊")
+    assert out.splitlines(keepends=True)[-1] == data.splitlines(keepends=True)[-1]   # the final line as it came
+    for sizes in ([1], [7, 64, 3], [200]):
+        assert run(data, {"model": "deepseek-r1:1.5b"}, _cut(data, sizes)) == out
+    # And the stream agrees with the body of the same output.
+    text = "".join(o["message"]["content"] for o in lines_of(data))
+    body = json.loads(ollama.rewrite_body(go_json({"model": "deepseek-r1:1.5b", "created_at": "x", "message": {
+        "role": "assistant", "content": text}, "done": True}).encode(), ctx({"model": "deepseek-r1:1.5b"})))
+    assert (body["message"].get("thinking", ""), body["message"]["content"]) == seen(out)
+
+
+@pytest.mark.parametrize("name,model", [("ollama__deepseek-r1-7b__1.json", "deepseek-r1:7b"),
+                                        ("ollama__qwen3-8b__generate_1.json", "qwen3:8b"),
+                                        ("ollama__qwen3-1.7b__2.json", "qwen3:1.7b")])
+def test_corpus_bodies_move_the_block_and_keep_every_other_field(name, model):
+    data = SAMPLES[name].read_bytes()
+    before = json.loads(data)
+    holder = before.get("message", before)
+    key = "content" if "message" in before else "response"
+    text = holder[key]
+    assert text.startswith("<think>\n")
+    out = json.loads(ollama.rewrite_body(data, ctx({"model": model})))
+    got = out.get("message", out)
+    assert got["thinking"] == text[len("<think>\n"):text.index("\n</think>")]
+    assert got[key] == text[text.index("</think>\n\n") + len("</think>\n\n"):]
+    del got["thinking"], got[key], holder[key]
+    assert out == before
+
+
+def test_corpus_tool_call_body_keeps_the_tool_call_and_moves_the_thinking():
+    data = SAMPLES["ollama__qwen3-1.7b__tools_1.json"].read_bytes()
+    before = json.loads(data)
+    out = json.loads(ollama.rewrite_body(data, ctx({"model": "qwen3:1.7b"})))
+    assert out["message"]["tool_calls"] == before["message"]["tool_calls"]
+    assert out["message"]["content"] == ""
+    assert out["message"]["thinking"].startswith("Okay, the user is asking for the temperature in Boulder")
+    assert out["message"]["thinking"].endswith("I'll wrap that in the tool_call tags as specified.")

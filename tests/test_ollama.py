@@ -472,3 +472,48 @@ def test_corpus_tool_call_body_keeps_the_tool_call_and_moves_the_thinking():
     assert out["message"]["content"] == ""
     assert out["message"]["thinking"].startswith("Okay, the user is asking for the temperature in Boulder")
     assert out["message"]["thinking"].endswith("I'll wrap that in the tool_call tags as specified.")
+
+
+# == inspection: the mitmweb view and `thinkwire rewrite` =========================================
+def _sections(text: str) -> list[tuple[str, str]]:
+    import re
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^── (.+?) ─+\n(.*?)(?=\n\n|\Z)", text, re.S | re.M)]
+
+
+def test_the_view_reads_a_rewritten_stream_as_thinking_answer_and_tool_call():
+    from thinkwire.contentview import read_response, render
+    calls = [tool_call("bash", {"cmd": "ls"}, call_id="call_7")]
+    out = run(chat_objs(MODEL, ["<think>list</think>", "Looking."], tool_calls=calls))
+    text = render(read_response(out, None, "application/x-ndjson"))
+    assert text.startswith("surface      Ollama native API (stream, 4 events)\nmodel        " + MODEL)
+    assert _sections(text) == [("reasoning", "list"), ("answer", "Looking."),
+                               ("tool call: bash · call_7", '{\n  "cmd": "ls"\n}')]
+    assert "done reason  stop" in text and "eval_count=282" in text
+
+
+def test_the_view_reads_a_generate_body_and_a_request():
+    from thinkwire.contentview import read_request, read_response, render
+    body = ollama.rewrite_body(go_json(body_of(generate_objs(MODEL, ["<think>hm</think>Hi"]))).encode(), ctx())
+    assert _sections(render(read_response(body, "ollama", "application/json"))) == [("reasoning", "hm"), ("answer", "Hi")]
+    req = render(read_request(json.dumps(_req(think=True)).encode(), "ollama"), request=True)
+    assert "\nthink    true\n" in req
+    assert ("reasoning", "The user greets me.") in _sections(req) and ("tool call: bash · call_1", '{\n  "cmd": "ls"\n}') in _sections(req)
+
+
+def test_the_view_is_chosen_for_handled_ndjson_flows():
+    from mitmproxy.contentviews import Metadata
+    from mitmproxy.test import tflow, tutils
+    from thinkwire.contentview import PRIORITY, ThinkwireContentview
+    f = tflow.tflow(req=tutils.treq(path=b"/api/chat"), resp=tutils.tresp(content=b'{"a":1}\n'))
+    f.metadata["thinkwire"] = {"surface": "ollama", "profile": "default"}
+    md = Metadata(flow=f, http_message=f.response, content_type="application/x-ndjson")
+    assert ThinkwireContentview().render_priority(b'{"a":1}\n', md) == PRIORITY
+
+
+def test_thinkwire_rewrite_reads_ndjson_for_the_ollama_surface(capsys):
+    from thinkwire import cli
+    path = SAMPLES["ollama__deepseek-r1-1.5b__stream_1.ndjson"]
+    assert cli.main(["rewrite", "--surface", "ollama", "--model", "deepseek-r1:1.5b", str(path)]) == 0
+    assert seen(capsys.readouterr().out.encode()) == ("", "Hello! How can I assist you today? 😊")
+    assert cli.main(["rewrite", "--surface", "chat", str(path)]) == 2
+    assert "an NDJSON stream, which chat does not stream (--surface ollama)" in capsys.readouterr().err

@@ -202,7 +202,10 @@ class StreamRewriter:
         if obj.get("done") is True:
             pieces += st.splitter.finish()
             st.done = True
-        self._shape = self._learn(ev, obj, holder, key, text) if self.fast else None
+        if self.fast:   # (a line the shape took and sent here keeps it: nothing new to learn)
+            shape = self._shape
+            if shape is None or shape[0](ev.raw) is None:
+                self._shape = self._learn(ev, obj, holder, key, text)
         runs = st.runs(pieces)
         if not runs:
             if not text:

@@ -99,3 +99,27 @@ def test_requests_that_need_no_capabilities_do_not_ask(proxy, ollama_up):
     post(f"{proxy.url}/api/chat", {"model": "plain", "messages": [{"role": "user", "content": "hi"}]})
     post(f"{proxy.url}/api/chat", {"model": "plain", "think": False, "messages": [{"role": "user", "content": "hi"}]})
     assert ollama_up.shows == [] and ollama_up.errors == []
+
+
+@pytest.fixture(scope="module")
+def forward_proxy(tmp_path_factory):
+    """mitmdump as a regular (forward) proxy: clients send absolute-form requests to it."""
+    from devtools.process import LISTENING, ToolProcess, child_env, tool
+    from harness import ADDON
+    p = ToolProcess([tool("mitmdump"), "--listen-host", "127.0.0.1", "--set", "listen_port=0",
+                     "--set", f"confdir={tmp_path_factory.mktemp('confdir')}", "-s", str(ADDON)], child_env())
+    p.port = int(p.wait_for(LISTENING, timeout=30).group(1))
+    yield p
+    p.stop()
+
+
+def test_regular_proxy_mode_rewrites_and_asks_the_server_the_flow_goes_to(forward_proxy, up, ollama_up):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", forward_proxy.port, timeout=20)
+    body = json.dumps({"model": ASKED, "think": True, "messages": [{"role": "user", "content": "hi"}]})
+    conn.request("POST", f"{up.url}/api/chat", body=body, headers={"content-type": "application/json"})
+    r = conn.getresponse()
+    objs = [json.loads(x) for x in r.read().splitlines()]
+    conn.close()
+    assert r.status == 200 and accumulated(objs) == ("The user greets me.", "Hello! How can I help?")
+    assert ollama_up.shows == [{"model": ASKED}] and "think" not in ollama_up.bodies[-1]

@@ -517,3 +517,48 @@ def test_thinkwire_rewrite_reads_ndjson_for_the_ollama_surface(capsys):
     assert seen(capsys.readouterr().out.encode()) == ("", "Hello! How can I assist you today? 😊")
     assert cli.main(["rewrite", "--surface", "chat", str(path)]) == 2
     assert "an NDJSON stream, which chat does not stream (--surface ollama)" in capsys.readouterr().err
+
+
+# == odd shapes ==================================================================================
+def test_a_generate_line_whose_text_holds_a_boundary_becomes_a_line_per_run():
+    got = lines_of(run(generate_objs(MODEL, ["<think>a</think>b"])))
+    assert got[:2] == [{"model": MODEL, "created_at": created_at(0), "response": "", "thinking": "a", "done": False},
+                       {"model": MODEL, "created_at": created_at(0), "response": "b", "done": False}]
+
+
+def test_lines_without_created_at_take_the_byte_path_too():
+    objs = [{k: v for k, v in o.items() if k != "created_at"} for o in chat_objs(MODEL, ["<think>"] + [" x"] * 9)]
+    out, hits = _run_rw(stream_bytes(objs), True)
+    assert hits >= 7 and out == _run_rw(stream_bytes(objs), False)[0]
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b'{"error": "model not found"}', b'{"model": "m", "done": true}',
+                                  b'{"model": "m", "message": {"role": "assistant", "content": 7}, "done": true}'])
+def test_bodies_of_other_shapes_are_left_as_they_came(body):
+    assert ollama.rewrite_body(body, ctx()) is None
+
+
+def test_an_empty_thinking_field_is_not_native_and_is_replaced():
+    body = go_json({"model": MODEL, "message": {"role": "assistant", "content": "<think>x</think>y", "thinking": ""},
+                    "done": True}).encode()
+    assert json.loads(ollama.rewrite_body(body, ctx()))["message"] == {"role": "assistant", "content": "y",
+                                                                        "thinking": "x"}
+
+
+def test_an_empty_thinking_sent_back_is_removed_without_counting():
+    req = {"model": MODEL, "messages": [{"role": "assistant", "content": "a", "thinking": ""}]}
+    c = ctx(req)
+    c.native_thinking = False
+    out = json.loads(ollama.restore_request(json.dumps(req).encode(), c))
+    assert out["messages"] == [{"role": "assistant", "content": "a"}] and c.stats.restored == 0
+    assert ollama.wants_capabilities(None) is False
+
+
+def test_the_view_reads_errors_prompts_and_images():
+    from thinkwire.contentview import read_request, read_response, render
+    data = b"".join(stream_bytes(generate_objs(MODEL, ["Hi"])[:1])) + b'{"error":"out of memory"}\n'
+    assert [(k, v.strip()) for k, v in _sections(render(read_response(data, "ollama", "application/x-ndjson")))] == [
+        ("answer", "Hi"), ("error", "out of memory")]
+    req = {"model": MODEL, "system": "Be brief.", "prompt": "hi", "images": ["aGk="]}
+    text = render(read_request(json.dumps(req).encode(), None), request=True)
+    assert "Ollama native API (request)" in text and "Be brief." in text and "hi" in text

@@ -1,6 +1,6 @@
-"""The bench's client: many concurrent SSE streams over raw asyncio sockets.
+"""The bench's client: many concurrent streams (SSE; Ollama's NDJSON) over raw asyncio sockets.
 
-Each stream POSTs to the proxy, de-chunks the response, and for every complete SSE event
+Each stream POSTs to the proxy, de-chunks the response, and for every complete event (line)
 counts it and looks for the upstream's `@<monotonic ns>` stamps: the first time a stamp arrives,
 `now - stamp` is the delay that piece of text got between the upstream writing it and the
 client reading it (one machine, one CLOCK_MONOTONIC, so the clocks agree).
@@ -65,7 +65,7 @@ class Dechunker:
 class StreamResult:
     surface: str
     status: int = 0
-    events: int = 0                 # SSE events the client received
+    events: int = 0                 # events (SSE events, NDJSON lines) the client received
     stamps: int = 0                 # distinct upstream stamps seen
     rewritten: bool = False         # reasoning showed up in the surface's native field
     tags_left: bool = False         # a literal <think> reached the client
@@ -91,7 +91,7 @@ async def one_stream(port: int, shape: Shape, query: str, delays: list[int],
                      res: StreamResult, progress: list[int] | None = None, slot: int = 0) -> None:
     body = json.dumps(shape.request()).encode()
     head = (f"POST {shape.path}?{query} HTTP/1.1\r\nhost: 127.0.0.1\r\n"
-            f"content-type: application/json\r\naccept: text/event-stream\r\n"
+            f"content-type: application/json\r\naccept: {shape.content_type}\r\n"
             f"content-length: {len(body)}\r\n\r\n").encode()
     writer = None
     try:
@@ -109,6 +109,7 @@ async def one_stream(port: int, shape: Shape, query: str, delays: list[int],
         seen: set[int] = set()
         mono = time.monotonic_ns
         rewritten = shape.rewritten
+        end = shape.end
         while True:
             data = await reader.read(1 << 18)
             if not data:
@@ -117,10 +118,10 @@ async def one_stream(port: int, shape: Shape, query: str, delays: list[int],
             if dech is not None:
                 data = dech.feed(data)
             pending = pending + data if pending else data
-            cut = pending.rfind(b"\n\n")
+            cut = pending.rfind(end)
             if cut >= 0:
-                done, pending = pending[:cut + 2], pending[cut + 2:]
-                res.events += done.count(b"\n\n")
+                done, pending = pending[:cut + len(end)], pending[cut + len(end):]
+                res.events += done.count(end)
                 for m in _TS.finditer(done):
                     ts = int(m.group(1))
                     if ts not in seen:

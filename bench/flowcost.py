@@ -72,7 +72,7 @@ def _count(surface: str, events: int, flows: int, cut: int) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("surface", choices=["chat", "messages", "responses"])
+    ap.add_argument("surface", choices=["chat", "messages", "responses", "ollama"])
     ap.add_argument("--events", type=int, default=1000, help="text deltas per stream (default 1000, as burst)")
     ap.add_argument("--flows", type=int, default=10)
     ap.add_argument("--cut", type=int, help=argparse.SUPPRESS)

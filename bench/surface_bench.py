@@ -3,7 +3,7 @@
 For every surface in engine.SURFACES that the workload knows how to stream, and for four kinds
 of text delta, the same N events (one event per call, as tokens arrive) are timed through:
   pass      a stream callable that returns the bytes untouched (the bench's (b) addon)
-  sse       thinkwire's SSE framing alone (SSEParser.feed)
+  sse       thinkwire's framing alone (SSEParser.feed; Ollama: NDJSONParser.feed)
   json      json.loads + compact json.dumps of the event's data (a naive rewrite's floor)
   surface   the surface's StreamRewriter.on_event on pre-framed events
   driver    the whole stream callable thinkwire installs (StreamDriver: framing + rewrite + join)
@@ -20,7 +20,6 @@ import time
 from thinkwire import engine
 from thinkwire.marks import LazySealer
 from thinkwire.settings import Settings
-from thinkwire.sse import SSEParser
 
 import workload
 
@@ -77,7 +76,8 @@ def run(n: int, reps: int, log=print) -> dict:
                 st: dict = {}
                 prelude = shape.head(st) + [shape.delta(st, t) for t in pre_f()]
                 timed = [shape.delta(st, t) for t in timed_f(n)]
-                framed = [SSEParser().feed(e)[0] for e in timed]
+                parser = engine.PARSERS[module.STREAM_TYPE]   # (SSE; Ollama: NDJSON)
+                framed = [parser().feed(e)[0] for e in timed]
                 datas = [ev.data for ev in framed]
 
                 def driver():
@@ -94,14 +94,14 @@ def run(n: int, reps: int, log=print) -> dict:
                 def surface():
                     ctx = engine.new_context(settings, shape.request(), sealer)
                     rw = module.StreamRewriter(ctx)
-                    p = SSEParser()
+                    p = parser()
                     for e in prelude:
                         for ev in p.feed(e):
                             rw.on_event(ev)
                     return rw.on_event
 
-                def sse():
-                    return SSEParser().feed
+                def sse():   # (the surface's framing)
+                    return parser().feed
 
                 def pass_():
                     return lambda b: b

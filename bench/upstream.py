@@ -1,7 +1,7 @@
 """The bench's model server: a lean asyncio HTTP/1.1 server, run as its own process.
 
 `python bench/upstream.py` prints `PORT <n>` and serves until SIGTERM/SIGINT. Every POST is
-answered with an SSE stream in the shape of the surface its path names (workload.SHAPES),
+answered with a stream in the shape of the surface its path names (workload.SHAPES: SSE, or NDJSON),
 one HTTP chunk per event, each text delta stamped with CLOCK_MONOTONIC (ns) just before it is
 written. Query parameters:
   n=2000     text deltas in the stream
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workload import SHAPES, render, tokens  # noqa: E402
 
 _BY_PATH = {s.path: s for s in SHAPES.values()}
-_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncache-control: no-cache\r\n"
          b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
 _TOKENS: dict = {}
 
@@ -82,7 +82,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             write(b"%x\r\n%s\r\n" % (len(data), data))
 
         st: dict = {}
-        write(_HEAD)
+        write(_HEAD % shape.content_type.encode())
         for ev in shape.head(st):
             chunk(ev)
         await writer.drain()

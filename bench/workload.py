@@ -1,4 +1,5 @@
-"""Realistic model output and the SSE events each API surface streams it as.
+"""Realistic model output and the stream events each API surface streams it as (SSE events; for
+Ollama, NDJSON lines).
 
 Shared by every part of the bench: the splitter texts, the per-event micro benchmark and the
 upstream server of the end-to-end runs, so all of them push the same shapes.
@@ -114,10 +115,13 @@ def _c(obj: object) -> str:
 
 # -- the surfaces' stream shapes ------------------------------------------------------------
 class Shape:
-    """How one surface streams text. `head`, `delta`, `tail` return SSE event bytes."""
+    """How one surface streams text. `head`, `delta`, `tail` return event bytes (SSE events, or
+    NDJSON lines for a shape whose `content_type` says so; `end` ends one event)."""
 
     name = ""
     path = ""
+    content_type = "text/event-stream"
+    end = b"\n\n"
 
     def request(self) -> dict:
         raise NotImplementedError
@@ -263,4 +267,38 @@ class Responses(Shape):
         return b"response.reasoning_text.delta" in body or b"response.reasoning_summary_text.delta" in body
 
 
-SHAPES: dict[str, Shape] = {s.name: s for s in (Chat(), Messages(), Responses())}
+_GO = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+class Ollama(Shape):
+    """Ollama's /api/chat as its Go server writes it: a line per token, `created_at` new on every
+    line (nanoseconds, trailing zeros trimmed), `<`, `>`, `&` escaped, a final line with timings."""
+
+    name, path = "ollama", "/api/chat"
+    content_type, end = "application/x-ndjson", b"\n"
+
+    def request(self) -> dict:
+        return {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+
+    def _line(self, st: dict, message: str, done: str) -> bytes:
+        n = st["n"] = st.get("n", 0) + 1
+        frac = f"{(n * 5_003_117 + len(_stream_id(st))) % 10**9:09d}".rstrip("0") or "0"
+        return ('{"model":"' + MODEL + f'","created_at":"2025-08-20T13:{n // 60 % 60:02d}:{n % 60:02d}.{frac}Z",'
+                '"message":{"role":"assistant","content":' + message + '},"done":' + done + '}\n').encode()
+
+    def head(self, st: dict) -> list[bytes]:
+        return []
+
+    def delta(self, st: dict, text: str) -> bytes:
+        return self._line(st, _j(text).translate(_GO), "false")
+
+    def tail(self, st: dict, full: str) -> list[bytes]:
+        return [self._line(st, '""', 'true,"done_reason":"stop","total_duration":4883583458,'
+                           '"load_duration":1019500,"prompt_eval_count":9,"prompt_eval_duration":342546000,'
+                           '"eval_count":2000,"eval_duration":4535599000')]
+
+    def rewritten(self, body: bytes) -> bool:
+        return b'"thinking":"' in body
+
+
+SHAPES: dict[str, Shape] = {s.name: s for s in (Chat(), Messages(), Responses(), Ollama())}

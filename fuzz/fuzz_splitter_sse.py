@@ -1,11 +1,12 @@
-"""Coverage-guided fuzz target (atheris / libFuzzer) for the splitter, the SSE layer and the
-stream driver with each surface's rewriter.
+"""Coverage-guided fuzz target (atheris / libFuzzer) for the splitter, the SSE and NDJSON layers
+and the stream driver with each surface's rewriter.
 
     python fuzz/fuzz_splitter_sse.py -max_total_time=30      # or -runs=N; corpus dirs optional
 
 One input drives: the splitter fed in pieces (checking that chunking does not matter and that
 nothing but tag markup is lost), the SSE parser fed in pieces (events reassemble to the exact
-bytes), and a StreamDriver per surface (never raises, never returns an empty chunk). Any
+bytes), the NDJSON parser likewise (lines reassemble to the exact bytes), and a StreamDriver
+per surface (never raises, never returns an empty chunk). Any
 failed check raises, which libFuzzer reports as a crash with the input saved.
 """
 
@@ -23,11 +24,12 @@ with atheris.instrument_imports():
     from thinkwire import engine
     from thinkwire.settings import Settings
     from thinkwire.splitter import CONTENT, REASONING, Splitter, split_text
+    from thinkwire.ndjson import NDJSONParser
     from thinkwire.sse import SSEParser
-    from thinkwire.surfaces import chat, messages, responses
+    from thinkwire.surfaces import chat, messages, ollama, responses
 
 SETTINGS = {trim: Settings.from_values({"think_trim": trim}) for trim in ("on", "off")}
-SURFACES = (chat, messages, responses)
+SURFACES = (chat, messages, responses, ollama)
 _WS = " \t\r\n\f\v"
 
 
@@ -62,17 +64,16 @@ def _check_splitter(fdp, text: str, trim: str) -> None:
     split_text(text, rules)  # the whole-body path never raises either
 
 
-def _check_sse(fdp, data: bytes) -> None:
-    p = SSEParser()
+def _check_framing(fdp, data: bytes, parser) -> None:
     evs = []
     for piece in _pieces(fdp, data, 17):
-        evs += p.feed(piece)
-    evs += p.finish()
-    assert b"".join(e.raw for e in evs) == data, "SSE framing lost or added bytes"
+        evs += parser.feed(piece)
+    evs += parser.finish()
+    assert b"".join(e.raw for e in evs) == data, f"{type(parser).__name__} lost or added bytes"
 
 
 def _check_driver(fdp, data: bytes) -> None:
-    surface = SURFACES[fdp.ConsumeIntInRange(0, 2)]
+    surface = SURFACES[fdp.ConsumeIntInRange(0, len(SURFACES) - 1)]
     ctx = engine.new_context(SETTINGS["off"], None)
     driver = engine.stream_driver(surface, ctx)
     for piece in _pieces(fdp, data, 64):
@@ -83,12 +84,14 @@ def _check_driver(fdp, data: bytes) -> None:
 
 def TestOneInput(raw: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(raw)
-    mode = fdp.ConsumeIntInRange(0, 3)
+    mode = fdp.ConsumeIntInRange(0, 4)
     trim = "on" if fdp.ConsumeBool() else "off"
     if mode == 0:
         _check_splitter(fdp, fdp.ConsumeUnicodeNoSurrogates(fdp.remaining_bytes()), trim)
     elif mode == 1:
-        _check_sse(fdp, fdp.ConsumeBytes(fdp.remaining_bytes()))
+        _check_framing(fdp, fdp.ConsumeBytes(fdp.remaining_bytes()), SSEParser())
+    elif mode == 4:
+        _check_framing(fdp, fdp.ConsumeBytes(fdp.remaining_bytes()), NDJSONParser())
     else:
         # SSE-shaped input helps the fuzzer reach the surfaces' JSON handling.
         body = fdp.ConsumeBytes(fdp.remaining_bytes())
@@ -105,6 +108,8 @@ SEEDS = [
     b'{"type":"response.output_item.added","output_index":0,"item":{"id":"m","type":"message","content":[]}}\n'
     b'{"type":"response.content_part.added","output_index":0,"content_index":0,"part":{"type":"output_text","text":""}}\n'
     b'{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"<think>r</think>a"}',
+    b'{"model":"m","created_at":"2025-08-20T13:48:22.1Z","message":{"role":"assistant","content":"\\u003cthink\\u003ex"},'
+    b'"done":false}\n{"model":"m","created_at":"2025-08-20T13:48:22.2Z","response":"y</think>z","done":true}\n',
 ]
 
 
@@ -115,7 +120,7 @@ def main() -> None:
         import tempfile
         d = tempfile.mkdtemp(prefix="thinkwire-fuzz-")
         for k, s in enumerate(SEEDS):
-            for mode in (0, 2, 3):
+            for mode in (0, 2, 3, 4):
                 with open(os.path.join(d, f"seed{k}_{mode}"), "wb") as f:
                     f.write(bytes([mode, 0]) + s)
         args.append(d)

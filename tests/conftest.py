@@ -43,13 +43,13 @@ def make_ctx(request: dict | None = None, sealer=None, **values) -> FlowContext:
 
 
 def corpus_files(prefix: str) -> list[Path]:
-    files = sorted(p for p in CORPUS.iterdir() if p.name.startswith(prefix) and p.suffix in (".sse", ".json", ".jsonl"))
+    files = sorted(p for p in CORPUS.iterdir() if p.name.startswith(prefix) and p.suffix in (".sse", ".json", ".jsonl", ".ndjson"))
     assert files, f"no {prefix}* samples in {CORPUS}"   # the corpus ships with the tests
     return files
 
 
 def corpus_bytes(path: Path) -> bytes:
-    """The sample as wire bytes: JSONL chunk dumps get their SSE `data:` framing back."""
+    """The sample as wire bytes: JSONL chunk dumps get their SSE `data:` framing back (NDJSON is the wire)."""
     data = path.read_bytes()
     if path.suffix == ".jsonl":
         lines = [ln for ln in data.splitlines() if ln.strip()]

@@ -27,7 +27,7 @@ def test_bench_quick_runs_and_writes_every_section(tmp_path):
         for row in kinds.values():
             assert {"pass_us", "json_us", "driver_us"} <= row.keys()
             assert row["fell_back"] is None
-    assert set(res["e2e"]["surfaces"]) == {"chat", "messages", "responses"}
+    assert set(res["e2e"]["surfaces"]) == {"chat", "messages", "responses", "ollama"}
     for mode in ("burst", "paced"):
         for name in res["e2e"]["surfaces"]:
             e = res["e2e"][mode][name]

@@ -1,7 +1,8 @@
 """Client libraries through a real mitmdump with default settings, against strict upstreams.
 
 The libraries people build agents on: the Vercel AI SDK (node), LiteLLM, Pydantic AI and the
-OpenAI Agents SDK, at the versions pinned in pyproject.toml and tests/clients/js/package.json.
+OpenAI Agents SDK, and Ollama's own clients (`ollama` for Python, ollama-js) on its native API,
+at the versions pinned in pyproject.toml and tests/clients/js/package.json.
 For every surface each one speaks: a body, a stream, and a two-turn tool loop in which the
 library builds turn 2 from its own turn-1 result. Each test reads what the library itself
 exposes (its reasoning parts) and what reached the upstream.
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from harness import Reply, Seen, StrictAnthropic, StrictResponses, Turn, json_reply, sse, sse_reply
+from support.ollama import StrictOllama
 
 pytestmark = [pytest.mark.e2e,
               # LiteLLM's own models warn about fields of valid responses; not ours to fix.
@@ -34,7 +36,8 @@ JS = Path(__file__).resolve().parent / "clients" / "js"
 ANSWER = [Turn("<think>\nThe user wants a fix.\n</think>\n\nHere is the fix.")]
 LOOP = [Turn("<think>I should list the files.</think>Let me look.", ("bash", {"cmd": "ls"})),
         Turn("<think>The listing is fine.</think>All done.")]
-SURFACES = {"chat/completions": "chat", "responses": "responses", "messages": "messages"}
+SURFACES = {"chat/completions": "chat", "responses": "responses", "messages": "messages",
+            "api/chat": "ollama", "api/show": "ollama"}
 
 
 class StrictChat:
@@ -77,7 +80,9 @@ class StrictChat:
         return sse_reply(sse(*evs, "[DONE]"))
 
 
-STRICT = {"chat": StrictChat, "responses": StrictResponses, "messages": StrictAnthropic}
+STRICT = {"chat": StrictChat, "responses": StrictResponses, "messages": StrictAnthropic,
+          # Ollama with a model whose template does not read thinking: it writes <think> inline.
+          "ollama": lambda turns: StrictOllama({"qwen3": [t.text for t in turns]})}
 
 
 class Scripts:
@@ -89,7 +94,7 @@ class Scripts:
         self.lock = threading.Lock()
 
     def handle(self, seen: Seen) -> Reply:
-        m = re.match(r"/s/([^/]+)/(?:v1/)?(chat/completions|responses|messages)", seen.path)
+        m = re.match(r"/s/([^/]+)/(?:v1/)?(chat/completions|responses|messages|api/chat|api/show)", seen.path)
         if not m:
             return json_reply({"error": {"message": f"unscripted path {seen.path}"}}, 404)
         name, surface = m.group(1), SURFACES[m.group(2)]
@@ -102,7 +107,7 @@ class Scripts:
     def sent(self, name: str) -> list[dict]:
         """The request bodies the upstream of `name` received, parsed."""
         strict = self.by_name.get(name)
-        return [json.loads(b) for b in strict.bodies] if strict else []
+        return [b if isinstance(b, dict) else json.loads(b) for b in strict.bodies] if strict else []
 
     def errors(self, name: str) -> list[str]:
         strict = self.by_name.get(name)
@@ -112,7 +117,7 @@ class Scripts:
 @pytest.fixture(scope="module")
 def scripts(upstream):
     s = Scripts()
-    routes = [(suffix, s.handle) for suffix in ("/chat/completions", "/responses", "/messages")]
+    routes = [(suffix, s.handle) for suffix in ("/chat/completions", "/responses", "/messages", "/api/chat", "/api/show")]
     upstream.routes[:0] = routes
     yield s
     for r in routes:
@@ -142,9 +147,9 @@ def text_of(turn) -> str:
 
 
 # == the Vercel AI SDK (node) =================================================================
-def js_install() -> Path:
-    """tests/clients/js installed with `npm ci` into a cache outside the repo, once per lockfile;
-    skips, saying why, when node or the npm registry is not there."""
+def js_install(runner: str = "run.mjs") -> Path:
+    """tests/clients/js installed with `npm ci` into a cache outside the repo, once per lockfile,
+    and a copy of `runner` beside it; skips, saying why, when node or the npm registry is not there."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         pytest.skip("node is not installed (.ci/run installs Debian's nodejs and npm): apt-get install -y nodejs npm")
@@ -168,8 +173,8 @@ def js_install() -> Path:
             if p.returncode != 0:
                 pytest.skip(f"npm ci of tests/clients/js failed (no registry?): {p.stderr.strip()[-300:]}")
             (cache / "node_modules" / ".thinkwire-ok").touch()
-        script = cache / f"run-{os.getpid()}.mjs"   # beside node_modules, so its imports resolve
-        shutil.copy(JS / "run.mjs", script)
+        script = cache / f"{runner[:-4]}-{os.getpid()}.mjs"   # beside node_modules, so its imports resolve
+        shutil.copy(JS / runner, script)
     return script
 
 
@@ -433,3 +438,66 @@ def test_litellm_fakes_responses_streams_for_a_model_missing_from_its_cost_map(l
                                     api_key="x", input="fix the build", stream=True))
     assert events and not scripts.sent("litellm-unmapped")[0].get("stream")
     assert scripts.sent("litellm-responses-stream")[0]["stream"] is True
+
+
+# == Ollama's own clients, on its native API ===================================================
+OLLAMA = ["body", "stream", "roundtrip"]
+
+
+@pytest.fixture(scope="module")
+def ollama_js(base, scripts):
+    script = js_install("ollama.mjs")
+    try:
+        p = subprocess.run([shutil.which("node"), str(script), f"{base}/s/ollama_js", *OLLAMA],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        script.unlink()
+    assert p.returncode == 0, p.stderr[-2000:]
+    return {r["scenario"]: r for r in map(json.loads, p.stdout.splitlines())}
+
+
+@pytest.fixture(scope="module")
+def ollama_py(base, scripts):
+    ollama = pytest.importorskip("ollama")
+    ask = [{"role": "user", "content": "fix the build"}]
+
+    def streamed(client, messages):
+        # What the Ollama docs show: thinking and content accumulated chunk by chunk.
+        thinking = content = ""
+        for chunk in client.chat(model="qwen3", messages=messages, think=True, stream=True):
+            thinking += chunk.message.thinking or ""
+            content += chunk.message.content or ""
+        return ollama.Message(role="assistant", content=content, thinking=thinking or None)
+
+    def step(m):
+        return [m.thinking] if m.thinking else [], m.content
+
+    def one(_surface, mode):
+        client = ollama.Client(host=f"{base}/s/ollama_py-{mode}")
+        if mode == "body":
+            return [step(client.chat(model="qwen3", messages=ask, think=True).message)]
+        first = streamed(client, ask)
+        if mode == "stream":
+            return [step(first)]
+        return [step(first), step(streamed(client, ask + [first, {"role": "user", "content": "go on"}]))]
+
+    got = run_all([f"ollama:{m}" for m in OLLAMA], one)
+    return {k.split(":")[1]: v for k, v in got.items()}
+
+
+@pytest.mark.parametrize("lib", ["ollama_py", "ollama_js"])
+@pytest.mark.parametrize("mode", ["body", "stream"])
+def test_ollama_client_shows_the_thinking_apart(request, scripts, lib, mode):
+    got = request.getfixturevalue(lib)[mode]
+    assert reasoning_and_text(got) == [(["The user wants a fix."], "Here is the fix.")]
+    assert scripts.errors(f"{lib}-{mode}") == []
+    assert scripts.sent(f"{lib}-{mode}")[-1].get("think") is None   # no 400: the model has no native thinking
+
+
+@pytest.mark.parametrize("lib", ["ollama_py", "ollama_js"])
+def test_ollama_client_loop_sends_the_thinking_back_and_the_upstream_reads_it_inline(request, scripts, lib):
+    got = request.getfixturevalue(lib)["roundtrip"]
+    assert reasoning_and_text(got) == LOOP_SEEN
+    assert scripts.errors(f"{lib}-roundtrip") == []
+    [a] = assistant_turns_as_sent(scripts.sent(f"{lib}-roundtrip")[1])
+    assert a == {"role": "assistant", "content": "<think>I should list the files.</think>Let me look."}

@@ -1,10 +1,11 @@
-"""Bad input, tried hard: property tests over all three surfaces, streamed and whole, clean and
+"""Bad input, tried hard: property tests over all four surfaces, streamed and whole, clean and
 faulty, plus worst-case inputs that must stay linear in time.
 
 What "nothing lost, nothing duplicated" means here, precisely. From a stream we read the text
 sequence: every text-carrying field of every event that parses (chat `delta.content` /
 `reasoning_content`; messages `text` / `thinking` of block starts and deltas; responses
-`output_text.delta` / `reasoning_text.delta`), concatenated in event order. The output's text
+`output_text.delta` / `reasoning_text.delta`; ollama `message.thinking` / `content`, one NDJSON
+line per event), concatenated in event order. The output's text
 sequence must be obtainable from the input's by deleting whole occurrences of configured tag
 strings and nothing else (`is_markup_deletion`: a small dynamic programme, so a tag the
 rewrite rightly left alone, e.g. after a fail-open, also passes). Chat joins the reasoning
@@ -37,11 +38,13 @@ from conftest import make_ctx
 from harness import rechunk
 from thinkwire import engine
 from thinkwire.splitter import Splitter, split_text
+from thinkwire.ndjson import NDJSONParser
 from thinkwire.sse import SSEParser
 from thinkwire.stream import StreamDriver, decoder_for
-from thinkwire.surfaces import chat, messages, responses
+from thinkwire.surfaces import chat, messages, ollama, responses
 
-SURFACES = {"chat": chat, "messages": messages, "responses": responses}
+SURFACES = {"chat": chat, "messages": messages, "responses": responses, "ollama": ollama}
+JOINED = ("chat", "ollama")   # the surfaces that put several reasoning blocks in one field, joined
 FIGURES: dict[str, int] = {}   # inputs tried per property, read by the report (see conftest hook)
 
 
@@ -156,6 +159,23 @@ def test_sse_worst_cases_stay_linear(name, build, piece):
     assert_linear(lambda n: _sse_run(build(n), piece), 2000)
 
 
+def _ndjson_run(data: bytes, piece: int):
+    def run():
+        p = NDJSONParser()
+        for i in range(0, len(data), piece):
+            p.feed(data[i:i + piece])
+        p.finish()
+    return run
+
+
+@pytest.mark.parametrize("name,build,piece", [
+    ("one huge line, 4 KiB reads", lambda n: b"{" + b"x" * (64 * n) + b"}\n", 4096),
+    ("many small lines, 1 KiB reads", lambda n: b"{}\n" * (16 * n), 1024),
+])
+def test_ndjson_worst_cases_stay_linear(name, build, piece):
+    assert_linear(lambda n: _ndjson_run(build(n), piece), 2000)
+
+
 def _chat_delta_run(text: str):
     data = b"data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [
         {"index": 0, "delta": {"content": text}, "finish_reason": None}]}).encode() + b"\n\ndata: [DONE]\n\n"
@@ -240,7 +260,7 @@ def check_nothing_lost(surface: str, inp: bytes, out: bytes, trim: bool, driver=
 
 
 def _deletion(surface: str, src: str, got: str, trim: bool) -> bool:
-    join = chat.BLOCK_JOIN if surface == "chat" else None
+    join = chat.BLOCK_JOIN if surface in JOINED else None
     if trim:  # trimming removes whitespace at block edges: compare without any
         squash = lambda s: "".join(c for c in s if c not in _WS_CHARS)  # noqa: E731
         src, got = squash(src), squash(got)
@@ -318,7 +338,7 @@ def test_valid_streams_rewrite_the_same_at_any_chunking_and_lose_nothing(surface
     got_r = "".join(t for k, t in seq if k == "r")
     got_c = "".join(t for k, t in seq if k == "c")
     reasoning = [b for b in want.reasoning if b]
-    assert got_r == (chat.BLOCK_JOIN.join(reasoning) if surface == "chat" else "".join(reasoning))
+    assert got_r == (chat.BLOCK_JOIN.join(reasoning) if surface in JOINED else "".join(reasoning))
     assert got_c == want.content
 
 
@@ -334,6 +354,9 @@ def test_valid_bodies_split_like_streams_and_lose_nothing(surface, out_, trim):
     elif surface == "messages":
         body = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
                 "content": [{"type": "text", "text": full}], "stop_reason": "end_turn"}
+    elif surface == "ollama":
+        body = {"model": "m", "created_at": "2025-08-20T13:48:22.1Z", "message": {"role": "assistant", "content": full},
+                "done": True, "done_reason": "stop", "eval_count": 9}
     else:
         body = {"id": "resp_1", "object": "response", "model": "m", "status": "completed", "output": [
             {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
@@ -341,9 +364,9 @@ def test_valid_bodies_split_like_streams_and_lose_nothing(surface, out_, trim):
     raw = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogateescape")
     new = SURFACES[surface].rewrite_body(raw, make_ctx(**opts))
     obj = json.loads(new if new is not None else raw)
-    if surface == "chat":
-        m = obj["choices"][0]["message"]
-        texts = [m.get("reasoning_content") or "", m.get("content") or ""]
+    if surface in JOINED:
+        m = obj["choices"][0]["message"] if surface == "chat" else obj["message"]
+        texts = [m.get("reasoning_content" if surface == "chat" else "thinking") or "", m.get("content") or ""]
     elif surface == "messages":
         texts = [b.get("thinking") or b.get("text") or "" for b in obj["content"]]
     else:
@@ -351,7 +374,7 @@ def test_valid_bodies_split_like_streams_and_lose_nothing(surface, out_, trim):
     squash = (lambda s: "".join(c for c in s if c not in _WS_CHARS)) if trim else (lambda s: s)  # noqa: E731
     tags = [squash(t) for t in ALL_TAGS]
     got = squash("".join(texts))
-    if surface == "chat":  # chat puts all reasoning in one field, blocks joined by a blank line
+    if surface in JOINED:  # all reasoning in one field, blocks joined by a blank line
         want = split_text(full, make_ctx(**opts).rules())
         assert texts == [chat.BLOCK_JOIN.join(b for b in want.reasoning if b), want.content]
     else:
@@ -371,7 +394,9 @@ FOREIGN = st.one_of(
                      b'data: {"type":"response.output_text.delta","delta":"FOREIGN"}',
                      b'data: {"type":"content_block_delta","delta":{"type":"text_delta","text":"FOREIGN"}}',
                      b"id: FOREIGN\nretry: 10", b"data:FOREIGN\xff\xfe\xc3( invalid utf-8",
-                     b"FOREIGN line without a colon"]),
+                     b"FOREIGN line without a colon",
+                     # bare JSON, as an NDJSON line (Ollama) that is no response object
+                     b'{"FOREIGN": true}', b'["FOREIGN"]', b'{"done": false, "FOREIGN": 1}']),
     _GARBAGE.map(lambda g: b"FOREIGN" + g),
     _GARBAGE.map(lambda g: b"data: FOREIGN" + g),
 )
@@ -425,12 +450,14 @@ def test_foreign_events_pass_unchanged_and_the_rest_is_the_clean_rewrite(data, s
     clean, _ = run_driver(surface, [b"".join(encode_events(surface, objs))], **opts)
     out, driver = run_driver(surface, byte_pieces(wire, sizes), **opts)
     assert driver.failure is None, driver.failure
-    evs = parse_events(out)
+    evs = parse_events(out, surface)
     got_foreign = [_normal(e.raw) for e in evs if b"FOREIGN" in e.raw]
-    assert got_foreign == [_normal(f) for f in foreign]
+    # (An NDJSON line cannot hold a line end: encode_events put a space there.)
+    sent = [f.replace(b"\n", b" ").replace(b"\r", b" ") if surface == "ollama" else f for f in foreign]
+    assert got_foreign == [_normal(f) for f in sent]
     rest = [(e.event, _strip_extra(_json(e)) if _json(e) is not None else e.data)
             for e in evs if b"FOREIGN" not in e.raw]
-    want = [(e.event, _json(e) if _json(e) is not None else e.data) for e in parse_events(clean)]
+    want = [(e.event, _json(e) if _json(e) is not None else e.data) for e in parse_events(clean, surface)]
     assert rest == want
     # Foreign events were checked byte for byte above; the model's text, without them:
     check_nothing_lost(surface, b"".join(encode_events(surface, objs)),
@@ -506,22 +533,22 @@ def test_damaged_streams_never_raise_never_lose_text_and_fail_open_cleanly(data,
     wire = data.draw(damaged_stream(surface))
     opts = {"trim": "on" if trim else "off"}
     out, driver = run_driver(surface, byte_pieces(wire, sizes), **opts)
-    in_raw = {e.raw.rstrip(b"\n") for e in parse_events(wire)}
-    for e in parse_events(out):  # every event is one the rewrite made (valid JSON) or an input event
+    in_raw = {e.raw.rstrip(b"\n") for e in parse_events(wire, surface)}
+    for e in parse_events(out, surface):  # every event is one the rewrite made (valid JSON) or an input event
         assert e.data is None or _json(e) is not None or e.raw.rstrip(b"\n") in in_raw, e.raw
     if driver.failure is not None:
         tally("fail-opens in damaged streams")
         # From the failure on, the input's own bytes: the output ends with an input suffix that
         # starts at an event boundary of the input.
         bounds = [0]
-        for e in parse_events(wire):
+        for e in parse_events(wire, surface):
             bounds.append(bounds[-1] + len(e.raw))
         assert any(out.endswith(wire[b:]) for b in bounds if b < len(wire))
     check_nothing_lost(surface, wire, out, trim, driver)
 
 
 # == found by the properties above, kept as plain regressions ====================================
-@pytest.mark.parametrize("surface", list(SURFACES))
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])   # (ollama: tests/test_ollama.py)
 def test_stream_cut_mid_event_sends_held_text_before_the_partial_event_not_glued_into_it(surface):
     """A stream cut inside an event, while the rewrite holds text: what it held goes out as
     whole events first, the cut event's bytes last (nothing appended to an unterminated line)."""

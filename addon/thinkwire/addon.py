@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import functools
 import gc
+import inspect
 import logging
 
 from mitmproxy import ctx, exceptions, http
 
 from . import bodies, contentview, engine
+from .capabilities import Capabilities, show_url
 from .context import FlowContext
 from .marks import LazySealer
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import StreamDriver, decoder_for
+from .surfaces import ollama
 
 log = logging.getLogger(__name__)
 
@@ -23,15 +26,29 @@ _UNSEEN = object()
 
 
 def _guarded(hook):
-    """A hook that never raises into mitmproxy: on a bug the flow goes on as it is, logged once."""
+    """A hook that never raises into mitmproxy: on a bug the flow goes on as it is, logged once.
+    A hook may return an awaitable (mitmproxy awaits it): that is guarded the same way."""
     @functools.wraps(hook)
-    def run(self, flow: http.HTTPFlow) -> None:
+    def run(self, flow: http.HTTPFlow):
         try:
-            hook(self, flow)
+            got = hook(self, flow)
         except Exception as e:
-            log.warning("thinkwire: %s hook failed (%s); the flow goes on unchanged", hook.__name__,
-                        type(e).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
+            _hook_failed(hook.__name__, e)
+            return None
+        return _guarded_await(hook.__name__, got) if inspect.isawaitable(got) else None
     return run
+
+
+async def _guarded_await(name: str, awaitable) -> None:
+    try:
+        await awaitable
+    except Exception as e:
+        _hook_failed(name, e)
+
+
+def _hook_failed(name: str, e: Exception) -> None:
+    log.warning("thinkwire: %s hook failed (%s); the flow goes on unchanged", name,
+                type(e).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
 
 
 class ThinkWire:
@@ -40,6 +57,7 @@ class ThinkWire:
         self._streams: dict[str, tuple[str, FlowContext, StreamDriver]] = {}
         self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
         self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
+        self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
 
     # -- options ----------------------------------------------------------------------------
@@ -117,19 +135,31 @@ class ThinkWire:
         return engine.new_context(self.settings, request, self.sealer)
 
     @_guarded
-    def request(self, flow: http.HTTPFlow) -> None:
+    def request(self, flow: http.HTTPFlow):
         """The way back: reasoning this proxy made, sent back by the client, is restored."""
         if self.settings is None or flow.request.method != "POST":
-            return
+            return None
         surface = engine.surface_for_path(flow.request.path, self.settings)
         if surface is None:
-            return
+            return None
         body = flow.request.get_content(strict=False)
         parsed = engine.parse_request(body)
         self._requests[flow.id] = parsed
         if parsed is None:
-            return
+            return None
         fctx = engine.new_context(self.settings, parsed, self.sealer)
+        if surface is ollama and fctx.model and ollama.wants_capabilities(parsed):
+            return self._ask_then_restore(flow, body, fctx)   # mitmproxy awaits it
+        self._restore(flow, surface, body, fctx)
+        return None
+
+    async def _ask_then_restore(self, flow: http.HTTPFlow, body: bytes, fctx: FlowContext) -> None:
+        """Ollama: the model's capabilities decide the way back (thinkwire.capabilities)."""
+        fctx.native_thinking = await self.capabilities.native_thinking(
+            _show_url(flow), fctx.model, _auth(flow), bool(getattr(ctx.options, "ssl_insecure", False)))
+        self._restore(flow, ollama, body, fctx)
+
+    def _restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext) -> None:
         try:
             new = surface.restore_request(body, fctx)
         except Exception as e:  # never block a request: it goes upstream as it came
@@ -145,7 +175,7 @@ class ThinkWire:
         if _recorded(flow):  # [inspect]
             return
         surface = self._surface(flow)
-        if surface is None or not engine.is_event_stream(flow.response.headers.get("content-type")):
+        if surface is None or not engine.is_stream(flow.response.headers.get("content-type"), surface):
             return
         encoding = flow.response.headers.get("content-encoding")
         fctx = self._context(flow)
@@ -170,9 +200,21 @@ class ThinkWire:
     @_guarded
     def response(self, flow: http.HTTPFlow) -> None:
         try:
+            self._forget_on_refusal(flow)
             self._response(flow)
         finally:
             self._requests.pop(flow.id, None)
+
+    def _forget_on_refusal(self, flow: http.HTTPFlow) -> None:
+        """Ollama refused `think` for a model it was said to think for (re-created since): the
+        kept answer goes, and the next request asks again."""
+        r = flow.response
+        if r is None or r.status_code != 400 or self.settings is None or \
+                engine.surface_for_path(flow.request.path, self.settings) is not ollama:
+            return
+        model = (self._requests.get(flow.id) or {}).get("model")
+        if isinstance(model, str) and b"does not support thinking" in (r.get_content(strict=False) or b""):
+            self.capabilities.forget(_show_url(flow), model)
 
     def _response(self, flow: http.HTTPFlow) -> None:
         if _recorded(flow):  # [inspect]
@@ -186,7 +228,7 @@ class ThinkWire:
             bodies.settle(flow, flow.response.stream)  # [inspect] no-op unless a Recorder kept bodies
             return
         surface = self._surface(flow)
-        if surface is None or engine.is_event_stream(flow.response.headers.get("content-type")):
+        if surface is None or engine.is_stream(flow.response.headers.get("content-type"), surface):
             return
         fctx = self._context(flow)
         try:
@@ -253,6 +295,17 @@ class ThinkWire:
                    stats.broken).put(flow)
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
+
+
+def _show_url(flow: http.HTTPFlow) -> str:
+    r = flow.request
+    return show_url(r.scheme, r.host, r.port, r.path)
+
+
+def _auth(flow: http.HTTPFlow) -> dict[str, str]:
+    """The credentials the client gave the server, for the server's /api/show."""
+    value = flow.request.headers.get("authorization")
+    return {"authorization": value} if value else {}
 
 
 def _not_thinkwire(record: logging.LogRecord) -> bool:

@@ -5,7 +5,8 @@
   thinkwire addon-path                                     the script for `mitmdump -s`
   thinkwire env [--port N] [--confdir D] [--shell sh|fish] [--undo]
                                                            exports that point a shell at the proxy
-  thinkwire rewrite --surface chat [--model NAME] [FILE]   what the proxy would send
+  thinkwire rewrite --surface chat [--model NAME] [FILE]   what the proxy would send (chat, messages,
+                                                           responses, ollama)
   thinkwire tags [--model NAME]                            the effective tag sets / a model's profile
 
 Options come from the same THINK_* environment variables as the addon.
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 from . import engine
+from .ndjson import NDJSONParser
 from .settings import SettingError, Settings
 from .sse import SSEParser
 
@@ -32,24 +34,44 @@ class InputError(Exception):
 
 
 def detect(data: bytes) -> str:
-    """'json' for a JSON body, 'sse' for an event stream; InputError for anything else."""
+    """'json' for a JSON body, 'sse' for an event stream, 'ndjson' for lines of JSON objects
+    (Ollama's streams); InputError for anything else."""
     text = data.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith((b"{", b"[")):
         try:
             json.loads(text)
             return "json"
         except ValueError:
-            pass
+            if _json_objects(text.split(b"\n", 1)[0]):
+                return "ndjson"
     parser = SSEParser()
     events = parser.feed(data) + parser.finish()
     if any(ev.data is not None for ev in events):
         return "sse"
-    raise InputError("the input is neither a JSON body nor an SSE stream (no 'data:' lines)")
+    raise InputError("the input is neither a JSON body nor an SSE stream (no 'data:' lines) nor NDJSON (lines of JSON)")
+
+
+def _json_objects(line: bytes) -> list[dict]:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return []
+    return [obj] if isinstance(obj, dict) else []
+
+
+STREAM_KINDS = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
 
 
 def _check_surface(surface, data: bytes, kind: str) -> None:
+    if kind != "json" and STREAM_KINDS[kind] != surface.STREAM_TYPE:
+        fits = [n for n, m in engine.SURFACES.items() if m.STREAM_TYPE == STREAM_KINDS[kind]]
+        raise InputError(f"the input is an {kind.upper()} stream, which {surface.NAME} does not stream "
+                         f"(--surface {' or '.join(fits)})")
     if kind == "json":
         objs = [json.loads(data)]
+    elif kind == "ndjson":
+        parser = NDJSONParser()
+        objs = [o for ev in parser.feed(data) + parser.finish() if ev.data for o in _json_objects(ev.data.encode())]
     else:
         parser = SSEParser()
         objs = []
@@ -244,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     en.add_argument("--shell", choices=["sh", "fish"], default="sh", help="sh (bash, zsh, ...; default) or fish")
     en.add_argument("--undo", action="store_true", help="print the lines that undo them")
     en.set_defaults(func=_cmd_env)
-    rw = sub.add_parser("rewrite", help="rewrite a saved response (JSON body or SSE stream) as the proxy would")
+    rw = sub.add_parser("rewrite", help="rewrite a saved response (JSON body, SSE or NDJSON stream) as the proxy would")
     rw.add_argument("--surface", required=True, choices=sorted(engine.SURFACES))
     rw.add_argument("--model", help="model name, to pick its tag profile")
     rw.add_argument("--request", metavar="FILE", help="the request body that produced it (for request flags)")

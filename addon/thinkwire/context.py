@@ -31,6 +31,9 @@ class FlowContext:
     request: dict | None = None         # the parsed request body, when it was JSON
     stats: Stats = field(default_factory=Stats)
     sealer: object | None = None        # marks.Sealer, for thinking signatures / encrypted content
+    # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
+    # None when not known. The request hook sets it; the Ollama surface's way back reads it.
+    native_thinking: bool | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
     _splitters: list = field(default_factory=list)
@@ -99,12 +102,16 @@ def _rules(pairs, trim, anywhere, starts_inside, strip, ends) -> Rules:
     return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends)
 
 
+OLLAMA_THINK_LEVELS = ("low", "medium", "high", "max")   # what Ollama accepts besides a bool
+
+
 def thinking_switch(request: dict | None) -> bool | None:
     """Whether the request explicitly turns thinking on (True) or off (False); None if silent.
 
     Read from what servers honour: `chat_template_kwargs.enable_thinking` / `.thinking`
-    (vLLM, SGLang, llama.cpp), top-level `enable_thinking`, Anthropic's `thinking.type`, and
-    OpenAI's `reasoning_effort` / `reasoning.effort` ("none" turns it off).
+    (vLLM, SGLang, llama.cpp), top-level `enable_thinking`, Ollama's `think` (a bool, or a level
+    "low" / "medium" / "high" / "max", each of which turns it on), Anthropic's `thinking.type`,
+    and OpenAI's `reasoning_effort` / `reasoning.effort` ("none" turns it off).
     """
     if not isinstance(request, dict):
         return None
@@ -117,6 +124,11 @@ def thinking_switch(request: dict | None) -> bool | None:
             return kwargs["thinking_mode"] == "enabled"
     if isinstance(request.get("enable_thinking"), bool):
         return request["enable_thinking"]
+    think = request.get("think")
+    if isinstance(think, bool):
+        return think
+    if think in OLLAMA_THINK_LEVELS:
+        return True
     thinking = request.get("thinking")
     if isinstance(thinking, bool):
         return thinking

@@ -6,10 +6,13 @@ import json
 from .context import FlowContext
 from .marks import LazySealer
 from .settings import Settings
+from .ndjson import NDJSONParser
+from .sse import SSEParser
 from .stream import StreamDriver
-from .surfaces import Surface, chat, messages, responses
+from .surfaces import Surface, chat, messages, ollama, responses
 
-SURFACES: dict[str, Surface] = {"chat": chat, "messages": messages, "responses": responses}
+SURFACES: dict[str, Surface] = {"chat": chat, "messages": messages, "responses": responses, "ollama": ollama}
+PARSERS = {"text/event-stream": SSEParser, "application/x-ndjson": NDJSONParser}   # stream framings
 
 
 def enabled(settings: Settings) -> list[Surface]:
@@ -39,8 +42,19 @@ def new_context(settings: Settings, request: dict | None, sealer: object | None 
                        request=request, sealer=sealer)
 
 
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
 def is_event_stream(content_type: str | None) -> bool:
-    return bool(content_type) and content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+    return media_type(content_type) == "text/event-stream"
+
+
+def is_stream(content_type: str | None, surface: Surface | None = None) -> bool:
+    """A streamed response: the stream type of `surface` (SSE, or Ollama's NDJSON), or of any
+    surface when none is given."""
+    got = media_type(content_type)
+    return got == surface.STREAM_TYPE if surface is not None else got in PARSERS
 
 
 def stream_driver(surface: Surface, ctx: FlowContext, decoder=None) -> StreamDriver:
@@ -49,7 +63,7 @@ def stream_driver(surface: Surface, ctx: FlowContext, decoder=None) -> StreamDri
 
     def on_broken(reason: str) -> None:
         ctx.stats.broken = reason
-    return StreamDriver(surface.StreamRewriter(ctx), decoder, on_fail, on_broken)
+    return StreamDriver(surface.StreamRewriter(ctx), decoder, on_fail, on_broken, PARSERS[surface.STREAM_TYPE]())
 
 
 def offline_sealer(confdir: str | None = None) -> LazySealer:

@@ -79,6 +79,7 @@ OPTIONS: tuple[Option, ...] = (
     _opt("think_responses_summary", "on",
          "Also put reasoning into reasoning items' summary, even when the request does not ask"),
     _opt("think_responses_content", "on", "Put reasoning text into reasoning items' content"),
+    _opt("think_ollama", "on", "Rewrite Ollama's native /api/chat and /api/generate responses"),
     _opt("think_tags", "", "Tag pairs replacing the tag sets, e.g. '<think> </think>,<reasoning> </reasoning>'", "str"),
     _opt("think_tagsets", "", "Path of a tag sets YAML file replacing the shipped tagsets.yaml", "str"),
     _opt("think_trim", "on", "Trim whitespace at the edges of reasoning blocks and after them"),
@@ -107,6 +108,7 @@ class Settings:
     responses: bool
     responses_summary: bool
     responses_content: bool
+    ollama: bool
     trim: bool
     tags_anywhere: bool
     starts_inside: bool
@@ -135,7 +137,7 @@ class Settings:
             chat=get("think_chat"), chat_field=get("think_chat_field"),
             messages=get("think_messages"), signature=get("think_signature"),
             responses=get("think_responses"), responses_summary=get("think_responses_summary"),
-            responses_content=get("think_responses_content"),
+            responses_content=get("think_responses_content"), ollama=get("think_ollama"),
             trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
             starts_inside=get("think_starts_inside"),
             restore=get("think_restore"), chat_restore=get("think_chat_restore"),

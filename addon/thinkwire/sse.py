@@ -134,6 +134,11 @@ class SSEParser:
         self._raw, self._tail, self._lines = [], [], []
         return buf
 
+    @staticmethod
+    def terminated(raw: bytes, eol: bytes) -> bytes:
+        """An event the stream ended inside, given the blank line that ends it."""
+        return raw + (eol if raw.endswith((b"\n", b"\r")) else eol * 2)
+
 
 def _make_event(raw: bytes, lines: list[bytes], eol: bytes, parser: SSEParser) -> Event:
     if len(lines) == 1 and parser._bom_checked and lines[0][:6] == b"data: ":  # the usual event

@@ -1,8 +1,8 @@
 """Drive a surface's event rewriter over raw stream bytes, and fail open.
 
 `StreamDriver` is the callable mitmproxy's `flow.response.stream` gets: bytes in, a list of
-bytes out, `b""` once at the end. It decodes Content-Encoding incrementally, frames SSE
-events, hands them to the surface, and never raises: on an error of the rewrite it sends what
+bytes out, `b""` once at the end. It decodes Content-Encoding incrementally, frames events
+(SSE, or NDJSON lines: the parser it is given), hands them to the surface, and never raises: on an error of the rewrite it sends what
 the surface still held, then the original bytes from that point on, unchanged (fail open).
 
 A compressed stream that stops decoding part way (corrupt, or cut before its end marker) is
@@ -141,10 +141,10 @@ def decoder_for(content_encoding: str | None):
 class StreamDriver:
     def __init__(self, rewriter: EventRewriter, decoder=None,
                  on_fail: Callable[[str], None] | None = None,
-                 on_broken: Callable[[str], None] | None = None) -> None:
+                 on_broken: Callable[[str], None] | None = None, parser=None) -> None:
         self.rewriter = rewriter
         self.decoder = decoder
-        self.parser = SSEParser()
+        self.parser = parser if parser is not None else SSEParser()
         self.passthrough = False
         self.on_fail = on_fail
         self.failure: str | None = None
@@ -241,8 +241,7 @@ class StreamDriver:
                 # The stream ended inside this event. The rewriter sees it terminated, so any
                 # bytes of it that it reuses (a withheld start event) stay whole events.
                 cut = ev.raw
-                ev = replace(ev, raw=cut + (ev.eol if cut.endswith((b"\n", b"\r")) else ev.eol * 2),
-                             complete=True)
+                ev = replace(ev, raw=self.parser.terminated(cut, ev.eol), complete=True)
             try:
                 got = self.rewriter.on_event(ev)
             except Exception as e:

@@ -1,10 +1,13 @@
-"""Streams of any surface from one text sequence, and reading them back: shared by the fuzz, fault, load and security tests."""
+"""Streams of any surface from one text sequence, and reading them back: shared by the fuzz, fault, load and security tests.
+Ollama's streams are NDJSON lines; the others SSE events (`parse_events` frames each by its surface)."""
 
 from __future__ import annotations
 
 import json
+from thinkwire.ndjson import NDJSONParser
 from thinkwire.sse import SSEParser
 from support.messages import stream_objs as _messages_objs, text as _mtext
+from support.ollama import chat_objs as _ollama_objs
 from support.responses import msg as _rmsg, upstream_events as _responses_objs
 
 
@@ -20,12 +23,18 @@ def model_objs(surface: str, deltas: list[str]) -> list:
                 + [_chat_chunk({"content": d}) for d in deltas] + [_chat_chunk({}, "stop"), "[DONE]"])
     if surface == "messages":
         return _messages_objs(_mtext(*deltas))
+    if surface == "ollama":
+        return _ollama_objs("m", deltas)
     return _responses_objs([_rmsg(deltas)])
 
 
 def encode_events(surface: str, objs: list, eol: str = "\n") -> list[bytes]:
     """Wire bytes per event; text may hold surrogate escapes, which become invalid UTF-8."""
     out = []
+    if surface == "ollama":                # one line each; NDJSON lines end at LF (or CRLF)
+        end = ("\r\n" if eol != "\n" else "\n").encode()
+        return [(o.replace(b"\n", b" ").replace(b"\r", b" ") if isinstance(o, bytes) else
+                 json.dumps(o, ensure_ascii=False).encode("utf-8", "surrogateescape")) + end for o in objs]
     for o in objs:
         if isinstance(o, bytes):           # a foreign event, already bytes (without its blank line)
             out.append(o.replace(b"\n", eol.encode()) + eol.encode() * 2)
@@ -36,8 +45,8 @@ def encode_events(surface: str, objs: list, eol: str = "\n") -> list[bytes]:
     return out
 
 
-def parse_events(data: bytes):
-    p = SSEParser()
+def parse_events(data: bytes, surface: str = "chat"):
+    p = NDJSONParser() if surface == "ollama" else SSEParser()
     return p.feed(data) + p.finish()
 
 
@@ -54,11 +63,16 @@ def text_sequence(surface: str, data: bytes) -> list[tuple[str, str]]:
     """("r" | "c", text) for every text-carrying field of every event that parses, in order."""
     seq: list[tuple[str, str]] = []
     streamed: set = set()
-    for ev in parse_events(data):
+    for ev in parse_events(data, surface):
         o = _json(ev)
         if not isinstance(o, dict):
             continue
-        if surface == "chat":
+        if surface == "ollama":
+            holder = o.get("message") if isinstance(o.get("message"), dict) else o
+            for k, kind in (("thinking", "r"), ("content", "c"), ("response", "c")):
+                if isinstance(holder.get(k), str) and holder[k]:
+                    seq.append((kind, holder[k]))
+        elif surface == "chat":
             choices = o.get("choices")
             for ch in choices if isinstance(choices, list) else ():
                 d = ch.get("delta") if isinstance(ch, dict) else None

@@ -15,7 +15,7 @@ import random
 
 from conftest import make_ctx
 from thinkwire import engine
-from thinkwire.surfaces import chat, messages, responses
+from thinkwire.surfaces import chat, messages, ollama, responses
 
 Run = tuple[tuple[str, ...], str]
 
@@ -150,11 +150,47 @@ def run_responses_stream(chunks: list[str], request: dict | None, values: dict) 
     return _responses_run(final["response"]["output"])
 
 
-BODIES = {"chat": run_chat_body, "messages": run_messages_body, "responses": run_responses_body}
-STREAMS = {"chat": run_chat_stream, "messages": run_messages_stream, "responses": run_responses_stream}
+# -- Ollama (a generate body, a chat stream) ------------------------------------------------------------
+_CREATED = "2025-08-20T13:48:22.164615Z"
+
+
+def _ollama_run(thinking: str, content: str) -> Run:
+    return ((thinking,) if thinking else ()), content
+
+
+def run_ollama_body(text: str, request: dict | None, values: dict) -> Run:
+    body = json.dumps({"model": _model(request), "created_at": _CREATED, "response": text,
+                       "done": True, "done_reason": "stop", "context": [1, 2], "eval_count": 9})
+    obj = json.loads(ollama.rewrite_body(body.encode(), make_ctx(request, **values)) or body)
+    return _ollama_run(obj.get("thinking", ""), obj["response"])
+
+
+def run_ollama_stream(chunks: list[str], request: dict | None, values: dict) -> Run:
+    def line(text: str, done: bool) -> bytes:
+        return json.dumps({"model": _model(request), "created_at": _CREATED,
+                           "message": {"role": "assistant", "content": text}, "done": done}).encode() + b"\n"
+    driver = engine.stream_driver(ollama, make_ctx(request, **values))
+    out = []
+    for c in chunks:
+        out += driver(line(c, False))
+    out += driver(line("", True)) + driver(b"")
+    assert driver.failure is None, driver.failure
+    thinking = content = ""
+    for raw in b"".join(out).splitlines():
+        m = json.loads(raw)["message"]
+        thinking += m.get("thinking", "")
+        content += m["content"]
+    return _ollama_run(thinking, content)
+
+
+BODIES = {"chat": run_chat_body, "messages": run_messages_body, "responses": run_responses_body,
+          "ollama": run_ollama_body}
+STREAMS = {"chat": run_chat_stream, "messages": run_messages_stream, "responses": run_responses_stream,
+           "ollama": run_ollama_stream}
 # How a surface shows a result's reasoning blocks (a run's first element).
-SHOWS = {"chat": lambda blocks: (chat.BLOCK_JOIN.join(blocks),) if blocks else (),
-         "messages": tuple, "responses": tuple}
+_JOINED = lambda blocks: (chat.BLOCK_JOIN.join(blocks),) if blocks else ()  # noqa: E731
+SHOWS = {"chat": _JOINED, "messages": tuple, "responses": tuple, "ollama": _JOINED}
+assert ollama.BLOCK_JOIN == chat.BLOCK_JOIN
 CANONICAL = "messages"   # its blocks are the stored result; the other surfaces are checked through SHOWS
 
 

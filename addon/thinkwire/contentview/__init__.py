@@ -1,7 +1,8 @@
 """mitmweb / mitmproxy content views: a reader's view of LLM requests and responses.
 
-`thinkwire` renders a request or response of any of the three surfaces (chat completions,
-Responses, Anthropic Messages), JSON body or SSE stream, as a person reads it: the model, then
+`thinkwire` renders a request or response of any of the four surfaces (chat completions,
+Responses, Anthropic Messages, Ollama's native API), JSON body or stream (SSE, NDJSON), as a
+person reads it: the model, then
 reasoning and answer as separate sections in the order they came, tool calls, the finish
 reason, usage. It parses the wire format generically (it does not use the rewriters), so it
 shows exactly what the bytes say, whoever produced them.
@@ -27,7 +28,7 @@ from .read import READERS, Reading, read_request, read_response, surface_of_path
 PRIORITY = 2.0                        # above the JSON view (1)
 
 _SURFACE_TITLES = {"chat": "OpenAI chat completions", "responses": "OpenAI responses",
-                   "messages": "Anthropic messages"}
+                   "messages": "Anthropic messages", "ollama": "Ollama native API"}
 _RULE = "─"
 
 
@@ -99,7 +100,7 @@ class ThinkwireContentview(Contentview):
         if not handled(flow):
             return 0
         ct = metadata.content_type
-        if ct in ("application/json", "text/event-stream") or (ct is None and data[:1] == b"{"):
+        if ct in ("application/json", "text/event-stream", "application/x-ndjson") or (ct is None and data[:1] == b"{"):
             return PRIORITY
         return 0
 

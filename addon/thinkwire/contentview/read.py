@@ -1,5 +1,6 @@
 """Reading LLM requests and responses as a person reads them: a `Reading` of sections (model,
-reasoning, answer, tool calls, finish reason, usage) from any surface's JSON body or SSE stream.
+reasoning, answer, tool calls, finish reason, usage) from any surface's JSON body or stream (SSE;
+Ollama's NDJSON).
 It parses the wire format generically (not with the rewriters), so it shows what the bytes say,
 whoever produced them. One row of readers per surface (`READERS`); which surface a body or a
 path belongs to is decided by the surfaces' own `matches` / `looks_like`."""
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import engine
+from ..ndjson import NDJSONParser
 from ..sse import SSEParser
 
 
@@ -96,9 +98,9 @@ def _surface_of(obj: dict) -> str | None:
     return None
 
 
-def _events(data: bytes) -> list[tuple[str | None, Any]]:
-    """(event name, parsed JSON or the raw data string) for every SSE event with data."""
-    p = SSEParser()
+def _events(data: bytes, ndjson: bool = False) -> list[tuple[str | None, Any]]:
+    """(event name, parsed JSON or the raw data string) for every SSE event (NDJSON line) with data."""
+    p = NDJSONParser() if ndjson else SSEParser()
     out = []
     for ev in p.feed(data) + p.finish():
         if ev.data is None:
@@ -117,11 +119,29 @@ def is_sse(data: bytes, content_type: str | None) -> bool:
     return head.startswith((b"data:", b"event:", b":"))
 
 
+def is_ndjson(data: bytes, content_type: str | None) -> bool:
+    """Ollama's streams: `application/x-ndjson`, or (no type, or the `application/json` some servers
+    send them as) several lines of JSON objects."""
+    if content_type not in (None, "application/json", "application/x-ndjson"):
+        return False
+    if content_type == "application/x-ndjson":
+        return True
+    lines = data.strip().split(b"\n", 2)
+    if len(lines) < 2 or not lines[0].startswith(b"{"):
+        return False
+    try:
+        json.loads(lines[0])
+        return True
+    except ValueError:
+        return False
+
+
 # -- responses: JSON bodies --------------------------------------------------------------------
 def read_response(data: bytes, surface: str | None = None, content_type: str | None = None) -> Reading:
     """Parse a response body or stream of any surface. Raises ValueError when it is neither."""
-    if is_sse(data, content_type):
-        events = _events(data)
+    ndjson = is_ndjson(data, content_type)
+    if ndjson or is_sse(data, content_type):
+        events = _events(data, ndjson)
         if not surface:
             for _, obj in events:
                 if isinstance(obj, dict) and (surface := _surface_of(obj)):
@@ -440,7 +460,9 @@ def read_request(data: bytes, surface: str | None) -> Reading:
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     if surface is None:
-        if "messages" in obj and ("max_tokens" in obj or "system" in obj) and "n" not in obj:
+        if "prompt" in obj or "think" in obj:
+            surface = "ollama"
+        elif "messages" in obj and ("max_tokens" in obj or "system" in obj) and "n" not in obj:
             surface = "messages"
         elif "input" in obj:
             surface = "responses"
@@ -452,7 +474,7 @@ def read_request(data: bytes, surface: str | None) -> Reading:
     r.head.append(("model", _s(obj.get("model"))))
     if obj.get("stream"):
         r.head.append(("stream", "yes"))
-    for k in ("reasoning_effort", "reasoning", "thinking", "chat_template_kwargs", "enable_thinking",
+    for k in ("reasoning_effort", "reasoning", "thinking", "think", "chat_template_kwargs", "enable_thinking",
               "max_tokens", "max_completion_tokens", "max_output_tokens", "temperature",
               "tool_choice", "previous_response_id", "store"):
         if k in obj and obj[k] is not None:
@@ -555,3 +577,6 @@ READERS = {
     "responses": Readers(_responses_body, _responses_stream, _responses_request),
     "messages": Readers(_messages_body, _messages_stream, _messages_request),
 }
+
+from .ollama import READERS as _OLLAMA  # noqa: E402  (it reads with the helpers above)
+READERS.update(_OLLAMA)

@@ -1,4 +1,4 @@
-"""The API surfaces: one module each (chat, messages, responses), each a `Surface`.
+"""The API surfaces: one module each (chat, messages, responses, ollama), each a `Surface`.
 
 A surface's StreamRewriter has on_event, on_chunk (the byte fast path, see thinkwire.fastpath),
 finish and abort; `fast=False` turns both shortcuts off (the tests' reference)."""
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 class Surface(Protocol):
     """What a surface module provides; the engine and the views use nothing else."""
 
-    NAME: str      # "chat", "messages", "responses"
-    SHAPE: str     # what its responses hold, for messages about input that is not one
+    NAME: str         # "chat", "messages", "responses", "ollama"
+    SHAPE: str        # what its responses hold, for messages about input that is not one
+    STREAM_TYPE: str  # the Content-Type of its streams: "text/event-stream", "application/x-ndjson"
 
     def matches(self, path: str) -> bool:
         """A request path this surface answers (query strings and prefixes allowed)."""
@@ -33,7 +34,8 @@ class Surface(Protocol):
         """The rewritten response body, or None when nothing changes. ValueError: not JSON."""
 
     def StreamRewriter(self, ctx: FlowContext, fast: bool = True) -> EventRewriter:  # noqa: N802
-        """The rewriter of one stream (a class in the module)."""
+        """The rewriter of one stream (a class in the module), fed the events its stream type's
+        parser frames (SSE events, NDJSON lines)."""
 
     def restore_request(self, data: bytes, ctx: FlowContext) -> bytes | None:
         """The request with the reasoning this proxy made restored, or None when none is."""

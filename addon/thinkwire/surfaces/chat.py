@@ -19,6 +19,7 @@ from ..sse import Event, dumps, encode
 
 NAME = "chat"
 SHAPE = "'choices' list"
+STREAM_TYPE = "text/event-stream"
 BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
 _NATIVE = ("reasoning_content", "reasoning")
 _CONTENT_KEY = key_pattern("content")

@@ -39,6 +39,7 @@ from ..sse import Event, dumps, encode
 
 NAME = "messages"
 SHAPE = "'content' block list (type 'message') or message_start/content_block events"
+STREAM_TYPE = "text/event-stream"
 
 _NATIVE = ("thinking", "redacted_thinking")
 _STREAM_TYPES = frozenset({

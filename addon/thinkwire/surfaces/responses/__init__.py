@@ -48,6 +48,7 @@ from .stream import StreamRewriter, _learn  # noqa: F401  (streams)
 
 NAME = "responses"
 SHAPE = "'output' item list (object 'response') or response.* events"
+STREAM_TYPE = "text/event-stream"
 
 _NOT_AN_ID = frozenset({"input_items", "cancel", "input_tokens", "compact"})
 

@@ -1,0 +1,366 @@
+"""Ollama's native API (`/api/chat`, `/api/generate`): reasoning goes to `thinking`.
+
+Chat responses carry the text in `message.content`, generate responses in `response`; Ollama
+puts the reasoning of a model whose template reads it in `message.thinking` / `thinking`, and
+leaves any other model's `<think>...</think>` inline. Bodies are one JSON object; streams are
+NDJSON (`application/x-ndjson`), one object per line, the last with `"done": true` and the
+timings. Each line whose text the splitter changes becomes a line per run of reasoning or
+answer, in order, the last of them the original line with its text replaced (so the final line
+keeps its timings and counts); every other line goes out as its original bytes. Lines this
+rewrite writes are encoded as Ollama's Go server encodes JSON (`<`, `>`, `&` escaped), so a
+rewritten stream reads byte for byte like one from a model Ollama splits itself.
+
+The way back (`restore_request`, with `FlowContext.native_thinking` from the server's
+/api/show, see thinkwire.capabilities): for a model whose template does not read thinking,
+Ollama would drop an assistant turn's `thinking` and refuse a truthy `think` (400 "does not
+support thinking"); thinkwire puts the thinking back inline, as the model wrote it, and takes
+`think` out (the client still gets the thinking, from the tags). A model that thinks natively,
+or one whose capabilities are not known, gets the request as it came.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from json.decoder import scanstring
+
+from ..context import FlowContext
+from ..fastpath import OUT, key_pattern, learn_literal, literal_body, slot_text, text_slot
+from ..ndjson import NDJSONParser
+from ..splitter import CONTENT, Splitter
+from ..sse import Event, dumps
+from . import event_object
+from .chat import BLOCK_JOIN, _Choice as _TextState
+
+NAME = "ollama"
+SHAPE = "'message' or 'response' next to a 'done' flag"
+STREAM_TYPE = "application/x-ndjson"
+PATHS = ("/api/chat", "/api/generate")
+_THINK = "thinking"
+_CREATED = key_pattern("created_at")
+
+
+def matches(path: str) -> bool:
+    return path.split("?", 1)[0].rstrip("/").endswith(PATHS)
+
+
+def looks_like(obj: dict) -> bool:
+    return isinstance(obj.get("done"), bool) and (isinstance(obj.get("message"), dict)
+                                                  or isinstance(obj.get("response"), str))
+
+
+def _slot(obj: dict) -> tuple[dict, str] | None:
+    """Where a response object's text lives: (the dict that holds it, its key), chat or generate."""
+    message = obj.get("message")
+    if isinstance(message, dict):
+        return message, "content"
+    if isinstance(obj.get("response"), str):
+        return obj, "response"
+    return None
+
+
+def _native(holder: dict) -> bool:
+    value = holder.get(_THINK)
+    return isinstance(value, str) and bool(value)
+
+
+# -- JSON as Ollama writes it -----------------------------------------------------------------
+_GO = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_GO_BYTES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"),
+             ("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
+
+
+def go_json(obj: object) -> str:
+    """Compact JSON as Go's encoding/json writes it: HTML characters and the two line separators
+    escaped. (Those characters occur in JSON text only inside strings, where the escape is the
+    same character.)"""
+    return dumps(obj).translate(_GO)
+
+
+def _go_body(body: bytes) -> bytes:
+    """A string literal's body (bytes) with the escapes go_json writes."""
+    for raw, esc in _GO_BYTES:
+        if raw in body:
+            body = body.replace(raw, esc)
+    return body
+
+
+def _with_text(holder: dict, key: str, content: str, reasoning: str) -> dict:
+    """The holder with `key` set to `content` and, when there is reasoning, `thinking` right after
+    it (Ollama's field order: `content` / `response`, then `thinking`)."""
+    out = {}
+    for k, v in holder.items():
+        if k == _THINK:
+            continue
+        out[k] = v
+        if k == key:
+            out[k] = content
+            if reasoning:
+                out[_THINK] = reasoning
+    return out
+
+
+def _replace(obj: dict, holder: dict, new: dict) -> dict:
+    if holder is obj:
+        return new
+    return dict(obj, message=new)
+
+
+# -- whole bodies ---------------------------------------------------------------------------
+def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
+    """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON. A body
+    of several NDJSON lines (a stream some servers send as `application/json`) is rewritten line
+    by line, as a stream."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        if not _lines_of_objects(data):
+            raise
+        return _rewrite_lines(data, ctx)
+    if not isinstance(obj, dict):
+        return None
+    slot = _slot(obj)
+    if slot is None:
+        return None
+    holder, key = slot
+    text = holder.get(key)
+    if not isinstance(text, str) or not text:
+        return None
+    if _native(holder):
+        ctx.stats.native = True
+        return None
+    result = ctx.split(text, obj.get("model"))
+    if len(result.pieces) <= 1 and not result.reasoning and result.content == text:
+        return None
+    new = _with_text(holder, key, result.content, BLOCK_JOIN.join(result.reasoning))
+    return go_json(_replace(obj, holder, new)).encode("utf-8", OUT)
+
+
+def _lines_of_objects(data: bytes) -> bool:
+    first = data.lstrip().split(b"\n", 1)[0]
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and looks_like(obj) and b"\n" in data.strip()
+
+
+def _rewrite_lines(data: bytes, ctx: FlowContext) -> bytes | None:
+    parser, rw = NDJSONParser(), StreamRewriter(ctx, fast=False)
+    out: list[bytes] = []
+    for ev in parser.feed(data) + parser.finish():
+        out += rw.on_event(ev)
+    out += rw.finish()
+    new = b"".join(out)
+    return None if new == data else new
+
+
+# -- streams --------------------------------------------------------------------------------
+class StreamRewriter:
+    """One NDJSON stream. `on_event` for each line; `finish` at the end; `abort` on failure;
+    `on_chunk` the byte fast path for a token line shaped like the last one."""
+
+    def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
+        self.ctx = ctx
+        self.fast = fast
+        self.state: _TextState | None = None   # the splitter and block bookkeeping (chat's)
+        self.last: tuple[dict, dict, str] | None = None   # the last text line: (obj, holder, key)
+        self.eol = b"\n"
+        self._shape: tuple | None = None       # (the compiled line pattern, the bytes for reasoning)
+
+    def _state(self, model: object) -> _TextState:
+        if self.state is None:
+            self.state = _TextState(self.ctx.splitter(model))
+        return self.state
+
+    # -- the full path --------------------------------------------------------------------
+    def on_event(self, ev: Event) -> list[bytes]:
+        if ev.data is None:
+            return [ev.raw]                 # a blank line
+        obj = event_object(ev.data, self.ctx)
+        if obj is None:
+            return [ev.raw]
+        slot = _slot(obj)
+        if slot is None:
+            # An error line ({"error": ...}) ends a stream: what is held goes out before it.
+            return (self.flush() if "error" in obj else []) + [ev.raw]
+        holder, key = slot
+        st = self._state(obj.get("model"))
+        if st.native or st.done:
+            return [ev.raw]
+        if _native(holder):
+            # The upstream reasons natively: from here the stream passes as it is.
+            held = self.flush()
+            st.native = True
+            self.ctx.stats.native = True
+            return held + [ev.raw]
+        self.last, self.eol = (obj, holder, key), ev.eol
+        text = holder.get(key)
+        text = text if isinstance(text, str) else ""
+        pieces = st.splitter.feed(text) if text else []
+        if obj.get("done") is True:
+            pieces += st.splitter.finish()
+            st.done = True
+        if self.fast:   # (a line the shape took and sent here keeps it: nothing new to learn)
+            shape = self._shape
+            if shape is None or shape[0](ev.raw) is None:
+                self._shape = self._learn(ev, obj, holder, key, text)
+        runs = st.runs(pieces)
+        if not runs:
+            if not text:
+                return [ev.raw]
+            runs = [(CONTENT, "")]          # all of it held back for now
+        elif len(runs) == 1 and runs[0] == (CONTENT, text):
+            return [ev.raw]                 # answer text as it came: the original bytes go out
+        out = [self._line(self._standalone(obj, holder, key, kind, t)) for kind, t in runs[:-1]]
+        kind, t = runs[-1]
+        new = _with_text(holder, key, t if kind == CONTENT else "", t if kind != CONTENT else "")
+        out.append(self._line(_replace(obj, holder, new)))
+        return out
+
+    def _standalone(self, obj: dict, holder: dict, key: str, kind: int, text: str) -> dict:
+        """A line of its own for one run: the fields before the text (model, created_at ...), the
+        text, `done: false`, as Ollama writes a token line."""
+        out: dict = {}
+        for k, v in obj.items():
+            if k in ("message", "response"):
+                break
+            out[k] = v
+        reasoning = text if kind != CONTENT else ""
+        text = text if kind == CONTENT else ""
+        if holder is obj:
+            out.update(_with_text({key: ""}, key, text, reasoning))
+        else:
+            out["message"] = _with_text({"role": holder.get("role", "assistant"), key: ""}, key, text, reasoning)
+        out["done"] = False
+        return out
+
+    def _line(self, obj: dict) -> bytes:
+        return go_json(obj).encode("utf-8", OUT) + self.eol
+
+    def flush(self) -> list[bytes]:
+        """Text still held, as lines of its own (at the end, or before an error line)."""
+        st = self.state
+        if st is None or self.last is None or st.native or st.done:
+            return []
+        st.done = True
+        obj, holder, key = self.last
+        return [self._line(self._standalone(obj, holder, key, kind, text))
+                for kind, text in st.runs(st.splitter.finish())]
+
+    finish = flush
+    abort = flush
+
+    # -- the byte fast path (thinkwire.fastpath) --------------------------------------------
+    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
+        """A token line shaped like the last one, read without a JSON parse: its text decided by
+        the splitter's plain step; the original bytes (answer) or the same line with the text
+        moved to `thinking` (reasoning). None: the full path decides."""
+        shape, st = self._shape, self.state
+        if shape is None or st is None or st.native or st.done:
+            return None
+        m = shape[0](chunk)
+        if m is None:
+            return None
+        got = slot_text(m, 1, st.splitter.rules)
+        if got is None:
+            return None
+        piece = st.splitter.plain(got[0])
+        if piece is None:
+            return None
+        if piece[0] == CONTENT:
+            return [chunk]
+        text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
+        g = 1 if m[1] is not None else 2
+        return [b"".join((chunk[:m.start(g)], shape[1], _go_body(literal_body(text, got)), chunk[m.end(g):]))]
+
+    def _learn(self, ev: Event, obj: dict, holder: dict, key: str, text: str) -> tuple | None:
+        """For a plain token line (text, no thinking, not done) framed as this rewrite writes lines:
+        the pattern of a line that differs only in its text and its `created_at`."""
+        data = ev.data
+        # Only a line written as go_json writes it: then the byte path's output, the same bytes
+        # with the text moved, is what the full path builds.
+        if (not text or obj.get("done") is not False or _THINK in holder or ev.eol != b"\n"
+                or ev.raw[:-1] != data.encode("utf-8", OUT) or go_json(obj) != data):   # type: ignore[union-attr]
+            return None
+        read = (lambda o: o["message"]["content"]) if holder is not obj else (lambda o: o["response"])
+        shape = learn_literal(data, key_pattern(key), text, read)   # type: ignore[arg-type]
+        if shape is None:
+            return None
+        before, after = shape
+        m = _CREATED.search(before)
+        if m is not None:   # created_at changes every line: any string literal there
+            try:
+                end = scanstring(before, m.end())[1]
+            except ValueError:
+                return None
+            head = (before[:m.end() - 1], before[end:])
+        else:
+            head = (before,)
+        rules = self.state.splitter.rules   # type: ignore[union-attr]
+        return _pattern(tuple(h.encode("utf-8", OUT) for h in head), after.encode("utf-8", OUT), rules), b'","thinking":"'
+
+
+_TIMESTAMP = rb'"[-0-9A-Za-z:.+]*"'   # created_at, RFC 3339 as Go writes it
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(head: tuple[bytes, ...], after: bytes, rules) -> object:
+    """The fullmatch of a token line: `head` around the created_at literal, the text slot
+    (thinkwire.fastpath.text_slot: groups 1 and 2), `after`, the line end. Compiled once per
+    shape and process: a server sends the same bytes around every token of a model."""
+    rx = _TIMESTAMP.join(re.escape(h) for h in head) + text_slot(rules) + re.escape(after) + b"\n"
+    return re.compile(rx, re.S).fullmatch
+
+
+# -- the way back ---------------------------------------------------------------------------
+def wants_capabilities(request: dict | None) -> bool:
+    """Whether the way back depends on the model's capabilities: the request asks for thinking
+    (`think` truthy), or sends an assistant turn's thinking back."""
+    if not isinstance(request, dict):
+        return False
+    if _asks_thinking(request):
+        return True
+    messages = request.get("messages")
+    return isinstance(messages, list) and any(
+        isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get(_THINK), str) and m[_THINK]
+        for m in messages)
+
+
+def _asks_thinking(request: dict) -> bool:
+    think = request.get("think")
+    return think is True or isinstance(think, str) and think != ""
+
+
+def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
+    """The request as an upstream whose model cannot think natively (`ctx.native_thinking` is
+    False) takes it: `think` removed (Ollama would answer 400; thinkwire gives the thinking from
+    the tags), and each assistant turn's `thinking` restored inline in front of its content
+    (`think_restore`: inline, drop or keep). Any other request goes as it came (None)."""
+    request = ctx.request
+    if ctx.native_thinking is not False or not isinstance(request, dict):
+        return None
+    obj = dict(request)   # (ctx.request stays the client's: the response reads its `think`)
+    changed = _asks_thinking(obj)
+    if changed:
+        del obj["think"]
+    how = ctx.settings.restore
+    messages = obj.get("messages")
+    if how != "keep" and isinstance(messages, list):
+        pair = ctx.rules().pairs[0]
+        new, n = [], 0
+        for m in messages:
+            if isinstance(m, dict) and m.get("role") == "assistant" and _THINK in m:
+                m = dict(m)
+                thinking = m.pop(_THINK)
+                if isinstance(thinking, str) and thinking:
+                    n += 1
+                    if how == "inline":
+                        content = m.get("content")
+                        m["content"] = f"{pair.open}{thinking}{pair.close}" + (content if isinstance(content, str) else "")
+                changed = True
+            new.append(m)
+        obj["messages"] = new
+        ctx.stats.restored += n
+    return dumps(obj).encode("utf-8", OUT) if changed else None

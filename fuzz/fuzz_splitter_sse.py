@@ -59,8 +59,9 @@ def _check_splitter(fdp, text: str, trim: str) -> None:
         # Only markup goes: as many characters as the tags it removed, and every kept
         # character in the input's order.
         assert len(text) - len(kept) == whole.markup_chars, "text lost or added"
-    else:  # trimming may remove whitespace too, and nothing else
-        assert len(kept) + whole.markup_chars <= len(text), "text added"
+    else:  # trimming may remove whitespace too, and put line breaks between words; nothing else
+        assert len(kept) - whole.added_chars + whole.markup_chars <= len(text), "text added"
+        assert kept.count("\n") >= whole.added_chars
     split_text(text, rules)  # the whole-body path never raises either
 
 

@@ -377,6 +377,11 @@ def test_nothing_lost_with_trimming_only_whitespace_differs(text):
     kept, _ = _markup_free(text, Rules(PAIRS, trim=False))
     trimmed, _ = _markup_free(text, RULES)
     assert re.sub(r"\s", "", kept) == re.sub(r"\s", "", trimmed)
+    # What trimming adds is the line breaks it counts, between text that would run together.
+    s = Splitter(RULES)
+    out = "".join(v for k, v in s.feed(text) + s.finish() if k != END)
+    assert len(out) - s.added_chars + s.markup_chars <= len(text)
+    assert s.added_chars == 0 or "\n" in out
 
 
 def _is_subsequence(small, big):

@@ -197,6 +197,7 @@ class Splitter:
 
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
+        "_gap_added", "added_chars",
         "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
         "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
     )
@@ -213,6 +214,7 @@ class Splitter:
         self._ln = Lines()       # line and code state of the text read so far (afresh at each block's edge)
         self._answer_ws = True   # the answer so far is empty or ends in whitespace
         self._gap = ""           # whitespace after a block, kept for the answer's next text (no glued words)
+        self._gap_added = 0      # ... of which line breaks put there (the model wrote no whitespace)
         self._seen_tag = inside  # a block was opened or closed: a stray closing tag no longer counts
         # Starting inside, until the block closes: an opening tag written anyway is dropped.
         self._lead_open = inside
@@ -224,6 +226,7 @@ class Splitter:
         self.reasoning_chars = 0
         self.stray_closes = 0
         self.markup_chars = 0    # characters of tags removed (for accounting: nothing else goes)
+        self.added_chars = 0     # line breaks put between answer text that would run together (trimming)
         # Only whitespace is held, and more whitespace would only be held too (trimming: at the
         # start of the output, or at the end of a reasoning block so far). More whitespace then
         # goes to _ws_more without re-reading what is held: linear in a long whitespace run.
@@ -388,6 +391,7 @@ class Splitter:
             j = i
             while j < n and buf[j] in _WS:
                 j += 1
+            self._ln.read(buf, i, j)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
             if j == n:
                 return -1  # all whitespace so far: dropped
             i = j
@@ -522,7 +526,11 @@ class Splitter:
             if not self._answer_ws:
                 # It goes out in front of the answer's next text, if any; where the model wrote no
                 # whitespace on either side, a line break does (words never run together).
-                self._gap += buf[i:j] if j > i else _SEPARATOR
+                if j > i:
+                    self._gap += buf[i:j]
+                else:
+                    self._gap += _SEPARATOR
+                    self._gap_added += len(_SEPARATOR)
             i = j
             self._skip_ws = False
         pattern = rules._content_re
@@ -563,7 +571,7 @@ class Splitter:
                     self._seen_tag = True
                     self._literal.clear()
                     self._skip_ws = rules.trim
-                    self._gap = ""   # whitespace between two blocks: trimmed
+                    self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
                     self._ln.reset()
                     self._ahead = (None, -1)
                     self.blocks += 1
@@ -608,9 +616,10 @@ class Splitter:
             hold = _partial_tag_len(buf[cut:], rules._strip_prefixes, rules._longest) if rules._strip else 0
             self._observe(buf, cut, n - hold)
             cut = n - hold
-        if not final and self._at_start and rules.trim and not kept and buf[rest_start:cut].strip(_WS) == "":
+        if not final and self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "" and not any(
+                p.strip(_WS) for p in kept):   # (at the start no gap is kept: the answer is empty)
             # Only whitespace so far: wait, it is dropped if a block opens next.
-            self._held = buf[rest_start:]
+            self._held = "".join(kept) + buf[rest_start:]
             self._ws_hold = cut == n and bool(self._held) and not rules._ws_lead
             return -1
         self._emit_kept(kept, out, buf[rest_start:cut])
@@ -646,7 +655,7 @@ class Splitter:
             self._ws_hold = bool(self._held) and not self.rules._ws_lead
             self._skip_ws = True
             return -1
-        kept.append((buf[end:k] or _SEPARATOR,))
+        kept.append((buf[end:k], 0) if k > end else (_SEPARATOR, len(_SEPARATOR)))
         return k
 
     def _opening_counts(self, tag: str) -> bool:
@@ -683,12 +692,14 @@ class Splitter:
             kept.append(rest)
         if not kept:
             return
-        gap = kept.pop()[0] if isinstance(kept[-1], tuple) else None
+        gap = kept.pop() if isinstance(kept[-1], tuple) else None
+        self.added_chars += sum(p[1] for p in kept if isinstance(p, tuple))
         text = "".join(p if isinstance(p, str) else p[0] for p in kept)
         kept.clear()
         self._emit_content(text, out, before_block)
         if gap is not None and not before_block:
-            self._gap += gap
+            self._gap += gap[0]
+            self._gap_added += gap[1]
 
     def _emit_content(self, text: str, out: list, before_block: bool) -> None:
         if not text:
@@ -700,7 +711,8 @@ class Splitter:
                 self._at_start = False
         if self._gap:
             text = self._gap + text
-            self._gap = ""
+            self.added_chars += self._gap_added
+            self._gap, self._gap_added = "", 0
         self._answer_ws = text[-1] in _WS
         if out and out[-1][0] == CONTENT:
             out[-1] = (CONTENT, out[-1][1] + text)

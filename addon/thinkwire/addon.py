@@ -10,6 +10,7 @@ from mitmproxy import ctx, exceptions, http
 
 from . import bodies, contentview, engine
 from .context import FlowContext
+from .learning import Learner
 from .marks import LazySealer
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
@@ -41,6 +42,7 @@ class ThinkWire:
         self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
         self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
+        self.learner = Learner()               # models learned to start inside (think_learn)
 
     # -- options ----------------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -108,13 +110,16 @@ class ThinkWire:
             return None
         return engine.surface_for_path(flow.request.path, self.settings)
 
-    def _context(self, flow: http.HTTPFlow) -> FlowContext:
+    def _context(self, flow: http.HTTPFlow, surface) -> FlowContext:
         # The request as the `request` hook parsed it (once per flow: bodies of long agent
         # sessions are large); parsed here for flows that did not pass it (replays, GET).
         request = self._requests.get(flow.id, _UNSEEN)
         if request is _UNSEEN:
             request = engine.parse_request(flow.request.get_content(strict=False))
-        return engine.new_context(self.settings, request, self.sealer)
+        r = flow.request
+        return engine.new_context(self.settings, request, self.sealer, surface=surface.NAME,
+                                  learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
+                                  upstream=f"{r.scheme}://{r.host}:{r.port}")
 
     @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
@@ -148,7 +153,7 @@ class ThinkWire:
         if surface is None or not engine.is_event_stream(flow.response.headers.get("content-type")):
             return
         encoding = flow.response.headers.get("content-encoding")
-        fctx = self._context(flow)
+        fctx = self._context(flow, surface)
         try:
             decoder = decoder_for(encoding)
         except Exception:  # an encoding we cannot decode: stream it on as it comes
@@ -188,7 +193,7 @@ class ThinkWire:
         surface = self._surface(flow)
         if surface is None or engine.is_event_stream(flow.response.headers.get("content-type")):
             return
-        fctx = self._context(flow)
+        fctx = self._context(flow, surface)
         try:
             body = flow.response.get_content(strict=True)
             new = surface.rewrite_body(body, fctx) if body else None
@@ -226,6 +231,9 @@ class ThinkWire:
         """One comment, marker and INFO line per handled flow; never any body text."""
         stats = fctx.stats
         restored = flow.metadata.get(RESTORED_KEY, 0)
+        learned = None if fell_back else fctx.learn()
+        if learned:
+            log.info("thinkwire: %s", learned)
         profile = fctx.profile.name
         if fell_back:
             summary = f"thinkwire {surface}: passed through unchanged ({fell_back})"
@@ -239,6 +247,8 @@ class ThinkWire:
                 summary += (f"; a closing tag with no opening tag was removed: if model {fctx.model!r} "
                             "opens its reasoning in the prompt, add a profile with starts_inside: true "
                             "to tagsets.yaml")
+            if fctx.inside_because == "learned":
+                summary += "; started inside the reasoning block (learned of this model)"
             if stats.malformed_events:
                 summary += f"; {stats.malformed_events} malformed event(s) passed unchanged"
             if stats.broken:

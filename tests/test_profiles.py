@@ -140,7 +140,8 @@ def test_real_served_names_get_their_profile(name, profile):
     ("deepseek*", "deepseek-r1", True), ("deep*", "deepseek-r1", False),   # a prefix that cuts a word
     ("*qwen3*thinking*", "qwen3thinking", True), ("my-model", "My-Model", True), ("my-model", "my-model-2", False),
     ("deepseek-r1:[0-9]*b", "deepseek-r1:671b", True), ("qwen3-?b", "qwen3-8b", True), ("[!x]*", "abc", True),
-    ("a[*]b", "a*b", True), ("a[", "a[", True), ("*", "anything/at:all", True),
+    ("a[*]b", "a*b", True), ("a[", "a[", True), ("*", "anything/at:all", True), ("[]a]x", "]x", True),
+    ("[^a]b", "^b", True), ("[a&&b]", "&", True),
 ])
 def test_a_star_never_cuts_into_a_word_or_a_number(glob, name, matches):
     assert bool(tagsets.models_pattern((glob,)).match(name.lower())) is matches
@@ -258,6 +259,18 @@ def test_an_alias_the_request_sends_takes_the_profile_the_response_names():
     assert (ctx.profile.name, ctx.model) == ("deepseek-r1", "a")
 
 
+def test_messages_and_responses_streams_read_the_model_their_first_event_names():
+    ctx = M.ctx_for({"model": "local-model"}, surface="messages")
+    out, _ = M.run_stream(M.stream(M.text("plan", "</think>", "answer"), model="deepseek-r1"), ctx=ctx)
+    assert blocks_of(M.sdk_stream(out)) == [("thinking", "plan"), ("text", "answer")]
+    events = R.upstream_events([R.msg(["plan", "</think>", "answer"])])
+    for e in events:
+        if "response" in e:
+            e["response"] = dict(e["response"], model="deepseek-r1")
+    out, _ = R.run_stream(R.sse_bytes(events), ctx=make_ctx({"model": "local-model"}, surface="responses"))
+    assert R.shape(R.sdk_final(out).to_dict()["output"]) == [("reasoning", "plan"), ("message", "answer")]
+
+
 def test_the_request_names_the_profile_when_it_matches_one():
     ctx = make_ctx({"model": "qwq-32b"}, surface="chat")
     assert chat_stream({}, ["plan</think>answer"], model="Qwen/Qwen3-8B", ctx=ctx) == ("plan", "answer")
@@ -301,6 +314,8 @@ def test_a_template_without_a_switch_thinks_whatever_the_request_says(model):
     ({"chat_template_kwargs": {"reasoning_effort": "low"}}, ("reasoning_effort",), True),
     ({"chat_template_kwargs": {"enable_thinking": True}, "reasoning_effort": "none"}, ("enable_thinking",), True),
     ({"output_config": {"effort": "none"}}, None, False), ({"chat_template_kwargs": {"enable_thinking": True}}, (), None),
+    ({"chat_template_kwargs": {"enable_thinking": "maybe", "thinking": "enabled"}}, None, True),
+    ({"chat_template_kwargs": {"enable_thinking": 1}}, None, None), (None, None, None),
 ])
 def test_thinking_switch_reads_only_the_names_a_template_reads(request_body, names, switch):
     assert thinking_switch(request_body, names) is switch

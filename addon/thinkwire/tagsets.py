@@ -47,14 +47,13 @@ class Profile:
     # thinking_mode, reasoning_effort ...); None: every switch thinkwire knows counts.
     switches: tuple[str, ...] | None = None
     declared: tuple[TagPair, ...] = ()   # the pairs the profile names itself, if any (display, tests)
-    _pattern: re.Pattern | None = field(default=None, repr=False, compare=False)
+    _pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self._pattern is None:
-            object.__setattr__(self, "_pattern", models_pattern(self.models))
+        object.__setattr__(self, "_pattern", models_pattern(self.models))
 
     def matches(self, model: str) -> bool:
-        return self._pattern.match(model.lower()) is not None   # type: ignore[union-attr]
+        return self._pattern.match(model.lower()) is not None
 
 
 # Where two characters of a name meet, a word or a number goes on: both letters, or both digits.

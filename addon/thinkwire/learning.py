@@ -17,6 +17,7 @@ from collections import OrderedDict
 
 EVIDENCE = 2
 SIZE = 1024
+LONGEST = 256   # longer model names are not kept (a client's name, not a server's)
 
 
 class Learner:
@@ -37,7 +38,7 @@ class Learner:
         """A response of `model` that started where the learner said: `stray`, it had a closing
         tag with no opening tag; `answered`, it was an answer given complete with no tag at all.
         A message for the log when the model is learned or forgotten, else None."""
-        if not isinstance(model, str) or not model:
+        if not isinstance(model, str) or not model or len(model) > LONGEST:
             return None
         key = (upstream, model)
         n = self._strays.get(key, 0)

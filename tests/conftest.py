@@ -37,9 +37,11 @@ def _settings(values, env) -> Settings:
     return Settings.from_values({k if k.startswith("think_") else f"think_{k}": v for k, v in values})
 
 
-def make_ctx(request: dict | None = None, sealer=None, **values) -> FlowContext:
+def make_ctx(request: dict | None = None, sealer=None, surface: str | None = None, learner=None,
+             **values) -> FlowContext:
     from thinkwire import engine
-    return engine.new_context(make_settings(**values), request, sealer)
+    return engine.new_context(make_settings(**values), request, sealer, surface=surface, learner=learner,
+                              upstream="http://upstream:8000" if learner is not None else None)
 
 
 def corpus_files(prefix: str) -> list[Path]:

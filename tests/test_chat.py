@@ -148,10 +148,10 @@ def test_body_every_choice_is_split():
     assert [c["message"]["reasoning_content"] for c in out["choices"]] == ["a", "b"]
 
 
-def test_body_closing_tag_only_is_removed_as_in_a_stream():
+def test_body_closing_tag_only_makes_the_text_before_it_reasoning_for_any_model():
     ctx = make_ctx()
     msg = message_of(chat.rewrite_body(body("thought.</think>Hi!"), ctx))
-    assert "reasoning_content" not in msg and msg["content"] == "thought.\nHi!"   # (no glued words)
+    assert msg["reasoning_content"] == "thought." and msg["content"] == "Hi!"
     assert ctx.stats.stray_closes == 1   # the log line suggests a profile that starts inside
 
 

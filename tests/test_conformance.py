@@ -111,6 +111,14 @@ def settings_for(case: dict) -> tuple[dict, dict]:
     return request, values
 
 
+def finish_of(case: dict) -> str:
+    """How the output ended, for the response that carries it: cut off at the token limit where the
+    peer's test says the output was truncated (partial parses, a test named for truncation), else
+    complete (`finish_reason: stop`), as most outputs are."""
+    cut = case.get("partial") or "truncat" in case["id"].lower() or "truncat" in str(case.get("test", "")).lower()
+    return runs.LENGTH if cut else runs.STOP
+
+
 # -- what the peer's test asserts ----------------------------------------------------------------------
 def expectations(case: dict) -> dict[str, tuple]:
     """mode -> (reasoning, content) the peer's test asserts; None where it leaves a field unchecked.
@@ -308,7 +316,7 @@ def test_case_ids_are_unique():
 def test_every_surface_gives_the_stored_result_as_body_and_stream(case):
     request, values = settings_for(case)
     cuts = runs.chunkings(case["output"], case["id"], case.get("chunks"))
-    RESULTS.check(case["id"], runs.observe(case["output"], request, values, cuts))
+    RESULTS.check(case["id"], runs.observe(case["output"], request, values, cuts, finish_of(case)))
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

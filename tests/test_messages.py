@@ -479,7 +479,7 @@ def test_stream_surface_failure_falls_back_to_the_original_bytes():
 def test_stream_model_from_message_start_picks_the_profile(tmp_path):
     ts = tmp_path / "t.yaml"
     ts.write_text("default:\n  pairs:\n    - ['<think>', '</think>']\nprofiles:\n"
-                  "  - name: r1\n    models: ['deep*']\n    starts_inside: true\n")
+                  "  - name: r1\n    models: ['deepseek*']\n    starts_inside: true\n")
     out, _ = run_stream(stream(text("plan</think>go"), tool(), text("done"), model="deepseek-r1"),
                         tagsets=str(ts))
     assert sdk_stream(out)["content"][:2] == [{"type": "thinking", "thinking": "plan"},

@@ -16,7 +16,7 @@ from support.ollama import (METRICS, body_of, chat_objs, created_at, generate_ob
                             stream_bytes, tool_call)
 from thinkwire import engine
 from thinkwire.capabilities import Capabilities, show_url, thinks
-from thinkwire.context import thinking_switch
+from thinkwire.request import thinking_switch
 from thinkwire.ndjson import NDJSONParser
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import ollama
@@ -243,11 +243,15 @@ def test_think_is_the_thinking_switch(think, want):
     assert thinking_switch({"model": "m", "think": think}) is want
 
 
-def test_think_false_never_starts_inside():
-    """deepseek-r1 opens the block in the prompt; with think false the template closed it."""
+def test_think_false_never_starts_inside_where_the_template_reads_it():
+    """Qwen3.5's template reads the switch and thinks by default: with think false it closed the
+    block in the prompt. DeepSeek-R1's template opens the block whatever the request says (it has
+    no switch), so its output starts inside all the same."""
+    objs = chat_objs("qwen3.5:27b", ["Sure", "</think>", "Here"])
+    assert seen(run(objs, {"model": "qwen3.5:27b"})) == ("Sure", "Here")
+    assert seen(run(objs, {"model": "qwen3.5:27b", "think": False})) == ("", "Sure\nHere")
     objs = chat_objs("deepseek-r1:8b", ["Sure", "</think>", "Here"])
-    assert seen(run(objs, {"model": "deepseek-r1:8b"})) == ("Sure", "Here")
-    assert seen(run(objs, {"model": "deepseek-r1:8b", "think": False})) == ("", "Sure\nHere")
+    assert seen(run(objs, {"model": "deepseek-r1:8b", "think": False})) == ("Sure", "Here")
 
 
 def test_think_true_starts_inside_for_a_model_that_opens_the_block_when_asked():

@@ -54,6 +54,20 @@ ARGUED: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
         "body": (("first", "second"), "mid\nend"),
         "stream": (("first", "second"), "mid\nend"),
     },
+    # A stream cannot take back what it sent as answer before the closing tag came (the body is right).
+    "wild/ollama-18288/gemma4-orphan-channel-close": {
+        "stream": ((), "1.  WHERE - `manic_miner.html`, line 90\n    WHAT - Replace line 90 with a corrected version "
+                       "that removes the redundant `}` …\n    WHY - To fix the `SyntaxError: missing ) after argument "
+                       "list` …\n\n"),
+    },
+    # A tool call stays in the answer as the model wrote it, header and `<|call|>` included, for a
+    # tool parser (the collection checks only that it is there: `match: contains`).
+    "wild/mlxcel-654/gpt-oss-commentary-tool-call": {
+        "body": (("Need to read /etc/hosts and summarize it. Use read_file.",),
+                 '<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{"path":"/etc/hosts"}<|call|>'),
+        "stream": (("Need to read /etc/hosts and summarize it. Use read_file.",),
+                   '<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{"path":"/etc/hosts"}<|call|>'),
+    },
     # A tag after a space in the middle of a line is prose naming it, after a block too.
     "wild/mtplx-149/longer-alias-split-after-close": {
         "body": (("R1",), "V1 <reasoning>SECRET</reasoning> V2"),
@@ -69,14 +83,6 @@ def _wrong(cause: str, ids: list[str], modes=("body", "stream")) -> None:
     for i in ids:
         XFAIL.setdefault(i, {}).update({m: cause for m in modes})
 
-
-_wrong("gpt-oss: a header with a content-type hint (`<|channel|>final <|constrain|>JSON<|message|>`, "
-       "`<|channel|>commentary to=...`) and `<|call|>` stay in the answer",
-       ["wild/vllm-28000/gpt-oss-final-with-constrain", "wild/mlxcel-654/gpt-oss-commentary-tool-call"])
-_wrong("the gemma-4 profile's pairs replace the default pairs: `<think>` is not split for Gemma 4",
-       ["wild/zoo-code-324/gemma4-nested-thought-in-think"])
-_wrong("a stray `<channel|>` (the template opened the thought channel) is removed; the reasoning before it stays answer",
-       ["wild/ollama-18288/gemma4-orphan-channel-close"])
 
 
 def request_of(case: dict) -> tuple[dict, dict]:
@@ -148,8 +154,11 @@ def test_stream_at_any_chunking(case):
 def test_the_readme_counts_the_cases_thinkwire_gets_right():
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     right = len(CASES) - len(XFAIL) - len(ARGUED)
-    assert (f"{right} do today, {len(ARGUED)} split otherwise on purpose (argued in \"Real outputs that split "
-            f"otherwise\"), and the other {len(XFAIL)} are strict expected failures") in " ".join(readme.split())
+    said = (f"{right} do today, and {len(ARGUED)} split otherwise on purpose (argued in \"Real outputs that split "
+            f"otherwise\"); none is left as a strict expected failure" if not XFAIL else
+            f"{right} do today, {len(ARGUED)} split otherwise on purpose (argued in \"Real outputs that split "
+            f"otherwise\"), and the other {len(XFAIL)} are strict expected failures")
+    assert said in " ".join(readme.split())
     assert f"`ANSWER_END` states it for the {len(ANSWER_END)} cases" in readme
     section = readme.split("## Real outputs that split otherwise", 1)[1].split("\n## ", 1)[0]
     for case_id in ARGUED:

@@ -12,6 +12,7 @@ from mitmproxy import ctx, exceptions, http
 from . import bodies, contentview, engine
 from .capabilities import Capabilities, show_url
 from .context import FlowContext
+from .learning import Learner
 from .marks import LazySealer
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
@@ -59,6 +60,7 @@ class ThinkWire:
         self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
+        self.learner = Learner()               # models learned to start inside (think_learn)
 
     # -- options ----------------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -126,13 +128,16 @@ class ThinkWire:
             return None
         return engine.surface_for_path(flow.request.path, self.settings)
 
-    def _context(self, flow: http.HTTPFlow) -> FlowContext:
+    def _context(self, flow: http.HTTPFlow, surface) -> FlowContext:
         # The request as the `request` hook parsed it (once per flow: bodies of long agent
         # sessions are large); parsed here for flows that did not pass it (replays, GET).
         request = self._requests.get(flow.id, _UNSEEN)
         if request is _UNSEEN:
             request = engine.parse_request(flow.request.get_content(strict=False))
-        return engine.new_context(self.settings, request, self.sealer)
+        r = flow.request
+        return engine.new_context(self.settings, request, self.sealer, surface=surface.NAME,
+                                  learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
+                                  upstream=f"{r.scheme}://{r.host}:{r.port}")
 
     @_guarded
     def request(self, flow: http.HTTPFlow):
@@ -178,7 +183,7 @@ class ThinkWire:
         if surface is None or not engine.is_stream(flow.response.headers.get("content-type"), surface):
             return
         encoding = flow.response.headers.get("content-encoding")
-        fctx = self._context(flow)
+        fctx = self._context(flow, surface)
         try:
             decoder = decoder_for(encoding)
         except Exception:  # an encoding we cannot decode: stream it on as it comes
@@ -230,7 +235,7 @@ class ThinkWire:
         surface = self._surface(flow)
         if surface is None or engine.is_stream(flow.response.headers.get("content-type"), surface):
             return
-        fctx = self._context(flow)
+        fctx = self._context(flow, surface)
         try:
             body = flow.response.get_content(strict=True)
             new = surface.rewrite_body(body, fctx) if body else None
@@ -268,6 +273,9 @@ class ThinkWire:
         """One comment, marker and INFO line per handled flow; never any body text."""
         stats = fctx.stats
         restored = flow.metadata.get(RESTORED_KEY, 0)
+        learned = None if fell_back else fctx.learn()
+        if learned:
+            log.info("thinkwire: %s", learned)
         profile = fctx.profile.name
         if fell_back:
             summary = f"thinkwire {surface}: passed through unchanged ({fell_back})"
@@ -281,6 +289,8 @@ class ThinkWire:
                 summary += (f"; a closing tag with no opening tag was removed: if model {fctx.model!r} "
                             "opens its reasoning in the prompt, add a profile with starts_inside: true "
                             "to tagsets.yaml")
+            if fctx.inside_because == "learned":
+                summary += "; started inside the reasoning block (learned of this model)"
             if stats.malformed_events:
                 summary += f"; {stats.malformed_events} malformed event(s) passed unchanged"
             if stats.broken:

@@ -92,7 +92,7 @@ def rewrite(data: bytes, surface_name: str, settings: Settings, model: str | Non
     _check_surface(surface, data, kind)
     if request is None and model:
         request = {"model": model}
-    ctx = engine.new_context(settings, request, engine.offline_sealer(confdir))
+    ctx = engine.new_context(settings, request, engine.offline_sealer(confdir), surface=surface_name)
     if kind == "json":
         new = surface.rewrite_body(data, ctx)
         return data if new is None else new
@@ -136,10 +136,16 @@ def _cmd_tags(args) -> int:
 
 
 def _print_profile(p) -> None:
-    for pair in p.pairs:
+    for pair in p.declared or p.pairs:
         print(f"  {pair.open}  ...  {pair.close}")
+    if p.declared:
+        print("  and the default pairs")
     if p.starts_inside:
-        print(f"  output starts inside the reasoning block; with no closing tag it is {p.tagless_means}")
+        reads = ("every switch" if p.switches is None else ", ".join(p.switches) if p.switches
+                 else "no switch (it always thinks)")
+        print(f"  output starts inside the reasoning block when thinking is on; the template reads {reads}; "
+              f"a silent request {'thinks' if p.thinking_default else 'does not think'}")
+        print(f"  with no closing tag, a body that does not say how it ended is {p.tagless_means}")
     if p.strip:
         print(f"  removed from the answer: {'  '.join(p.strip)}")
     if p.ends:

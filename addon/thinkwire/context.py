@@ -1,13 +1,21 @@
-"""What one flow's rewrite knows: the settings, the model's profile, the request, the tallies."""
+"""What one flow's rewrite knows: the settings, the model's profile, the request, the tallies,
+and where the model's output starts (inside a reasoning block or in the answer)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .request import prefill, structured, thinking_switch
 from .settings import Settings
-from .splitter import Rules, Split, Splitter, TagPair, split_text
+from .splitter import END, Rules, Split, Splitter, TagPair, merge
 from .tagsets import Profile
+
+# How an output ended, as each surface says it: an answer given in full, or something else (cut
+# off at the token limit, a tool call, a filter). Only a complete answer tells a tagless output
+# of a model that starts inside apart from one cut off while thinking.
+STOP = "stop"
+OTHER = "other"
 
 
 @dataclass
@@ -27,35 +35,79 @@ class Stats:
 @dataclass
 class FlowContext:
     settings: Settings
-    model: str | None = None            # from the request; else the response's first `model`
+    model: str | None = None            # from the request (else the response's first `model`)
     request: dict | None = None         # the parsed request body, when it was JSON
     stats: Stats = field(default_factory=Stats)
     sealer: object | None = None        # marks.Sealer, for thinking signatures / encrypted content
     # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
     # None when not known. The request hook sets it; the Ollama surface's way back reads it.
     native_thinking: bool | None = None
+    surface: str | None = None          # the surface the request came to (what a prefill is)
+    learner: object | None = None       # learning.Learner: models learned to start inside
+    upstream: str | None = None         # where the flow went (the learner's key, with the model)
+    finish: str | None = None           # how the output ended (STOP, OTHER), once a response says
+    # Why the output starts inside a reasoning block: "option", "profile", "learned", "prefill";
+    # None when it starts in the answer.
+    inside_because: str | None = None
+    tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
     _profile: Profile | None = None
     _rules: Rules | None = None
+    _prefill: str | None = None
     _splitters: list = field(default_factory=list)
 
     def rules(self, response_model: object = None) -> Rules:
-        """The flow's splitting rules, from its model's profile and the request's thinking switch."""
+        """The flow's splitting rules: its model's profile (the request's model name, else the
+        response's), and where the output starts (see `_start`)."""
         if self._rules is None:
-            model = self.model or (response_model if isinstance(response_model, str) else None)
-            self.model = model
-            s = self.settings
-            p = self._profile = s.tagsets.profile_for(model)
-            inside = p.starts_inside or s.starts_inside
-            switch = thinking_switch(self.request)
-            if switch is False:
-                inside = False   # thinking turned off: the template closed the block in the prompt
-            elif inside and not s.starts_inside and p.tagless_means == "content" and switch is not True:
-                # Output without a closing tag would be an answer. A stream cannot take back text
-                # it sent as reasoning, so it starts as answer; a closing tag still ends reasoning
-                # (whole bodies: the text before it becomes reasoning).
-                inside = False
+            self._profile = self._pick_profile(response_model)
+            s, p = self.settings, self._profile
+            inside = self._start()
             self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends)
         return self._rules
+
+    def _pick_profile(self, response_model: object) -> Profile:
+        tagsets = self.settings.tagsets
+        answered = response_model if isinstance(response_model, str) and response_model else None
+        p = tagsets.profile_for(self.model)
+        if p is tagsets.default and answered is not None:
+            # An alias the server maps (llama-server's `a`, a client's own name): the response
+            # names the model it ran.
+            by_response = tagsets.profile_for(answered)
+            if by_response is not tagsets.default or self.model is None:
+                self.model = self.model or answered
+                return by_response
+        self.model = self.model or answered
+        return p
+
+    def _start(self) -> bool:
+        """Whether the output starts inside a reasoning block, as the prompt left it. In order:
+        a prefill continues from the state its own text leaves (from the answer: the template
+        adds no generation prompt); a request for structured output is constrained from the
+        first token, so it starts in the answer; a switch that turns thinking off never starts
+        inside; then `think_starts_inside`, the profile (with the switches its template reads,
+        else its default), and what was learned of the model."""
+        s, p, req = self.settings, self._profile, self.request
+        assert p is not None
+        self._prefill = prefill(req, self.surface)
+        self.inside_because = None
+        if self._prefill is not None:
+            sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends))
+            sp.resume(self._prefill)
+            if sp.inside:
+                self.inside_because = "prefill"
+            return False
+        if structured(req):
+            return False
+        switch = thinking_switch(req, None if s.starts_inside else p.switches)
+        if switch is False:
+            return False
+        if s.starts_inside:
+            self.inside_because = "option"
+        elif p.starts_inside and (switch if switch is not None else p.thinking_default):
+            self.inside_because = "profile"
+        elif self.learner is not None and self.learner.inside(self.upstream, self.model):
+            self.inside_because = "learned"
+        return self.inside_because is not None
 
     @property
     def profile(self) -> Profile:
@@ -63,23 +115,62 @@ class FlowContext:
         return self._profile  # type: ignore[return-value]
 
     def splitter(self, response_model: object = None, starts_inside: bool | None = None) -> Splitter:
-        sp = Splitter(self.rules(response_model), starts_inside)
+        """A stream's splitter. starts_inside None: the output's start (prefill included);
+        False: a later text block of the same output (Messages), which starts in the answer."""
+        rules = self.rules(response_model)
+        sp = Splitter(rules, starts_inside)
+        if starts_inside is None and self._prefill is not None:
+            sp.resume(self._prefill)
         self._splitters.append(sp)
         return sp
 
     def split(self, text: str, response_model: object = None, count: bool = True,
-              starts_inside: bool | None = None) -> Split:
+              starts_inside: bool | None = None, finish: str | None = None) -> Split:
+        """A whole text, split. Where the body knows more than a stream of it could, it is used:
+        a closing tag with no opening tag makes the text before it reasoning, for every model;
+        an output that started inside and has no tag at all is an answer when the response says
+        it ended complete (`finish` STOP; unknown: the profile's `tagless_means`)."""
         rules = self.rules(response_model)
-        if starts_inside is not None and starts_inside != rules.starts_inside:
-            rules = _rules(rules.pairs, rules.trim, rules.anywhere, starts_inside, rules.strip, rules.ends)
-        result = split_text(text, rules)
+        first = starts_inside is None
+        inside = rules.starts_inside if first else starts_inside
+        prefilled = first and self._prefill is not None
+        pieces, sp = self._run(text, rules, inside, prefilled)
+        strays, tagged = sp.stray_closes, sp.markup_chars > 0 or sp.stray_closes > 0
+        if strays and not prefilled:
+            # The template opened the block: split again from inside it.
+            pieces = self._run(text, rules, True, False)[0]
+        elif (inside and not (first and self.inside_because == "prefill") and not tagged
+              and _unclosed(pieces) and self._answered(finish)):
+            # No tag at all, and the response ended complete: an answer given without thinking.
+            pieces = self._run(text, rules, False, False)[0]
+        result = Split(pieces, strays)
         if not count:
             return result
+        if finish is not None:
+            self.finish = finish
+        self.tagged |= tagged
         blocks = result.reasoning
-        self.stats.stray_closes += result.stray_closes
+        self.stats.stray_closes += strays
         self.stats.blocks += len(blocks)
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
+
+    def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool) -> tuple[list, Splitter]:
+        sp = Splitter(rules, inside)
+        if prefilled:
+            sp.resume(self._prefill)   # type: ignore[arg-type]
+        return merge(sp.feed(text) + sp.finish()), sp
+
+    def _answered(self, finish: str | None) -> bool:
+        if finish is not None:
+            return finish == STOP
+        return self.profile.tagless_means == "content"
+
+    def ended(self, finish: str | None) -> None:
+        """A stream said how its output ended (the last choice's finish_reason, the stop reason,
+        the final response status)."""
+        if finish is not None:
+            self.finish = finish
 
     def open_mark(self, mark: object) -> tuple[str, TagPair] | None:
         """(text, pair) sealed in `mark` when it is this proxy's (opens with its key), else None."""
@@ -92,52 +183,31 @@ class FlowContext:
             self.stats.blocks += sp.blocks
             self.stats.reasoning_chars += sp.reasoning_chars
             self.stats.stray_closes += sp.stray_closes
+            self.tagged |= sp.markup_chars > 0 or sp.stray_closes > 0
         self._splitters.clear()
         return self.stats
+
+    def learn(self) -> str | None:
+        """Tell the learner what this flow showed about its model (after `tally`): a closing tag
+        with no opening tag in output that started in the answer, or an answer given complete
+        with no tag at all. Only flows whose start nothing but the learner decided count. A
+        message to log when what is known of the model changes."""
+        if self.learner is None or self._rules is None or self._prefill is not None:
+            return None
+        p, req = self._profile, self.request
+        if self.inside_because not in (None, "learned") or thinking_switch(req, p.switches) is False:  # type: ignore[union-attr]
+            return None
+        answered = not self.tagged and self.finish == STOP and not structured(req)
+        return self.learner.observe(self.upstream, self.model, self.stats.stray_closes > 0, answered)  # type: ignore[attr-defined]
+
+
+def _unclosed(pieces: list) -> bool:
+    """Split pieces of an output that started inside and never left its block (one END, last)."""
+    ends = [k for k, _ in pieces if k == END]
+    return len(ends) == 1 and pieces[-1][0] == END
 
 
 @lru_cache(maxsize=256)
 def _rules(pairs, trim, anywhere, starts_inside, strip, ends) -> Rules:
     # Rules compile their patterns: build each distinct set once, not per flow.
     return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends)
-
-
-OLLAMA_THINK_LEVELS = ("low", "medium", "high", "max")   # what Ollama accepts besides a bool
-
-
-def thinking_switch(request: dict | None) -> bool | None:
-    """Whether the request explicitly turns thinking on (True) or off (False); None if silent.
-
-    Read from what servers honour: `chat_template_kwargs.enable_thinking` / `.thinking`
-    (vLLM, SGLang, llama.cpp), top-level `enable_thinking`, Ollama's `think` (a bool, or a level
-    "low" / "medium" / "high" / "max", each of which turns it on), Anthropic's `thinking.type`,
-    and OpenAI's `reasoning_effort` / `reasoning.effort` ("none" turns it off).
-    """
-    if not isinstance(request, dict):
-        return None
-    kwargs = request.get("chat_template_kwargs")
-    if isinstance(kwargs, dict):
-        for key in ("enable_thinking", "thinking"):
-            if isinstance(kwargs.get(key), bool):
-                return kwargs[key]
-        if kwargs.get("thinking_mode") in ("enabled", "disabled"):  # MiniMax-M3
-            return kwargs["thinking_mode"] == "enabled"
-    if isinstance(request.get("enable_thinking"), bool):
-        return request["enable_thinking"]
-    think = request.get("think")
-    if isinstance(think, bool):
-        return think
-    if think in OLLAMA_THINK_LEVELS:
-        return True
-    thinking = request.get("thinking")
-    if isinstance(thinking, bool):
-        return thinking
-    if isinstance(thinking, dict) and isinstance(thinking.get("type"), str):
-        return thinking["type"] != "disabled"
-    effort = request.get("reasoning_effort")
-    reasoning = request.get("reasoning")
-    if effort is None and isinstance(reasoning, dict):
-        effort = reasoning.get("effort")
-    if isinstance(effort, str):
-        return effort != "none"
-    return None

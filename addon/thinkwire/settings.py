@@ -86,6 +86,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("think_tags_anywhere", "off", "Count opening tags anywhere, not only at the start or a line start"),
     _opt("think_starts_inside", "off",
          "Treat every model's output as starting inside a reasoning block (custom model names)"),
+    _opt("think_learn", "on",
+         "Learn which models open their reasoning in the prompt (closing tags with no opening tag) "
+         "and start their later responses inside; in memory only"),
     _opt("think_restore", "inline", "What to do with reasoning this proxy made when a client sends it back",
          "choice", ("inline", "drop", "keep")),
     _opt("think_chat_restore", "keep", "What to do with reasoning_content/reasoning in chat requests",
@@ -112,6 +115,7 @@ class Settings:
     trim: bool
     tags_anywhere: bool
     starts_inside: bool
+    learn: bool
     restore: str
     chat_restore: str
     tagsets: tagsets_mod.Tagsets
@@ -139,7 +143,7 @@ class Settings:
             responses=get("think_responses"), responses_summary=get("think_responses_summary"),
             responses_content=get("think_responses_content"), ollama=get("think_ollama"),
             trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
-            starts_inside=get("think_starts_inside"),
+            starts_inside=get("think_starts_inside"), learn=get("think_learn"),
             restore=get("think_restore"), chat_restore=get("think_chat_restore"),
             tagsets=ts,
         )

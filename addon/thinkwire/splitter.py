@@ -257,6 +257,20 @@ class Splitter:
         self._run(held + text if held else text, out, final=False)
         return out
 
+    @property
+    def inside(self) -> bool:
+        """Inside a reasoning block."""
+        return self._inside
+
+    def resume(self, text: str) -> None:
+        """Go on from the state `text` leaves, without giving it: a prefill the request put at
+        the start of the assistant's turn, which the client already has (its code state and an
+        open block carry over). What it leaves undecided is dropped: a tag cut at the prefill's
+        end is not completed by the output."""
+        self.feed(text)
+        self._take_held()
+        self.reasoning_chars = self.stray_closes = self.markup_chars = 0
+
     def plain(self, text: str) -> tuple[int, str] | None:
         """`feed(text)` for a non-empty text with no character that could start any tag or
         marker of the rules (`Rules.may_hold_tag`; the byte fast path checks that): the one

@@ -6,8 +6,8 @@ THINK_TAGS string. Loading is strict: a problem names the file, the line and wha
 
 from __future__ import annotations
 
-import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,9 @@ SHIPPED = Path(__file__).parent / "tagsets.yaml"
 
 _TOP_KEYS = {"default", "profiles"}
 _DEFAULT_KEYS = {"pairs", "starts_inside", "ends_reasoning"}
-_PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "strip", "ends_reasoning"}
+_PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "thinking_default", "switches",
+                 "strip", "ends_reasoning"}
+_SWITCH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class TagsetError(ValueError):
@@ -30,19 +32,88 @@ class TagsetError(ValueError):
 @dataclass(frozen=True)
 class Profile:
     name: str
-    models: tuple[str, ...]          # case-insensitive globs
-    pairs: tuple[TagPair, ...]
+    models: tuple[str, ...]          # case-insensitive globs, anchored to words (see model_pattern)
+    pairs: tuple[TagPair, ...]       # its own pairs, then the default pairs it does not repeat
     starts_inside: bool = False
-    # With starts_inside, what an output with no closing tag at all means:
-    # "reasoning" (it was all reasoning) or "content" (the model answered without reasoning).
+    # With starts_inside, what an output with no closing tag at all means when the response does
+    # not say how it ended: "reasoning" (cut off while thinking) or "content" (an answer).
     tagless_means: str = "reasoning"
     strip: tuple[str, ...] = ()      # markers that leave the answer (wrappers, channel headers)
     # Markers that end an open reasoning block and stay in the output (tool calls, headers).
     ends: tuple[str, ...] = ()
+    # With starts_inside: whether the template opens the block when the request says nothing.
+    thinking_default: bool = True
+    # The request switches the template reads (template variables: enable_thinking, thinking,
+    # thinking_mode, reasoning_effort ...); None: every switch thinkwire knows counts.
+    switches: tuple[str, ...] | None = None
+    declared: tuple[TagPair, ...] = ()   # the pairs the profile names itself, if any (display, tests)
+    _pattern: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_pattern", models_pattern(self.models))
 
     def matches(self, model: str) -> bool:
-        m = model.lower()
-        return any(fnmatch.fnmatchcase(m, g.lower()) for g in self.models)
+        return self._pattern.match(model.lower()) is not None
+
+
+# Where two characters of a name meet, a word or a number goes on: both letters, or both digits.
+_NOT_IN_A_WORD = r"(?!(?<=[^\W\d_])[^\W\d_]|(?<=\d)\d)"
+
+
+def model_pattern(glob: str) -> str:
+    """A model glob as a regular expression (lower case). `?` and `[...]` are fnmatch's; `*` is
+    any text, but it never cuts into a word or a number of the name: where the text a `*` stands
+    for meets a literal character of the pattern (or, empty, where the two sides meet), the
+    name's letters or digits do not go on across it. So `*step3*` matches `stepfun-ai/step3` and
+    `step3-fp8` but not `qwen-grpo-step3000`, and `*mimo*` matches `xiaomimimo/mimo-7b` but not
+    `mimosa`. (Next to `?` or `[...]` a `*` is fnmatch's.)"""
+    g = glob.lower()
+    items: list[tuple[str, str]] = []   # (kind, regex): "lit", "star", "any" (? and [...])
+    i, n = 0, len(g)
+    while i < n:
+        c = g[i]
+        if c == "*":
+            while i < n and g[i] == "*":
+                i += 1
+            items.append(("star", ""))
+            continue
+        if c == "?":
+            items.append(("any", "."))
+        elif c == "[":
+            j = i + 1
+            if j < n and g[j] == "!":
+                j += 1
+            if j < n and g[j] == "]":
+                j += 1
+            while j < n and g[j] != "]":
+                j += 1
+            if j >= n:
+                items.append(("lit", "\\["))
+            else:
+                body = re.sub(r"([\\\[&~|])", r"\\\1", g[i + 1:j])   # no nested sets or set operations
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                elif body.startswith("^"):
+                    body = "\\" + body
+                items.append(("any", f"[{body}]"))
+                i = j
+        else:
+            items.append(("lit", re.escape(c)))
+        i += 1
+    out = []
+    for k, (kind, rx) in enumerate(items):
+        if kind != "star":
+            out.append(rx)
+            continue
+        before = items[k - 1][0] if k else "lit"            # the start of the name is an edge
+        after = items[k + 1][0] if k + 1 < len(items) else "lit"
+        out.append("(?:" + (_NOT_IN_A_WORD if before == "lit" else "") + ".*"
+                   + (_NOT_IN_A_WORD if after == "lit" else "") + ")")
+    return "".join(out)
+
+
+def models_pattern(globs: tuple[str, ...]) -> re.Pattern:
+    return re.compile("(?s:" + "|".join(f"(?:{model_pattern(g)})" for g in globs) + r")\Z" if globs else r"(?!)")
 
 
 @dataclass(frozen=True)
@@ -198,17 +269,46 @@ def _build(root, src: str) -> Tagsets:
             if not isinstance(mnode, yaml.SequenceNode) or not mnode.value:
                 raise TagsetError(f"{_where(src, mnode)}: 'models' of {name!r} must be a non-empty list of globs")
             models = tuple(_string(m, src, "a model pattern") for m in mnode.value)
-            pairs = _pairs(p["pairs"], src, f"pairs of {name!r}") if "pairs" in p else default.pairs
+            own = _pairs(p["pairs"], src, f"pairs of {name!r}") if "pairs" in p else ()
+            pairs = _with_defaults(own, default.pairs, src, p.get("pairs"), name)
             inside = _bool(p["starts_inside"], src, "starts_inside") if "starts_inside" in p else False
             tagless = "reasoning"
             if "tagless_means" in p:
                 tagless = _string(p["tagless_means"], src, "tagless_means")
                 if tagless not in ("reasoning", "content"):
                     raise TagsetError(f"{_where(src, p['tagless_means'])}: tagless_means must be 'reasoning' or 'content'")
+            # Unless it says, a profile whose tagless output is an answer thinks only when asked.
+            thinks = (_bool(p["thinking_default"], src, "thinking_default") if "thinking_default" in p
+                      else tagless != "content")
+            switches = _switches(p, src, name)
             strip = _markers(p, "strip", src, name, pairs, (), closes_allowed=True)
             ends = _markers(p, "ends_reasoning", src, name, pairs, default.ends)
-            profiles.append(Profile(name, models, pairs, inside, tagless, strip, ends))
+            profiles.append(Profile(name, models, pairs, inside, tagless, strip, ends, thinks, switches, own))
     return Tagsets(default, tuple(profiles), src)
+
+
+def _with_defaults(own: tuple[TagPair, ...], defaults: tuple[TagPair, ...], src: str, node, name: str
+                   ) -> tuple[TagPair, ...]:
+    """A profile's pairs, then the default pairs: the defaults hold for every model."""
+    pairs = own + tuple(d for d in defaults if d not in own)
+    try:
+        _check_pairs(list(pairs), f"pairs of {name!r} with the default pairs")
+    except TagsetError as e:
+        raise TagsetError(f"{_where(src, node)}: {e}") from None
+    return pairs
+
+
+def _switches(section: dict, src: str, name: str) -> tuple[str, ...] | None:
+    node = section.get("switches")
+    if node is None:
+        return None
+    if not isinstance(node, yaml.SequenceNode):
+        raise TagsetError(f"{_where(src, node)}: 'switches' of {name!r} must be a list of names")
+    names = tuple(_string(m, src, "a switch") for m in node.value)
+    for m, mnode in zip(names, node.value):
+        if not _SWITCH_NAME.match(m):
+            raise TagsetError(f"{_where(src, mnode)}: switch {m!r} of {name!r} is not a template variable name")
+    return names
 
 
 def _markers(section: dict, key: str, src: str, name: str, pairs: tuple[TagPair, ...],

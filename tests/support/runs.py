@@ -29,20 +29,28 @@ def _chat_run(reasoning: str | None, content: str | None) -> Run:
     return ((reasoning,) if reasoning else ()), content or ""
 
 
-def run_chat_body(text: str, request: dict | None, values: dict) -> Run:
+# How an output ended: `STOP` (complete) or `LENGTH` (cut off at the token limit), as each
+# surface says it.
+STOP, LENGTH = "stop", "length"
+_MESSAGES_STOP = {STOP: "end_turn", LENGTH: "max_tokens"}
+
+
+def run_chat_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
     body = json.dumps({"model": _model(request), "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}]})
     new = chat.rewrite_body(body.encode(), make_ctx(request, **values))
     msg = json.loads(new)["choices"][0]["message"] if new else {"content": text}
     return _chat_run(msg.get("reasoning_content"), msg["content"])
 
 
-def run_chat_stream(chunks: list[str], request: dict | None, values: dict) -> Run:
+def run_chat_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
     driver = engine.stream_driver(chat, make_ctx(request, **values))
     out = []
     for c in chunks:
         ev = {"model": _model(request), "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
         out += driver(b"data: " + json.dumps(ev).encode() + b"\n\n")
+    last = {"model": _model(request), "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+    out += driver(b"data: " + json.dumps(last).encode() + b"\n\n")
     out += driver(b"data: [DONE]\n\n") + driver(b"")
     assert driver.failure is None, driver.failure
     reasoning, content = "", ""
@@ -60,20 +68,20 @@ def _messages_run(content_blocks: list[dict]) -> Run:
     return thinking, "".join(b["text"] for b in content_blocks if b["type"] == "text")
 
 
-def run_messages_body(text: str, request: dict | None, values: dict) -> Run:
+def run_messages_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
     body = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": _model(request),
-                       "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"})
+                       "content": [{"type": "text", "text": text}], "stop_reason": _MESSAGES_STOP[finish]})
     new = messages.rewrite_body(body.encode(), make_ctx(request, **values))
     return _messages_run(json.loads(new or body)["content"])
 
 
-def run_messages_stream(chunks: list[str], request: dict | None, values: dict) -> Run:
+def run_messages_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
     evs = [{"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
                                                  "model": _model(request), "content": []}},
            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}]
     evs += [{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": c}} for c in chunks]
     evs += [{"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+            {"type": "message_delta", "delta": {"stop_reason": _MESSAGES_STOP[finish]}, "usage": {"output_tokens": 1}},
             {"type": "message_stop"}]
     driver = engine.stream_driver(messages, make_ctx(request, **values))
     out = []
@@ -111,22 +119,29 @@ def _responses_run(output: list[dict]) -> Run:
 
 
 def _response(request, output, status):
-    return {"id": "resp_1", "object": "response", "model": _model(request), "status": status, "output": output}
+    out = {"id": "resp_1", "object": "response", "model": _model(request), "status": status, "output": output}
+    if status == "incomplete":
+        out["incomplete_details"] = {"reason": "max_output_tokens"}
+    return out
 
 
-def run_responses_body(text: str, request: dict | None, values: dict) -> Run:
-    item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+_RESPONSES_STATUS = {STOP: "completed", LENGTH: "incomplete"}
+
+
+def run_responses_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
+    item = {"id": "msg_1", "type": "message", "role": "assistant", "status": _RESPONSES_STATUS[finish],
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
-    body = json.dumps(_response(request, [item], "completed"))
+    body = json.dumps(_response(request, [item], _RESPONSES_STATUS[finish]))
     new = responses.rewrite_body(body.encode(), make_ctx(request, **values))
     return _responses_run(json.loads(new or body)["output"])
 
 
-def run_responses_stream(chunks: list[str], request: dict | None, values: dict) -> Run:
+def run_responses_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
     text = "".join(chunks)
+    status = _RESPONSES_STATUS[finish]
     part = {"type": "output_text", "text": "", "annotations": []}
     item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "in_progress", "content": []}
-    done = dict(item, status="completed", content=[dict(part, text=text)])
+    done = dict(item, status=status, content=[dict(part, text=text)])
     evs = [{"type": "response.created", "response": _response(request, [], "in_progress")},
            {"type": "response.output_item.added", "output_index": 0, "item": item},
            {"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0,
@@ -138,7 +153,7 @@ def run_responses_stream(chunks: list[str], request: dict | None, values: dict) 
             {"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 0,
              "part": dict(part, text=text)},
             {"type": "response.output_item.done", "output_index": 0, "item": done},
-            {"type": "response.completed", "response": _response(request, [done], "completed")}]
+            {"type": f"response.{status}", "response": _response(request, [done], status)}]
     driver = engine.stream_driver(responses, make_ctx(request, **values))
     out = []
     for n, ev in enumerate(evs):
@@ -146,7 +161,7 @@ def run_responses_stream(chunks: list[str], request: dict | None, values: dict) 
     out += driver(b"")
     assert driver.failure is None, driver.failure
     final = [json.loads(line[6:]) for line in b"".join(out).split(b"\n") if line.startswith(b"data: ")][-1]
-    assert final["type"] == "response.completed"
+    assert final["type"] == f"response.{status}"
     return _responses_run(final["response"]["output"])
 
 
@@ -158,17 +173,20 @@ def _ollama_run(thinking: str, content: str) -> Run:
     return ((thinking,) if thinking else ()), content
 
 
-def run_ollama_body(text: str, request: dict | None, values: dict) -> Run:
+def run_ollama_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
     body = json.dumps({"model": _model(request), "created_at": _CREATED, "response": text,
-                       "done": True, "done_reason": "stop", "context": [1, 2], "eval_count": 9})
+                       "done": True, "done_reason": finish, "context": [1, 2], "eval_count": 9})
     obj = json.loads(ollama.rewrite_body(body.encode(), make_ctx(request, **values)) or body)
     return _ollama_run(obj.get("thinking", ""), obj["response"])
 
 
-def run_ollama_stream(chunks: list[str], request: dict | None, values: dict) -> Run:
+def run_ollama_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
     def line(text: str, done: bool) -> bytes:
-        return json.dumps({"model": _model(request), "created_at": _CREATED,
-                           "message": {"role": "assistant", "content": text}, "done": done}).encode() + b"\n"
+        obj = {"model": _model(request), "created_at": _CREATED,
+               "message": {"role": "assistant", "content": text}, "done": done}
+        if done:
+            obj["done_reason"] = finish
+        return json.dumps(obj).encode() + b"\n"
     driver = engine.stream_driver(ollama, make_ctx(request, **values))
     out = []
     for c in chunks:
@@ -219,17 +237,19 @@ def as_stored(run: Run) -> dict:
     return {"reasoning": list(run[0]), "content": run[1]}
 
 
-def observe(text: str, request: dict | None, values: dict, cuts: dict[str, list[str]]) -> dict:
-    """What every surface gives for `text`, as a stored result: {"body": result, "stream": result},
+def observe(text: str, request: dict | None, values: dict, cuts: dict[str, list[str]],
+            finish: str = STOP) -> dict:
+    """What every surface gives for `text` (an output that ended as `finish` says), as a stored
+    result: {"body": result, "stream": result},
     the blocks as CANONICAL gives them, plus "surfaces": {surface: {mode: run}} for a surface
     whose result is not SHOWS of those blocks. Every chunking of a stream must give the same run
     (not a stored fact: a stream that depends on its chunking fails here)."""
     runs: dict[tuple[str, str], Run] = {}
     for surface in BODIES:
-        runs[surface, "body"] = BODIES[surface](text, request, values)
+        runs[surface, "body"] = BODIES[surface](text, request, values, finish)
         first = None
         for how, chunks in cuts.items():
-            got = STREAMS[surface](chunks, request, values)
+            got = STREAMS[surface](chunks, request, values, finish)
             if first is None:
                 first = (how, got)
             assert got == first[1], (f"{surface} stream: cut {how!r} gives {got!r}, "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ..context import FlowContext
+from ..context import OTHER, STOP, FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, is_done, restore
 from .. import hot
@@ -51,18 +51,26 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     changed = False
     for ch in obj["choices"]:
         if isinstance(ch, dict) and isinstance(ch.get("message"), dict):
-            changed |= _split_message(ch["message"], ctx, obj.get("model"))
+            changed |= _split_message(ch["message"], ctx, obj.get("model"), finish=ended(ch))
     return dumps(obj).encode("utf-8", OUT) if changed else None
 
 
-def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = True) -> bool:
+def ended(ch: dict) -> str | None:
+    """How a choice's output ended: STOP for an answer given in full, OTHER for the rest
+    (`length`, `tool_calls`, `content_filter`), None while it goes on."""
+    reason = ch.get("finish_reason")
+    return None if reason is None else STOP if reason == "stop" else OTHER
+
+
+def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = True,
+                   finish: str | None = None) -> bool:
     content = msg.get("content")
     if not isinstance(content, str) or not content:
         return False
     if _has_native(msg):
         ctx.stats.native = True
         return False
-    result = ctx.split(content, model, count)
+    result = ctx.split(content, model, count, finish=finish)
     if len(result.pieces) <= 1 and not result.reasoning and result.content == content:
         return False
     msg["content"] = result.content
@@ -284,6 +292,7 @@ class StreamRewriter:
         if ch.get("finish_reason") is not None:
             pieces += st.splitter.finish()
             st.done = True
+            self.ctx.ended(ended(ch))
         if not pieces and not (isinstance(content, str) and content):
             return unchanged
         runs = st.runs(pieces)

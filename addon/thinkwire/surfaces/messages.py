@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 
-from ..context import FlowContext
+from ..context import OTHER, STOP, FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, restore
 from .. import hot
@@ -105,7 +105,8 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
             out.append(block)
             continue
         text = block["text"]
-        result = ctx.split(text, obj.get("model"), starts_inside=None if first_text else False)
+        result = ctx.split(text, obj.get("model"), starts_inside=None if first_text else False,
+                           finish=ended(obj.get("stop_reason")))
         first_text = False
         if not result.reasoning and result.content == text:
             out.append(block)
@@ -116,6 +117,12 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
         return None
     obj["content"] = out
     return dumps(obj).encode("utf-8", OUT)
+
+
+def ended(stop_reason: object) -> str | None:
+    """How the message ended: STOP for `end_turn`, OTHER for the rest (`max_tokens`, `tool_use`,
+    `stop_sequence`, `pause_turn`, `refusal`), None when it does not say."""
+    return None if stop_reason is None else STOP if stop_reason == "end_turn" else OTHER
 
 
 def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict]:
@@ -304,6 +311,9 @@ class StreamRewriter:
             if isinstance(msg, dict):
                 self.model = msg.get("model")
         elif t in ("message_delta", "message_stop", "error"):
+            delta = obj.get("delta")
+            if t == "message_delta" and isinstance(delta, dict):
+                self.ctx.ended(ended(delta.get("stop_reason")))
             return self._close_all() + [ev.raw]  # nothing held back past the end or an error
         return [ev.raw]
 

@@ -42,7 +42,7 @@ from ...context import FlowContext
 from ...fastpath import OUT
 from ...sse import dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
-    _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text)
+    _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
 from .restore import restore_request  # noqa: F401  (the way back)
 from .stream import StreamRewriter, _learn  # noqa: F401  (streams)
 
@@ -81,6 +81,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     owner = _ResponseState(ctx)
     owner.resp_id = obj.get("id") if isinstance(obj.get("id"), str) else None
     owner.model = obj.get("model")
+    owner.ending = ended(obj)
     new: list = []
     changed = False
     for u, item in enumerate(output):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Protocol
 
-from ...context import FlowContext
+from ...context import OTHER, STOP, FlowContext
 from ...splitter import CONTENT, END, REASONING, Splitter, TagPair
 
 _SUMMARY_ASKED = frozenset({"auto", "concise", "detailed"})
@@ -102,6 +102,7 @@ class _ResponseState:
         self.mode = _mode(ctx)
         self.resp_id: str | None = None
         self.model: object = None
+        self.ending: str | None = None   # how the response ended, once known (`ended`)
         self.next_index = 0
         self.unrouted_text = False   # text events for an item never added went out as they came
 
@@ -539,7 +540,20 @@ class _Message:
 
 
 def _split_pieces(owner: _ResponseState, text: str) -> list:
-    return owner.ctx.split(text, owner.model).pieces
+    return owner.ctx.split(text, owner.model, finish=owner.ending).pieces
+
+
+def ended(resp: object) -> str | None:
+    """How a response ended: STOP when it completed with an answer (no tool call in its output),
+    OTHER when it is incomplete, failed or calls a tool, None when it does not say."""
+    status = resp.get("status") if isinstance(resp, dict) else None
+    if status == "completed":
+        output = resp.get("output")   # type: ignore[union-attr]
+        calls = isinstance(output, list) and any(
+            isinstance(it, dict) and isinstance(it.get("type"), str) and it["type"].endswith("_call")
+            for it in output)
+        return OTHER if calls else STOP
+    return OTHER if status in ("incomplete", "failed", "cancelled") else None
 
 
 def _drive_parts(m: _Message, item: dict, split) -> None:

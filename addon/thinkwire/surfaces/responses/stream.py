@@ -15,7 +15,7 @@ from ... import hot
 from ...splitter import CONTENT, REASONING, Rules
 from ...sse import Event, dumps
 from .. import event_object, is_done
-from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece, _Text
+from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece, _Text, ended
 
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -613,6 +613,8 @@ class StreamRewriter(_ResponseState):
     def _final(self, obj: dict, src: tuple) -> None:
         resp = obj.get("response")
         output = resp.get("output") if isinstance(resp, dict) else None
+        self.ending = ended(resp)
+        self.ctx.ended(self.ending)
         # Messages the upstream never closed: close them now, as the final output shows them.
         for u, m in list(self.active.items()):
             del self.active[u]

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from harness import StrictAnthropic, StrictResponses, Turn, post
-from thinkwire.marks import KEY_FILE
+from thinkwire.keys import KEY_FILE
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ import logging
 
 from mitmproxy import ctx, exceptions, http
 
-from . import bodies, contentview, engine
+from . import __version__, bodies, contentview, engine, keys
 from .context import FlowContext
 from .marks import LazySealer
 from .record import RESTORED_KEY, FlowRecord, handled
@@ -39,7 +39,8 @@ class ThinkWire:
         self.settings: Settings | None = None
         self._streams: dict[str, tuple[str, FlowContext, StreamDriver]] = {}
         self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
-        self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
+        self.sealer: LazySealer | None = None  # the proxy's keys: loaded at start when configured, else on first use
+        self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
 
     # -- options ----------------------------------------------------------------------------
@@ -85,13 +86,17 @@ class ThinkWire:
         # proxy's worst per-event delays.)
         gc.freeze()
         _skip_legacy_log_event()
+        try:
+            self._keys()   # this instance's own key, when none is configured: made now, and said
+        except keys.KeySetupError as e:
+            log.warning("thinkwire: %s", e)
 
     def configure(self, updated: set[str]) -> None:
         if self._option_errors:
             errors, self._option_errors = self._option_errors, []
             raise exceptions.OptionsError(f"thinkwire: {errors[0]}")
-        if self.sealer is None or "confdir" in updated:
-            self.sealer = LazySealer(ctx.options.confdir)
+        if self.sealer is None or "confdir" in updated or updated.intersection(keys.OPTIONS):
+            self._load_keys()
         if self.settings is not None and not any(n.startswith("think_") for n in updated):
             return
         values = {o.name: getattr(ctx.options, o.name) for o in OPTIONS}
@@ -99,6 +104,37 @@ class ThinkWire:
             self.settings = Settings.from_values(values)
         except SettingError as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
+
+    def _load_keys(self) -> None:
+        """A fleet's keys (anything configured) are read and checked now: a replica that would
+        seal marks the others cannot open refuses to start. With nothing configured, this
+        instance's own key is made or read when first needed (at the latest, once running)."""
+        try:
+            cfg = keys.KeyConfig.from_values({name: getattr(ctx.options, name) for name in keys.OPTIONS})
+            sealer = LazySealer(ctx.options.confdir, cfg)
+            if cfg.given:
+                sealer.keyring
+        except (SettingError, keys.KeySetupError) as e:
+            raise exceptions.OptionsError(f"thinkwire: {e}") from None
+        self.sealer, self._keyring = sealer, None
+        if cfg.given:
+            self._keys()
+
+    def _keys(self) -> keys.Keyring | None:
+        """The keys (loaded now if they were not), said once in the log."""
+        if self.sealer is None:
+            return None
+        if self._keyring is None:
+            self._keyring = self.sealer.keyring
+            log.info("thinkwire: %s", keys.describe(self._keyring))
+        return self._keyring
+
+    def _health(self) -> dict:
+        try:
+            ring = self._keys()
+        except keys.KeySetupError as e:   # the proxy runs; marks cannot be made or opened
+            return {"status": "ok", "version": __version__, "key_error": str(e)}
+        return {"status": "ok", "version": __version__, "key_id": ring.key_id if ring else None}
 
     # -- flows ------------------------------------------------------------------------------
     def _surface(self, flow: http.HTTPFlow):

@@ -7,6 +7,8 @@
                                                            exports that point a shell at the proxy
   thinkwire rewrite --surface chat [--model NAME] [FILE]   what the proxy would send
   thinkwire tags [--model NAME]                            the effective tag sets / a model's profile
+  thinkwire key new                                        a fresh random key for marks
+  thinkwire key id [--file F] [--confdir D]                the id of a key (for think_key_id)
 
 Options come from the same THINK_* environment variables as the addon.
 """
@@ -22,7 +24,7 @@ import ssl
 import sys
 from pathlib import Path
 
-from . import engine
+from . import engine, keys
 from .settings import SettingError, Settings
 from .sse import SSEParser
 
@@ -122,6 +124,19 @@ def _print_profile(p) -> None:
         print(f"  removed from the answer: {'  '.join(p.strip)}")
     if p.ends:
         print(f"  end reasoning, kept in the answer: {'  '.join(p.ends)}")
+
+
+# -- keys, for running a fleet -----------------------------------------------------
+def _cmd_key(args) -> int:
+    if args.action == "new":
+        print(keys.new_key())
+        return 0
+    if args.file:
+        secret = keys.read_key_file(args.file, "--file")
+    else:   # what a proxy started in this environment (and with this confdir) seals with
+        secret = keys.load(keys.KeyConfig.from_values({}), args.confdir).current
+    print(keys.key_id(secret))
+    return 0
 
 
 # -- the proxy ------------------------------------------------------------------------------
@@ -255,10 +270,17 @@ def main(argv: list[str] | None = None) -> int:
     tg = sub.add_parser("tags", help="print the effective tag sets and profiles")
     tg.add_argument("--model", help="show which profile this model name gets")
     tg.set_defaults(func=_cmd_tags)
+    ky = sub.add_parser("key", help="keys for marks: `key new` prints a fresh key, `key id` the id of one "
+                        "(the value of think_key_id)")
+    ky.add_argument("action", choices=["new", "id"])
+    ky.add_argument("--file", help="id: the key in this file (else the key THINK_KEY_FILE or THINK_SIGNING_KEY "
+                    "gives, else this confdir's own key)")
+    ky.add_argument("--confdir", default="~/.mitmproxy", help="id: mitmproxy's confdir (default ~/.mitmproxy)")
+    ky.set_defaults(func=_cmd_key)
     args = ap.parse_args(argv)
     try:
         return args.func(args)
-    except (InputError, SettingError, OSError) as e:
+    except (InputError, SettingError, keys.KeySetupError, OSError) as e:
         print(f"thinkwire: {e}", file=sys.stderr)
         return 2
 

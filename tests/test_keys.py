@@ -214,6 +214,16 @@ def test_cli_key_new_prints_fresh_random_keys_and_key_id_names_them(tmp_path):
     assert r.returncode == 2 and b"--file: " in r.stderr and b"does not exist" in r.stderr
 
 
+def test_cli_health_exits_nonzero_when_nothing_answers():
+    r = run_cli(["health", "--url", "http://127.0.0.1:9", "--timeout", "2"])
+    assert r.returncode == 1 and r.stderr.startswith(b"thinkwire health: http://127.0.0.1:9 does not answer")
+
+
+def test_cli_health_prints_the_document_of_a_running_proxy(proxy):
+    r = run_cli(["health", "--url", proxy.url])
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "ok"
+
+
 def test_lazy_sealer_from_the_environment_reads_previous_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("THINK_SIGNING_KEY", "k2")
     monkeypatch.setenv("THINK_SIGNING_KEY_PREVIOUS", "k1")

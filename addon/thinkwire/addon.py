@@ -8,9 +8,10 @@ import logging
 
 from mitmproxy import ctx, exceptions, http
 
-from . import __version__, bodies, contentview, engine, keys
+from . import __version__, bodies, contentview, endpoints, engine, keys
 from .context import FlowContext
 from .marks import LazySealer
+from .metrics import Metrics
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import StreamDriver, decoder_for
@@ -42,6 +43,7 @@ class ThinkWire:
         self.sealer: LazySealer | None = None  # the proxy's keys: loaded at start when configured, else on first use
         self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
+        self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
 
     # -- options ----------------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -121,12 +123,13 @@ class ThinkWire:
             self._keys()
 
     def _keys(self) -> keys.Keyring | None:
-        """The keys (loaded now if they were not), said once in the log."""
+        """The keys (loaded now if they were not), said once in the log and in the metrics."""
         if self.sealer is None:
             return None
         if self._keyring is None:
             self._keyring = self.sealer.keyring
             log.info("thinkwire: %s", keys.describe(self._keyring))
+            self.metrics.keys(self._keyring)
         return self._keyring
 
     def _health(self) -> dict:
@@ -154,7 +157,10 @@ class ThinkWire:
 
     @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
-        """The way back: reasoning this proxy made, sent back by the client, is restored."""
+        """The way back: reasoning this proxy made, sent back by the client, is restored. (And
+        the proxy's own endpoints are answered here, never forwarded.)"""
+        if endpoints.answer(flow, self._health, self.metrics.exposition):
+            return
         if self.settings is None or flow.request.method != "POST":
             return
         surface = engine.surface_for_path(flow.request.path, self.settings)
@@ -172,6 +178,7 @@ class ThinkWire:
             log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, type(e).__name__,
                         exc_info=log.isEnabledFor(logging.DEBUG))
             return
+        self.metrics.way_back(surface.NAME, fctx.stats.restored, fctx.stats.refused)
         if new is not None:
             flow.request.content = new
             flow.metadata[RESTORED_KEY] = fctx.stats.restored
@@ -189,7 +196,8 @@ class ThinkWire:
             decoder = decoder_for(encoding)
         except Exception:  # an encoding we cannot decode: stream it on as it comes
             flow.response.stream = True
-            self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported")
+            self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported",
+                         reason="unsupported_encoding")
             return
         driver = engine.stream_driver(surface, fctx, decoder)
         flow.response.stream = driver.callable()
@@ -229,7 +237,7 @@ class ThinkWire:
             body = flow.response.get_content(strict=True)
             new = surface.rewrite_body(body, fctx) if body else None
         except ValueError as e:  # not JSON, or content we cannot decode: pass it through
-            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {e}")
+            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {e}", reason="invalid_body")
             return
         except Exception as e:  # a bug must not break the client: pass through, say so
             log.debug("thinkwire: body rewrite failed", exc_info=True)
@@ -258,8 +266,9 @@ class ThinkWire:
 
     # -- reporting --------------------------------------------------------------------------
     def _finish(self, flow: http.HTTPFlow, surface: str, fctx: FlowContext, fell_back: str | None,
-                ended: str = "") -> None:
-        """One comment, marker and INFO line per handled flow; never any body text."""
+                ended: str = "", reason: str = "rewrite_error") -> None:
+        """One comment, marker, INFO line and count (metrics) per handled flow; never any body
+        text. `reason`: why it fell back, when it did, for the metrics (metrics.REASONS)."""
         stats = fctx.stats
         restored = flow.metadata.get(RESTORED_KEY, 0)
         profile = fctx.profile.name
@@ -285,8 +294,10 @@ class ThinkWire:
             summary += f"; {restored} object(s) restored on the request"
         summary += ended
         flow.comment = summary
-        FlowRecord(surface, profile, stats.blocks, stats.reasoning_chars, restored, fell_back,
-                   stats.broken).put(flow)
+        record = FlowRecord(surface, profile, stats.blocks, stats.reasoning_chars, restored, fell_back,
+                            stats.broken)
+        record.put(flow)
+        self.metrics.flow(record, reason if fell_back else None, ended_early=bool(ended))
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
 

@@ -18,12 +18,15 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+import anthropic
 import httpx
+import openai
 import pytest
 
 from conftest import ROOT, make_ctx
 from devtools.process import ToolProcess, child_env
 from harness import Proxy, StrictAnthropic, StrictChat, StrictResponses, Turn, Upstream, sse, sse_reply
+from support.events import encode_events, model_objs
 from support import drive
 from support.loops import ChatConversation, MessagesConversation, ResponsesConversation
 from thinkwire import keys
@@ -33,8 +36,7 @@ from thinkwire.surfaces import chat
 
 HAPROXY = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/usr/local/sbin")
 CONFIG = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    HAPROXY is None, reason="haproxy is not installed (Debian/Ubuntu: apt-get install haproxy; .ci/run installs it)")]
+pytestmark = pytest.mark.e2e
 
 SURFACES = ("messages", "responses", "chat")
 STEPS = 12   # tool turns in each conversation's script (the tests use 8 of them)
@@ -151,6 +153,8 @@ KEYS = {"k1": keys.new_key(), "k2": keys.new_key()}
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
+    if HAPROXY is None:
+        pytest.skip("haproxy is not installed (Debian/Ubuntu: apt-get install haproxy; .ci/run installs it)")
     tmp = tmp_path_factory.mktemp("fleet")
     secrets = {}
     for name, key in KEYS.items():
@@ -254,3 +258,30 @@ def test_a_key_rotation_mid_conversation_replica_by_replica(fleet):
     health = {n: httpx.get(p.url + "/.well-known/thinkwire/health", timeout=5).json()["key_id"]
               for n, p in fleet.replicas.items()}
     assert health == dict.fromkeys(fleet.replicas, keys.key_id(KEYS["k2"].encode()))
+
+
+def test_what_the_sdks_raise_when_a_stream_is_cut(proxy, up):
+    """What README "When a replica dies mid-stream" says a client sees, with the pinned SDKs: the
+    text that came, then an exception (the cut comes from the upstream here: to the client a
+    connection that closes without the stream's end is the same, whoever closed it)."""
+    cut = "peer closed connection without sending complete message body (incomplete chunked read)"
+    events = encode_events("chat", model_objs("chat", ["<think>a", "</think>b", "c"]))
+    up.route("/chat/completions", sse_reply(events, close_after=len(events) - 2))   # the end never comes
+    reasoning, content = "", ""
+    with pytest.raises(openai.APIConnectionError, match="^Connection error.$") as e:
+        for ch in openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", max_retries=0).chat.completions.create(
+                model="m", messages=[], stream=True):
+            for c in ch.choices:
+                reasoning += getattr(c.delta, "reasoning_content", None) or ""
+                content += c.delta.content or ""
+    assert str(e.value.__cause__) == cut and (reasoning, content) == ("a", "bc")
+    events = encode_events("messages", model_objs("messages", ["<think>a", "</think>b", "c"]))
+    up.route("/messages", sse_reply(events, close_after=len(events) - 2))
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="x", max_retries=0)
+    texts = []
+    with pytest.raises(Exception) as e:
+        with client.messages.stream(model="m", max_tokens=9, messages=[{"role": "user", "content": "q"}]) as s:
+            for ev in s:
+                if ev.type == "content_block_delta" and ev.delta.type in ("thinking_delta", "text_delta"):
+                    texts.append(getattr(ev.delta, "thinking", None) or ev.delta.text)
+    assert (type(e.value).__name__, str(e.value)) == ("RemoteProtocolError", cut) and texts == ["a", "b", "c"]

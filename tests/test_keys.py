@@ -228,3 +228,22 @@ def test_lazy_sealer_from_the_environment_reads_previous_keys(tmp_path, monkeypa
     monkeypatch.setenv("THINK_SIGNING_KEY", "k2")
     monkeypatch.setenv("THINK_SIGNING_KEY_PREVIOUS", "k1")
     assert LazySealer(tmp_path).open(Sealer(b"k1").seal("old", PAIR)).text == "old"
+
+
+def test_keys_never_show_in_the_repr_of_what_holds_them(tmp_path):
+    cfg = KeyConfig(env_key=b"zq-env-key", env_previous=(b"zq-old-key",))
+    ring = load(cfg, tmp_path)
+    assert "zq-" not in repr(cfg) + repr(ring) and ring.previous == (b"zq-old-key",)
+
+
+def test_an_unwritable_confdir_says_how_to_give_a_key(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(KeySetupError, match=r"cannot read or create this instance's key .*file/thinkwire-signing-key "
+                                            r"\(.*\); give a key with think_key_file or THINK_SIGNING_KEY, or a "
+                                            r"confdir it can write"):
+        load(KeyConfig(), tmp_path / "file")
+
+
+def test_cli_key_id_prints_the_id_even_when_the_environment_expects_another(tmp_path):
+    r = run_cli(["key", "id"], env={"THINK_SIGNING_KEY": "k", "THINK_KEY_ID": key_id(b"other")})
+    assert r.returncode == 0 and r.stdout.decode() == key_id(b"k") + "\n"

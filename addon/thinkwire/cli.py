@@ -17,6 +17,7 @@ Options come from the same THINK_* environment variables as the addon.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -135,7 +136,8 @@ def _cmd_key(args) -> int:
     if args.file:
         secret = keys.read_key_file(args.file, "--file")
     else:   # what a proxy started in this environment (and with this confdir) seals with
-        secret = keys.load(keys.KeyConfig.from_values({}), args.confdir).current
+        config = dataclasses.replace(keys.KeyConfig.from_values({}), expected_id="")   # the id is what we print
+        secret = keys.load(config, args.confdir).current
     print(keys.key_id(secret))
     return 0
 

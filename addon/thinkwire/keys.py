@@ -12,8 +12,9 @@ Previous keys, from both:
   THINK_SIGNING_KEY_PREVIOUS                            keys separated by commas (environment only)
 
 A key id (`key_id`) names a key without revealing it. A fleet declares the id of its current key
-with think_key_id / THINK_KEY_ID: a replica whose key has another id, or that has no key of its
-own making, refuses to start rather than make marks the other replicas cannot open.
+with think_key_id / THINK_KEY_ID: a replica whose key has another id, or that is given no key
+(and would seal with its own), refuses to start rather than make marks the other replicas
+cannot open.
 Keys are never logged; ids are.
 """
 
@@ -23,7 +24,7 @@ import base64
 import hashlib
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .settings import BY_NAME, KEY_ID_DIGITS
@@ -50,10 +51,11 @@ def new_key() -> str:
 
 @dataclass(frozen=True)
 class Keyring:
-    current: bytes                    # seals new marks, and opens
-    previous: tuple[bytes, ...] = ()  # open marks sealed before a rotation (or by the next key)
-    source: str = ""                  # where the current key came from, for the start-up line
-    own: bool = False                 # the confdir key: this instance's alone
+    # Keys are left out of repr: a keyring in a log line or a traceback shows none.
+    current: bytes = field(repr=False)                            # seals new marks, and opens
+    previous: tuple[bytes, ...] = field(default=(), repr=False)   # open marks from before a rotation (or the next key's)
+    source: str = ""       # where the current key came from, for the start-up line
+    own: bool = False      # the confdir key: this instance's alone
 
     @property
     def key_id(self) -> str:
@@ -67,8 +69,8 @@ class KeyConfig:
     key_file: str = ""
     previous_files: tuple[str, ...] = ()
     expected_id: str = ""
-    env_key: bytes | None = None
-    env_previous: tuple[bytes, ...] = ()
+    env_key: bytes | None = field(default=None, repr=False)
+    env_previous: tuple[bytes, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_values(cls, values: dict[str, str], environ: dict[str, str] | None = None) -> "KeyConfig":
@@ -146,6 +148,14 @@ def read_key_file(path: str, option: str) -> bytes:
 def own_key(folder: Path) -> bytes:
     """This instance's own key: the key file in `folder`, created once with mode 0600."""
     path = folder / KEY_FILE
+    try:
+        return _own_key(folder, path)
+    except OSError as e:
+        raise KeySetupError(f"cannot read or create this instance's key {path} ({e.strerror or e}); give a "
+                            "key with think_key_file or THINK_SIGNING_KEY, or a confdir it can write") from None
+
+
+def _own_key(folder: Path, path: Path) -> bytes:
     for _ in range(50):
         try:
             secret = path.read_bytes().strip()

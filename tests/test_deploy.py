@@ -72,9 +72,10 @@ def test_the_deployment_takes_the_key_from_the_secret_with_thinkwires_options():
     # The id is the operator's to set: a placeholder that thinkwire refuses with the command to run.
     assert "thinkwire key id --file current" in env["THINK_KEY_ID"]
     # Non-root, as the image is; the key files readable by its group.
-    uid = int(re.search(r"--uid (\d+)", " ".join(final_stage().all("RUN"))).group(1))
+    run = " ".join(final_stage().all("RUN"))
+    uid, gid = (int(re.search(rf"{flag} (\d+)", run).group(1)) for flag in ("--uid", "--gid"))
     sc = pod["securityContext"]
-    assert sc["runAsUser"] == sc["runAsGroup"] == sc["fsGroup"] == uid and sc["runAsNonRoot"]
+    assert (sc["runAsUser"], sc["runAsGroup"], sc["fsGroup"]) == (uid, gid, gid) and sc["runAsNonRoot"]
     assert secret["defaultMode"] == 0o440
 
 

@@ -166,3 +166,33 @@ def test_metrics_speak_openmetrics_when_asked(keyed):
     got = post(keyed.url + METRICS, method="GET", headers={"accept": "application/openmetrics-text; version=1.0.0"})
     assert got.headers["content-type"].startswith("application/openmetrics-text; version=1.0.0; charset=utf-8")
     assert got.content.endswith(b"# EOF\n") and b"\nthinkwire_open_streams{surface=\"chat\"} 0.0\n" in got.content
+
+
+# -- in process: what answer() does with each request -----------------------------------------------
+@pytest.mark.parametrize("method,path,status", [
+    ("GET", HEALTH, 200), ("HEAD", HEALTH, 200), ("GET", METRICS + "?x=1", 200), ("DELETE", HEALTH, 405),
+    ("POST", METRICS, 405), ("GET", "/.well-known/thinkwire/", 404), ("GET", "/.well-known/thinkwire/health/x", 404)])
+def test_every_request_under_the_prefix_is_answered_in_process(method, path, status):
+    from mitmproxy.test import taddons, tflow, tutils
+    from thinkwire.addon import ThinkWire
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = tflow.tflow(req=tutils.treq(method=method.encode(), path=path.encode(), content=b""))
+        tw.request(f)
+    assert f.response is not None and f.response.status_code == status
+    assert (f.response.content == b"") == (method == "HEAD")
+    if status == 405:
+        assert f.response.headers["allow"] == "GET, HEAD"
+
+
+def test_other_paths_are_left_to_go_on():
+    from mitmproxy.test import taddons, tflow, tutils
+    from thinkwire.addon import ThinkWire
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        for path in ("/v1/chat/completions", "/.well-known/other", "/well-known/thinkwire/health"):
+            f = tflow.tflow(req=tutils.treq(method=b"GET", path=path.encode(), content=b""))
+            tw.request(f)
+            assert f.response is None

@@ -569,9 +569,9 @@ class StrictChat:
                 continue
             if m.get("role") != "assistant":
                 continue
-            for field in ("reasoning_content", "reasoning"):
-                if field in m:
-                    return self._error(f"messages[{i}]: `{field}` is output only; remove it from the input")
+            for key in ("reasoning_content", "reasoning"):
+                if key in m:
+                    return self._error(f"messages[{i}]: `{key}` is output only; remove it from the input")
             calls.update(c["id"] for c in m.get("tool_calls") or [])
             c = m.get("content") or ""
             text = c if isinstance(c, str) else "".join(p.get("text", "") for p in c)

@@ -77,7 +77,6 @@ class Fleet:
     ports: dict                # replica name (HAProxy's server name) -> its port
     confdir: object
     replicas: dict = field(default_factory=dict)   # name -> running Proxy
-    phase: dict = field(default_factory=dict)      # name -> (current key, previous key) it runs with
     haproxy: ToolProcess | None = None
     lb: str = ""
     stats: str = ""
@@ -92,7 +91,6 @@ class Fleet:
                    "think_key_id": keys.key_id(KEYS[current].encode()), "think_chat_restore": "inline",
                    "connection_strategy": "lazy"}
         self.replicas[name] = Proxy(self.up.url, self.confdir, options, port=self.ports[name])
-        self.phase[name] = (current, previous)
 
     def status(self) -> dict:
         text = httpx.get(self.stats + "/stats;csv", timeout=5).text.lstrip("# ")
@@ -120,7 +118,7 @@ class Fleet:
     def turn(self) -> dict:
         """One turn of every conversation through the load balancer; each client must read the
         turn exactly as the model wrote it, and the strict upstream must accept the history.
-        Returns the replica that served each surface's turn."""
+        Returns, per surface, the replicas whose flow count rose: the one that served the turn."""
         served = {}
         for s in SURFACES:
             before = self.flows()

@@ -9,6 +9,7 @@ Measures, side by side in one run (see bench/README.md for what each figure mean
   4. memory    RSS per open stream with 256 held-open streams, at two stream lengths
   5. instructions (opt-in, `--only instructions`, needs valgrind) mitmdump's instructions under
                callgrind, (c) over (b): the noise-free floor of the CPU ratio of 3
+  6. capacity  events/s one thinkwire process sustains with < 5 ms added at p99, per surface
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "addon"))
 sys.path.insert(0, str(HERE.parent))  # devtools/
 
-PARTS = ("splitter", "surfaces", "e2e", "memory")
+PARTS = ("splitter", "surfaces", "e2e", "memory", "capacity")
 EXTRA = ("instructions",)   # opt-in: needs valgrind, ~8 minutes
 
 FULL = {
@@ -37,6 +38,10 @@ FULL = {
     "mem_streams": 256, "mem_n1": 20, "mem_n2": 100, "mem_interval_ms": 40.0,
     "held_lengths": [100, 1000, 2000, 10000], "mem_configs": ["a", "c"],
     "settle": 0.5,
+    # (6): streams of 60 tokens/s lasting 8 s (480 tokens), 4 s measured per rate after 1 s;
+    # rates from 2,000 events/s.
+    "capacity": {"tps": 60.0, "length_s": 8.0, "settle_s": 1.0, "window_s": 4.0, "start": 2000.0, "max": 64000.0,
+                 "precision": 1.15},
 }
 QUICK = {
     "sizes": [10_000, 30_000], "rescan_budget": 1.0, "min_total": 0.0,
@@ -44,6 +49,8 @@ QUICK = {
     "burst": (4, 40, 0.0, 1), "paced": (4, 20, 2.0, 1),
     "mem_streams": 6, "mem_n1": 5, "mem_n2": 20, "mem_interval_ms": 2.0, "held_lengths": [10, 100], "mem_configs": ["a", "c"],
     "settle": 0.05,
+    "capacity": {"tps": 60.0, "length_s": 1.0, "settle_s": 0.4, "window_s": 0.4, "start": 240.0, "max": 240.0,
+                 "precision": 2.0},
 }
 
 TARGETS = {
@@ -199,6 +206,9 @@ def table(res: dict) -> str:
             lines.append(f"   {mode} ({m['events']} events per stream, {m['interval_s'] * 1e3:g} ms apart): " +
                          ", ".join(f"{name} {r['c_over_b']:.3f} ({r['c_minus_b_per_flow'] / 1e6:.1f}M)"
                                    for name, r in ins.get(mode, {}).items()))
+    if res.get("capacity"):
+        import capacity
+        lines += capacity.table(res["capacity"])
     t = res.get("targets")
     if t:
         lines += ["", "Targets"]
@@ -261,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         res["memory_held"] = surface_bench.held(p["held_lengths"], log)
         res["memory"] = e2e.run_memory(p["mem_streams"], p["mem_n1"], p["mem_n2"], p["mem_interval_ms"],
                                        p["mem_configs"], p["settle"], log)
+    if "capacity" in only:
+        import capacity
+        log("6. capacity")
+        res["capacity"] = capacity.run(e2e._surfaces(), p["capacity"], log)
     if "instructions" in only:
         import instructions
         if instructions.available():

@@ -1,6 +1,7 @@
 # Sourced by the scripts: find Python >= 3.12, create .venv if missing, install the project.
-# Usage: . scripts/_bootstrap.sh EXTRA   (EXTRA: "test" installs the test dependencies too, ""
-# nothing more; always give it: sourcing with no argument passes the caller's own arguments)
+# Usage: . scripts/_bootstrap.sh EXTRA   (EXTRA: "test" installs the test dependencies too, "demo"
+# the demo's (the SDK clients), "" nothing more; always give it: sourcing with no argument passes
+# the caller's own arguments)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -30,8 +31,8 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 # Reinstall only when the project's metadata or its C part changed since the last install (an
-# install with the test extra holds everything a plain one does). The install builds the C part
-# (thinkwire._hot) in place; where it cannot, thinkwire runs on Python alone.
+# install with the test extra holds everything the demo's and a plain one do). The install builds
+# the C part (thinkwire._hot) in place; where it cannot, thinkwire runs on Python alone.
 STAMP="$VENV/.thinkwire-installed${EXTRA:+-$EXTRA}"
 fresh() {
     [ -f "$1" ] || return 1
@@ -40,7 +41,7 @@ fresh() {
         [ ! "$ROOT/$f" -nt "$1" ] || return 1
     done
 }
-if ! fresh "$STAMP" && ! { [ -z "$EXTRA" ] && fresh "$VENV/.thinkwire-installed-test"; }; then
+if ! fresh "$STAMP" && ! { [ "$EXTRA" != test ] && fresh "$VENV/.thinkwire-installed-test"; }; then
     echo "thinkwire: installing dependencies into $VENV" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip >&2
     "$VENV/bin/python" -m pip install -q -e "$ROOT${EXTRA:+[$EXTRA]}" >&2

@@ -153,12 +153,13 @@ class Upstream:
 
 
 class Proxy(ToolProcess):
-    """A real `mitmdump -s addon/think.py` in reverse mode in front of `upstream_url`."""
+    """A real `mitmdump -s addon/think.py` in reverse mode in front of `upstream_url`, on `port`
+    (0: any free one)."""
 
     def __init__(self, upstream_url: str, confdir: Path, options: dict[str, str] | None = None,
-                 env: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
+                 env: dict[str, str] | None = None, extra_args: list[str] | None = None, port: int = 0) -> None:
         args = [tool("mitmdump"), "--mode", f"reverse:{upstream_url}", "--listen-host", "127.0.0.1",
-                "--set", "listen_port=0", "--set", f"confdir={confdir}", "-s", str(ADDON)]
+                "--set", f"listen_port={port}", "--set", f"confdir={confdir}", "-s", str(ADDON)]
         for k, v in (options or {}).items():
             args += ["--set", f"{k}={v}"]
         super().__init__(args + (extra_args or []), child_env(env))
@@ -536,3 +537,74 @@ class StrictResponses:
             e("response.output_item.done", output_index=i, item=it)
         e("response.completed", response=resp)
         return sse_reply(sse(*evs, event=True))
+
+
+class StrictChat:
+    """A chat completions upstream that, as DeepSeek's API documents for its reasoner, answers
+    400 to an input message that carries `reasoning_content` (or `reasoning`): the reasoning is the
+    model's output, not something to send back. It requires each tool message to answer a tool
+    call made before it, and checks that assistant turns read as the model wrote them (reasoning
+    inline, as the proxy restores it under think_chat_restore=inline)."""
+
+    def __init__(self, turns: list[Turn]) -> None:
+        self.turns = turns
+        self.bodies: list[bytes] = []
+        self.errors: list[str] = []
+        self._n = 0
+
+    def _error(self, message: str) -> Reply:
+        self.errors.append(message)
+        return json_reply({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                     "code": "invalid_request_error"}}, 400)
+
+    def handle(self, seen: Seen) -> Reply:
+        self.bodies.append(seen.body)
+        req = seen.json()
+        calls: set[str] = set()
+        assistant = 0
+        for i, m in enumerate(req.get("messages", [])):
+            if m.get("role") == "tool":
+                if m.get("tool_call_id") not in calls:
+                    return self._error(f"messages[{i}]: tool message answers no tool call made before it")
+                continue
+            if m.get("role") != "assistant":
+                continue
+            for key in ("reasoning_content", "reasoning"):
+                if key in m:
+                    return self._error(f"messages[{i}]: `{key}` is output only; remove it from the input")
+            calls.update(c["id"] for c in m.get("tool_calls") or [])
+            c = m.get("content") or ""
+            text = c if isinstance(c, str) else "".join(p.get("text", "") for p in c)
+            if assistant < len(self.turns):
+                want, got = as_written(self.turns[assistant].text), as_written(text)
+                if got != want:
+                    return self._error(f"messages[{i}]: assistant turn reads {got!r}, the model wrote {want!r}")
+            assistant += 1
+        if self._n >= len(self.turns):
+            return self._error("the script has no more turns")
+        turn = self.turns[self._n]
+        self._n += 1
+        return self._reply(turn, self._n, bool(req.get("stream")))
+
+    def _reply(self, turn: Turn, n: int, stream: bool) -> Reply:
+        call = None
+        if turn.tool:
+            call = {"id": f"call_{n}", "type": "function",
+                    "function": {"name": turn.tool[0], "arguments": json.dumps(turn.tool[1])}}
+        finish = "tool_calls" if call else "stop"
+        if not stream:
+            msg: dict = {"role": "assistant", "content": turn.text}
+            if call:
+                msg["tool_calls"] = [call]
+            return json_reply({"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 1, "model": "m",
+                               "choices": [{"index": 0, "message": msg, "finish_reason": finish}]})
+
+        def chunk(delta: dict, finish_reason: str | None = None) -> dict:
+            return {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+        evs = [chunk({"role": "assistant", "content": ""})]
+        evs += [chunk({"content": turn.text[k:k + 5]}) for k in range(0, len(turn.text), 5)]   # tags split
+        if call:
+            evs.append(chunk({"tool_calls": [dict(call, index=0)]}))
+        evs.append(chunk({}, finish))
+        return sse_reply(sse(*evs, "[DONE]"))

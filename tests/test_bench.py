@@ -19,7 +19,7 @@ def test_bench_quick_runs_and_writes_every_section(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads(out.read_text())
-    assert {"machine", "splitter", "surfaces", "e2e", "memory", "targets"} <= res.keys()
+    assert {"machine", "splitter", "surfaces", "e2e", "memory", "capacity", "targets"} <= res.keys()
     assert {"rows", "flatness"} <= res["splitter"].keys()
     assert {"chat", "messages", "responses"} & res["surfaces"].keys()
     for kinds in res["surfaces"].values():
@@ -44,6 +44,14 @@ def test_bench_quick_runs_and_writes_every_section(tmp_path):
         for c in ("a", "c"):
             assert {"kb_per_stream_at_n1", "kb_per_stream_at_n2"} <= res["memory"][name][c].keys()
     assert "Targets" in p.stdout
+    # (6) capacity: each surface measured at one rate or more through thinkwire, streams rewritten
+    cap = res["capacity"]
+    assert set(cap) - {"params"} == set(res["e2e"]["surfaces"])
+    for name in res["e2e"]["surfaces"]:
+        for step in cap[name]["steps"]:
+            assert {"rate", "streams", "ok", "added_p99_ms", "cpu_share", "rss_mb"} <= step.keys()
+            assert step["proxy"]["not_rewritten"] == 0 and step["proxy"]["flows"] >= step["streams"]
+    assert "6. Capacity of one proxy process" in p.stdout
 
 
 @pytest.mark.e2e

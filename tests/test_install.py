@@ -114,3 +114,49 @@ def test_the_install_runs_its_own_copy_not_the_clones(installed):
     out = run([exe, "-c", "import thinkwire, os; print(os.path.realpath(thinkwire.__file__))"],
               installed["env"], 60)
     assert not out.startswith(str(ROOT)) and os.path.exists(out.strip())
+
+
+# -- the container image's steps, without an engine -------------------------------------------------
+def test_the_containerfiles_install_entrypoint_and_health_check_run_in_a_clean_virtualenv(installed, up, tmp_path):
+    """What the image runs, step by step, in a clean virtualenv: its install is the wheel with its
+    dependencies, as `installed` made it (uv in place of pip, the same requirement); then its
+    ENV, its ENTRYPOINT with the model server given the way `podman run IMAGE --mode ...` gives
+    it (replacing CMD), its HEALTHCHECK command. The port is a free one instead of 8080, which
+    may be taken on this machine; everything else is the file's. (Building the image itself:
+    tests/test_container.py, where an engine is.)"""
+    import json
+    import socket
+    from support.containerfile import final_stage, listen_port
+    stage = final_stage()
+    assert stage.base == "docker.io/library/python:3.12-slim"
+    assert [r for r in stage.all("RUN") if "pip install" in r] == \
+        ["pip install --no-cache-dir /wheels/thinkwire-*.whl && rm -rf /wheels"]
+    venv = installed["tools"] / "thinkwire"   # `uv tool install WHEEL`: a virtualenv of its own
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(home), **stage.env()}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def here(argv: list[str]) -> list[str]:
+        """The image's command on this port, its programs from the virtualenv."""
+        out = [str(venv / "bin" / argv[0])] + argv[1:]
+        return [str(port) if a == str(listen_port(stage)) else a.replace(f":{listen_port(stage)}", f":{port}")
+                for a in out]
+
+    entry, cmd = stage.exec_form("ENTRYPOINT"), stage.exec_form("CMD")
+    assert entry[entry.index("--listen-host") + 1] == "0.0.0.0" and cmd[0] == "--mode"
+    assert stage.one("USER") == "10001:10001" and stage.one("EXPOSE") == str(listen_port(stage))
+    route_thinking(up)
+    p = ToolProcess(here(entry) + ["--mode", f"reverse:{up.url}"], env)
+    try:
+        assert int(p.wait_for(r"listening at \*:(\d+)", timeout=60).group(1)) == port   # every address
+        health = subprocess.run(here(stage.exec_form("HEALTHCHECK")), capture_output=True, text=True, env=env,
+                                timeout=30)
+        body = stream_through(port)
+    finally:
+        p.stop()
+    assert health.returncode == 0 and json.loads(health.stdout)["status"] == "ok"
+    assert b'"reasoning_content":"pack"' in body and b'"content":"shipped"' in body
+    assert (home / ".mitmproxy" / "thinkwire-signing-key").exists()   # no key given: its own, in HOME

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
 from harness import as_written
-from thinkwire.marks import KEY_FILE, Sealer, load_secret
+from thinkwire.keys import KEY_FILE, KeyConfig, load, own_key
+from thinkwire.marks import Sealer
 from thinkwire.splitter import TagPair
 from thinkwire.surfaces import chat, messages, responses
 
@@ -443,15 +444,15 @@ def test_chat_reasoning_content_passes_by_default():
 
 # == The key ====================================================================================
 def test_key_file_is_created_once_with_mode_0600(tmp_path):
-    secret = load_secret(tmp_path)
+    secret = own_key(tmp_path)
     path = tmp_path / KEY_FILE
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert load_secret(tmp_path) == secret and len(secret) >= 32
+    assert own_key(tmp_path) == secret and len(secret) >= 32
 
 
 def test_env_key_wins_over_the_key_file(tmp_path, monkeypatch):
     monkeypatch.setenv("THINK_SIGNING_KEY", "shared by all instances")
-    assert load_secret(tmp_path) == b"shared by all instances"
+    assert load(KeyConfig.from_values({}), tmp_path).current == b"shared by all instances"
     assert not (tmp_path / KEY_FILE).exists()
 
 

@@ -15,57 +15,12 @@ import openai
 import pytest
 
 from harness import StrictAnthropic, StrictResponses, Turn, post
-from thinkwire.marks import KEY_FILE
+from support.loops import TOOLS_M, assistant_texts, loop_turns, messages_loop, responses_loop
+from thinkwire.keys import KEY_FILE
 
 pytestmark = pytest.mark.e2e
 
 KEY = "restore-e2e shared key"
-TOOLS_M = [{"name": "bash", "description": "run", "input_schema": {"type": "object",
-                                                                   "properties": {"cmd": {"type": "string"}}}}]
-TOOLS_R = [{"type": "function", "name": "exec_command", "description": "run",
-            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
-
-
-def loop_turns(native_first=False):
-    """Three tool iterations, then an answer; reasoning in <think> markup every time."""
-    return [
-        Turn("<think>\nI should list the files.\n</think>\n\nLet me look.", ("bash", {"cmd": "ls"}),
-             native="genuine upstream thought" if native_first else None),
-        Turn("<think>Now read the README.</think>", ("bash", {"cmd": "cat README.md"})),
-        Turn("<think>One more check: ünïcode ✓</think>Checking tests.", ("bash", {"cmd": "pytest"})),
-        Turn("<think>done</think>\n\nAll three steps are done."),
-    ]
-
-
-def _pick(proxies: list, i: int):
-    """The proxy for turn i: proxies[min(i, last)]; a callable entry starts (or restarts) one
-    lazily, when its turn comes, and is replaced by what it returns."""
-    k = min(i, len(proxies) - 1)
-    if callable(proxies[k]):
-        proxies[k] = proxies[k]()
-    return proxies[k]
-
-
-# -- Messages, the Claude Code way ------------------------------------------------------------
-def messages_loop(proxies, display="omitted", as_received=True, turns=4):
-    """Stream each turn, send the assistant turn back as received plus tool results; the proxy
-    used for turn i is proxies[min(i, len(proxies) - 1)] (so a second proxy can take over)."""
-    msgs: list = [{"role": "user", "content": "fix the build"}]
-    kw: dict = dict(model="m", max_tokens=4096, tools=TOOLS_M)
-    if display:
-        kw["thinking"] = {"type": "adaptive", "display": display}
-    final = None
-    for i in range(turns):
-        p = _pick(proxies, i)
-        client = anthropic.Anthropic(base_url=p.url, api_key="x", max_retries=0, timeout=20)
-        with client.messages.stream(messages=msgs, **kw) as s:
-            final = s.get_final_message()
-        msgs.append({"role": "assistant", "content": final.to_dict()["content"] if as_received else final.content})
-        if final.stop_reason != "tool_use":
-            break
-        msgs.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": b.id, "content": "ok"} for b in final.content if b.type == "tool_use"]})
-    return final, msgs
 
 
 @pytest.fixture(scope="module")
@@ -160,44 +115,9 @@ def test_messages_genuine_thinking_reaches_the_upstream_byte_identical(m_proxies
 
 
 # -- Responses, the Codex way -------------------------------------------------------------------
-def codex_echo(item: dict) -> dict:
-    return {k: v for k, v in item.items() if k not in ("id", "status")}
-
-
-def responses_loop(proxies, ids=False, include=True, turns=4):
-    """Stream each turn (store false, summaries, encrypted content), echo the output into
-    `input` (without ids, as Codex does), answer each function call, until a plain answer."""
-    items: list = [{"type": "message", "role": "developer", "content": "be brief"},
-                   {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}]
-    kw: dict = dict(model="qwen3", tools=TOOLS_R, store=False, reasoning={"summary": "auto"}, stream=True)
-    if include:
-        kw["include"] = ["reasoning.encrypted_content"]
-    final = None
-    for i in range(turns):
-        p = _pick(proxies, i)
-        client = openai.OpenAI(base_url=p.url + "/v1", api_key="x", max_retries=0, timeout=20)
-        events = list(client.responses.create(input=items, **kw))
-        assert events[-1].type == "response.completed"
-        final = events[-1].response
-        calls = []
-        for it in final.output:
-            d = it.to_dict()
-            items.append(d if ids else codex_echo(d))
-            if d["type"] == "function_call":
-                calls.append(d["call_id"])
-        if not calls:
-            break
-        items += [{"type": "function_call_output", "call_id": c, "output": "ok"} for c in calls]
-    return final, items
-
-
 @pytest.fixture(scope="module")
 def r_proxy(proxy_factory):
     return proxy_factory(env={"THINK_SIGNING_KEY": KEY})
-
-
-def _r_turn_texts(body: bytes) -> list:
-    return [it for it in json.loads(body)["input"] if it.get("role") == "assistant"]
 
 
 def test_responses_codex_tool_loop_completes_against_the_strict_upstream(r_proxy, up):
@@ -210,9 +130,9 @@ def test_responses_codex_tool_loop_completes_against_the_strict_upstream(r_proxy
     assert len(rs) == 4 and all(it["encrypted_content"].startswith("tw1.") and it["summary"] for it in rs)
     sent = json.loads(strict.bodies[-1])["input"]
     assert not any(it.get("type") == "reasoning" for it in sent)
-    assert _r_turn_texts(strict.bodies[-1])[0]["content"][0]["text"] == \
+    assert assistant_texts(strict.bodies[-1])[0]["content"][0]["text"] == \
         "<think>I should list the files.</think>Let me look."
-    assert _r_turn_texts(strict.bodies[-1])[1] == {
+    assert assistant_texts(strict.bodies[-1])[1] == {
         "type": "message", "role": "assistant",
         "content": [{"type": "output_text", "text": "<think>Now read the README.</think>"}]}
     kinds = [it.get("type") for it in sent]

@@ -20,7 +20,8 @@ from conftest import make_ctx
 from harness import json_reply, post, sse_reply
 from support.events import encode_events, model_objs
 from thinkwire import engine, marks
-from thinkwire.marks import KEY_FILE, PREFIX, Sealer, load_secret
+from thinkwire.keys import KEY_FILE, own_key
+from thinkwire.marks import PREFIX, Sealer
 from thinkwire.splitter import TagPair
 from thinkwire.surfaces import messages
 
@@ -36,13 +37,13 @@ def test_key_file_is_created_with_mode_0600(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "umask", os.umask)  # whatever the umask, the file is 0600
     old = os.umask(0)
     try:
-        secret = load_secret(tmp_path / "conf")
+        secret = own_key(tmp_path / "conf")
     finally:
         os.umask(old)
     path = tmp_path / "conf" / KEY_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(base64.b64decode(secret)) == 32
-    assert load_secret(tmp_path / "conf") == secret  # created once, then read
+    assert own_key(tmp_path / "conf") == secret  # created once, then read
 
 
 def test_key_is_never_logged_even_at_debug(tmp_path, monkeypatch, caplog):
@@ -65,10 +66,10 @@ def test_key_is_never_logged_even_at_debug(tmp_path, monkeypatch, caplog):
 def test_marks_are_checked_by_aes_gcm_decrypt():
     """The tag check is AESGCM.decrypt's (constant time, in OpenSSL); no own comparison of
     tags or MACs exists to get wrong."""
-    s = Sealer(b"k")
-    assert isinstance(s._aead, AESGCM)
-    src = inspect.getsource(Sealer.open)
-    assert "self._aead.decrypt(" in src
+    s = Sealer(b"k", previous=[b"old"])
+    assert isinstance(s._aead, AESGCM) and all(isinstance(a, AESGCM) for a in s._opening)
+    src = inspect.getsource(Sealer.open) + inspect.getsource(Sealer._decrypt)
+    assert "self._decrypt(raw)" in src and "aead.decrypt(nonce, sealed, _AAD)" in src
     assert "==" not in src.replace("flag == b", "")   # no hand-made comparison of secret bytes
     assert "hmac" not in inspect.getsource(marks).lower() or "compare_digest" in inspect.getsource(marks)
 
@@ -207,13 +208,13 @@ def test_thinkwire_run_listens_on_loopback_unless_told_otherwise(args, listens):
 def test_an_empty_key_file_left_by_a_crash_is_replaced(tmp_path, monkeypatch):
     import os
     import time
-    from thinkwire import marks
+    from thinkwire import keys
     monkeypatch.delenv("THINK_SIGNING_KEY", raising=False)
-    key = tmp_path / marks.KEY_FILE
+    key = tmp_path / keys.KEY_FILE
     key.write_bytes(b"")
     old = time.time() - 60
     os.utime(key, (old, old))
-    secret = marks.load_secret(tmp_path)
+    secret = keys.own_key(tmp_path)
     assert secret and key.read_bytes().strip() == secret
     assert (key.stat().st_mode & 0o777) == 0o600
-    assert [p.name for p in tmp_path.iterdir()] == [marks.KEY_FILE]  # no temporary file left
+    assert [p.name for p in tmp_path.iterdir()] == [keys.KEY_FILE]  # no temporary file left

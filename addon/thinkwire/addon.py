@@ -9,11 +9,12 @@ import logging
 
 from mitmproxy import ctx, exceptions, http
 
-from . import bodies, contentview, engine
+from . import __version__, bodies, contentview, endpoints, engine, keys
 from .capabilities import Capabilities, show_url
 from .context import FlowContext
 from .learning import Learner
 from .marks import LazySealer
+from .metrics import Metrics
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import StreamDriver, decoder_for
@@ -57,10 +58,12 @@ class ThinkWire:
         self.settings: Settings | None = None
         self._streams: dict[str, tuple[str, FlowContext, StreamDriver]] = {}
         self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
-        self.sealer: LazySealer | None = None  # the proxy key, loaded on first use
+        self.sealer: LazySealer | None = None  # the proxy's keys: loaded at start when configured, else on first use
+        self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
         self.learner = Learner()               # models learned to start inside (think_learn)
+        self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
 
     # -- options ----------------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -105,13 +108,17 @@ class ThinkWire:
         # proxy's worst per-event delays.)
         gc.freeze()
         _skip_legacy_log_event()
+        try:
+            self._keys()   # this instance's own key, when none is configured: made now, and said
+        except keys.KeySetupError as e:
+            log.warning("thinkwire: %s", e)
 
     def configure(self, updated: set[str]) -> None:
         if self._option_errors:
             errors, self._option_errors = self._option_errors, []
             raise exceptions.OptionsError(f"thinkwire: {errors[0]}")
-        if self.sealer is None or "confdir" in updated:
-            self.sealer = LazySealer(ctx.options.confdir)
+        if self.sealer is None or "confdir" in updated or updated.intersection(keys.OPTIONS):
+            self._load_keys()
         if self.settings is not None and not any(n.startswith("think_") for n in updated):
             return
         values = {o.name: getattr(ctx.options, o.name) for o in OPTIONS}
@@ -119,6 +126,38 @@ class ThinkWire:
             self.settings = Settings.from_values(values)
         except SettingError as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
+
+    def _load_keys(self) -> None:
+        """A fleet's keys (anything configured) are read and checked now: a replica that would
+        seal marks the others cannot open refuses to start. With nothing configured, this
+        instance's own key is made or read when first needed (at the latest, once running)."""
+        try:
+            cfg = keys.KeyConfig.from_values({name: getattr(ctx.options, name) for name in keys.OPTIONS})
+            sealer = LazySealer(ctx.options.confdir, cfg)
+            if cfg.given:
+                sealer.keyring   # read and checked now: KeySetupError stops the start
+        except (SettingError, keys.KeySetupError) as e:
+            raise exceptions.OptionsError(f"thinkwire: {e}") from None
+        self.sealer, self._keyring = sealer, None
+        if cfg.given:
+            self._keys()
+
+    def _keys(self) -> keys.Keyring | None:
+        """The keys (loaded now if they were not), said once in the log and in the metrics."""
+        if self.sealer is None:
+            return None
+        if self._keyring is None:
+            self._keyring = self.sealer.keyring
+            log.info("thinkwire: %s", keys.describe(self._keyring))
+            self.metrics.keys(self._keyring)
+        return self._keyring
+
+    def _health(self) -> dict:
+        try:
+            ring = self._keys()
+        except keys.KeySetupError as e:   # the proxy runs; marks cannot be made or opened
+            return {"status": "ok", "version": __version__, "key_error": str(e)}
+        return {"status": "ok", "version": __version__, "key_id": ring.key_id if ring else None}
 
     # -- flows ------------------------------------------------------------------------------
     def _surface(self, flow: http.HTTPFlow):
@@ -141,7 +180,10 @@ class ThinkWire:
 
     @_guarded
     def request(self, flow: http.HTTPFlow):
-        """The way back: reasoning this proxy made, sent back by the client, is restored."""
+        """The way back: reasoning this proxy made, sent back by the client, is restored. (And
+        the proxy's own endpoints are answered here, never forwarded.)"""
+        if endpoints.answer(flow, self._health, self.metrics.exposition):
+            return None
         if self.settings is None or flow.request.method != "POST":
             return None
         surface = engine.surface_for_path(flow.request.path, self.settings)
@@ -171,6 +213,7 @@ class ThinkWire:
             log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, type(e).__name__,
                         exc_info=log.isEnabledFor(logging.DEBUG))
             return
+        self.metrics.way_back(surface.NAME, fctx.stats.restored, fctx.stats.refused)
         if new is not None:
             flow.request.content = new
             flow.metadata[RESTORED_KEY] = fctx.stats.restored
@@ -188,7 +231,8 @@ class ThinkWire:
             decoder = decoder_for(encoding)
         except Exception:  # an encoding we cannot decode: stream it on as it comes
             flow.response.stream = True
-            self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported")
+            self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported",
+                         reason="unsupported_encoding")
             return
         driver = engine.stream_driver(surface, fctx, decoder)
         flow.response.stream = driver.callable()
@@ -240,7 +284,7 @@ class ThinkWire:
             body = flow.response.get_content(strict=True)
             new = surface.rewrite_body(body, fctx) if body else None
         except ValueError as e:  # not JSON, or content we cannot decode: pass it through
-            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {e}")
+            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {e}", reason="invalid_body")
             return
         except Exception as e:  # a bug must not break the client: pass through, say so
             log.debug("thinkwire: body rewrite failed", exc_info=True)
@@ -269,8 +313,9 @@ class ThinkWire:
 
     # -- reporting --------------------------------------------------------------------------
     def _finish(self, flow: http.HTTPFlow, surface: str, fctx: FlowContext, fell_back: str | None,
-                ended: str = "") -> None:
-        """One comment, marker and INFO line per handled flow; never any body text."""
+                ended: str = "", reason: str = "rewrite_error") -> None:
+        """One comment, marker, INFO line and count (metrics) per handled flow; never any body
+        text. `reason`: why it fell back, when it did, for the metrics (metrics.REASONS)."""
         stats = fctx.stats
         restored = flow.metadata.get(RESTORED_KEY, 0)
         learned = None if fell_back else fctx.learn()
@@ -301,8 +346,10 @@ class ThinkWire:
             summary += f"; {restored} object(s) restored on the request"
         summary += ended
         flow.comment = summary
-        FlowRecord(surface, profile, stats.blocks, stats.reasoning_chars, restored, fell_back,
-                   stats.broken).put(flow)
+        record = FlowRecord(surface, profile, stats.blocks, stats.reasoning_chars, restored, fell_back,
+                            stats.broken)
+        record.put(flow)
+        self.metrics.flow(record, reason if fell_back else None, ended_early=bool(ended))
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
 

@@ -8,6 +8,9 @@
   thinkwire rewrite --surface chat [--model NAME] [FILE]   what the proxy would send (chat, messages,
                                                            responses, ollama)
   thinkwire tags [--model NAME]                            the effective tag sets / a model's profile
+  thinkwire key new                                        a fresh random key for marks
+  thinkwire key id [--file F] [--confdir D]                the id of a key (for think_key_id)
+  thinkwire health [--url URL]                             ask a running proxy's health endpoint
 
 Options come from the same THINK_* environment variables as the addon.
 """
@@ -15,6 +18,7 @@ Options come from the same THINK_* environment variables as the addon.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -23,7 +27,7 @@ import ssl
 import sys
 from pathlib import Path
 
-from . import engine
+from . import endpoints, engine, keys
 from .ndjson import NDJSONParser
 from .settings import SettingError, Settings
 from .sse import SSEParser
@@ -150,6 +154,40 @@ def _print_profile(p) -> None:
         print(f"  removed from the answer: {'  '.join(p.strip)}")
     if p.ends:
         print(f"  end reasoning, kept in the answer: {'  '.join(p.ends)}")
+
+
+# -- keys and health, for running a fleet -----------------------------------------------------
+def _cmd_key(args) -> int:
+    if args.action == "new":
+        print(keys.new_key())
+        return 0
+    if args.file:
+        secret = keys.read_key_file(args.file, "--file")
+    else:   # what a proxy started in this environment (and with this confdir) seals with
+        config = dataclasses.replace(keys.KeyConfig.from_values({}), expected_id="")   # the id is what we print
+        secret = keys.load(config, args.confdir).current
+    print(keys.key_id(secret))
+    return 0
+
+
+def _cmd_health(args) -> int:
+    """GET the health endpoint directly (never through HTTP_PROXY): 0 when it answers 200."""
+    import http.client
+    from urllib.parse import urlsplit
+    u = urlsplit(args.url if "://" in args.url else "http://" + args.url)
+    conn_type = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+    conn = conn_type(u.hostname or "127.0.0.1", u.port, timeout=args.timeout)
+    try:
+        conn.request("GET", endpoints.HEALTH)
+        r = conn.getresponse()
+        body = r.read().decode("utf-8", "replace").strip()
+    except OSError as e:
+        print(f"thinkwire health: {args.url} does not answer ({e})", file=sys.stderr)
+        return 1
+    finally:
+        conn.close()
+    print(body)
+    return 0 if r.status == 200 else 1
 
 
 # -- the proxy ------------------------------------------------------------------------------
@@ -283,10 +321,22 @@ def main(argv: list[str] | None = None) -> int:
     tg = sub.add_parser("tags", help="print the effective tag sets and profiles")
     tg.add_argument("--model", help="show which profile this model name gets")
     tg.set_defaults(func=_cmd_tags)
+    ky = sub.add_parser("key", help="keys for marks: `key new` prints a fresh key, `key id` the id of one "
+                        "(the value of think_key_id)")
+    ky.add_argument("action", choices=["new", "id"])
+    ky.add_argument("--file", help="id: the key in this file (else the key THINK_KEY_FILE or THINK_SIGNING_KEY "
+                    "gives, else this confdir's own key)")
+    ky.add_argument("--confdir", default="~/.mitmproxy", help="id: mitmproxy's confdir (default ~/.mitmproxy)")
+    ky.set_defaults(func=_cmd_key)
+    he = sub.add_parser("health", help=f"ask a running proxy's health endpoint ({endpoints.HEALTH}); exit 0 "
+                        "when it answers 200 (for container health checks)")
+    he.add_argument("--url", default="http://127.0.0.1:8080", help="the proxy (default http://127.0.0.1:8080)")
+    he.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    he.set_defaults(func=_cmd_health)
     args = ap.parse_args(argv)
     try:
         return args.func(args)
-    except (InputError, SettingError, OSError) as e:
+    except (InputError, SettingError, keys.KeySetupError, OSError) as e:
         print(f"thinkwire: {e}", file=sys.stderr)
         return 2
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .marks import PREFIX
 from .request import prefill, structured, thinking_switch
 from .settings import Settings
 from .splitter import END, Rules, Split, Splitter, TagPair, merge
@@ -27,6 +28,7 @@ class Stats:
     stray_closes: int = 0
     malformed_events: int = 0
     restored: int = 0
+    refused: int = 0              # marks (tw1.) in a request that no key of this proxy opens
     native: bool = False          # the upstream already sent native reasoning
     fell_back: str | None = None  # why the rewrite stopped and passed bytes through
     broken: str | None = None     # why a compressed stream stopped decoding part way (ended there)
@@ -174,8 +176,14 @@ class FlowContext:
 
     def open_mark(self, mark: object) -> tuple[str, TagPair] | None:
         """(text, pair) sealed in `mark` when it is this proxy's (opens with its key), else None."""
-        opened = self.sealer.open(mark) if self.sealer is not None else None
-        return (opened.text, opened.pair) if opened is not None else None
+        if self.sealer is None:
+            return None
+        opened = self.sealer.open(mark)
+        if opened is None:
+            if isinstance(mark, str) and mark.startswith(PREFIX):
+                self.stats.refused += 1   # another key's (a replica's, a retired one's), or tampered
+            return None
+        return opened.text, opened.pair
 
     def tally(self) -> Stats:
         """Fold the stream splitters' counts into the stats (call once, at the end)."""

@@ -6,8 +6,8 @@ is ours and carries the exact text to restore; anything else (a real Anthropic s
 OpenAI `encrypted_content`, a forgery) fails to open and is not ours. No state is kept between
 flows: a restart, or another proxy instance with the same key, opens the same marks.
 
-The key comes from THINK_SIGNING_KEY (any string, shared by instances that must agree), else
-from a random key created once in mitmproxy's confdir with mode 0600. It is never logged.
+The keys come from thinkwire.keys: the current key seals and opens, previous keys (a rotation)
+only open. They are never logged.
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ import base64
 import hashlib
 import json
 import os
-import time
 import zlib
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from pathlib import Path
+from typing import Iterable
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from . import keys
 from .splitter import TagPair
 
 PREFIX = "tw1."                   # format version 1; a later format gets another prefix
-KEY_FILE = "thinkwire-signing-key"
 _AAD = b"thinkwire mark v1"
 _NONCE = 12
 _COMPRESS_OVER = 256              # bytes of payload above which zlib pays off
@@ -39,10 +39,16 @@ class Opened:
     pair: TagPair
 
 
+def _aead(secret: bytes) -> AESGCM:
+    # Derive the AES key so any length or form of configured secret works.
+    return AESGCM(hashlib.sha256(b"thinkwire-key\0" + secret).digest())
+
+
 class Sealer:
-    def __init__(self, secret: bytes) -> None:
-        # Derive the AES key so any length or form of configured secret works.
-        self._aead = AESGCM(hashlib.sha256(b"thinkwire-key\0" + secret).digest())
+    def __init__(self, secret: bytes, previous: Iterable[bytes] = ()) -> None:
+        """`secret` seals and opens; each of `previous` only opens (marks from before a rotation)."""
+        self._aead = _aead(secret)
+        self._opening = [self._aead] + [_aead(p) for p in previous if p != secret]
 
     def seal(self, text: str, pair: TagPair, literal: str | None = None) -> str:
         """`literal`: the body of text's JSON literal, where the caller has it (a stream's
@@ -68,7 +74,7 @@ class Sealer:
             raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
             if len(raw) < _NONCE + 17:
                 return None
-            plain = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], _AAD)  # verifies the tag
+            plain = self._decrypt(raw)
             flag, payload = plain[:1], plain[1:]
             if flag == b"z":
                 payload = zlib.decompress(payload)
@@ -79,52 +85,38 @@ class Sealer:
         except Exception:  # bad base64, wrong key, tampered, garbage: not ours
             return None
 
-
-def load_secret(confdir: str | os.PathLike | None) -> bytes:
-    """THINK_SIGNING_KEY if set, else the key file in confdir (created once, mode 0600)."""
-    env = os.environ.get("THINK_SIGNING_KEY")
-    if env:
-        return env.encode()
-    folder = Path(os.path.expanduser(str(confdir or "~/.mitmproxy")))
-    path = folder / KEY_FILE
-    for _ in range(50):
-        try:
-            secret = path.read_bytes().strip()
-        except FileNotFoundError:
-            secret = b""
-        if secret:
-            return secret
-        if path.exists():  # being written by another instance, or left empty by a crash
-            if time.time() - path.stat().st_mtime > 5:
-                path.unlink(missing_ok=True)
-            time.sleep(0.1)
-            continue
-        folder.mkdir(parents=True, exist_ok=True)
-        # Write a private temporary file, then link it into place: the key file appears whole
-        # or not at all, and the first instance to link it wins.
-        tmp = folder / f".{KEY_FILE}.{os.getpid()}.{os.urandom(4).hex()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(base64.b64encode(os.urandom(32)) + b"\n")
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
-    raise OSError(f"cannot read or create the signing key {path}")
+    def _decrypt(self, raw: bytes) -> bytes:
+        """The plain payload under the first key whose tag verifies; InvalidTag under none."""
+        nonce, sealed = raw[:_NONCE], raw[_NONCE:]
+        for aead in self._opening:
+            try:
+                return aead.decrypt(nonce, sealed, _AAD)
+            except InvalidTag:
+                continue
+        raise InvalidTag
 
 
 class LazySealer:
-    """A Sealer whose key is loaded (or created) on first use, for tools that rarely need it."""
+    """A Sealer whose keys are loaded (this instance's own key created) on first use, for tools
+    that rarely need one; `config` defaults to what the environment says (thinkwire.keys)."""
 
-    def __init__(self, confdir: str | os.PathLike | None) -> None:
+    def __init__(self, confdir: str | os.PathLike | None, config: keys.KeyConfig | None = None) -> None:
         self._confdir = confdir
+        self._config = config
         self._sealer: Sealer | None = None
+        self._keyring: keys.Keyring | None = None
+
+    @property
+    def keyring(self) -> keys.Keyring:
+        """The keys (loaded now if not yet); KeySetupError when they cannot be had."""
+        self._get()
+        return self._keyring  # type: ignore[return-value]
 
     def _get(self) -> Sealer:
         if self._sealer is None:
-            self._sealer = Sealer(load_secret(self._confdir))
+            config = self._config if self._config is not None else keys.KeyConfig.from_values({})
+            ring = keys.load(config, self._confdir)
+            self._sealer, self._keyring = Sealer(ring.current, ring.previous), ring
         return self._sealer
 
     def seal(self, text: str, pair: TagPair, literal: str | None = None) -> str:

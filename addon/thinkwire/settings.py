@@ -43,6 +43,17 @@ def _choice(name: str, env: str, choices: tuple[str, ...]) -> Callable[[str], st
     return parse
 
 
+KEY_ID_DIGITS = 16   # a key id's length in hex digits (thinkwire.keys.key_id)
+
+
+def _key_id(v: str) -> str:
+    s = v.strip().lower()
+    if s == "" or (len(s) == KEY_ID_DIGITS and all(c in "0123456789abcdef" for c in s)):
+        return s
+    raise SettingError(f"think_key_id (env THINK_KEY_ID) is {v!r}; use the {KEY_ID_DIGITS} hex digits that "
+                       "`thinkwire key id` prints for the fleet's key, or nothing")
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -93,6 +104,13 @@ OPTIONS: tuple[Option, ...] = (
          "choice", ("inline", "drop", "keep")),
     _opt("think_chat_restore", "keep", "What to do with reasoning_content/reasoning in chat requests",
          "choice", ("keep", "inline", "drop")),
+    # The keys for marks (thinkwire.keys). Paths and an id only: a key itself is never an option.
+    _opt("think_key_file", "", "File holding the key that seals marks (else THINK_SIGNING_KEY, else "
+         "this instance's own key in the confdir)", "str"),
+    _opt("think_key_previous_files", "", "Files holding previous keys, comma-separated: they open marks, "
+         "never seal them (key rotation)", "str"),
+    Option("think_key_id", "THINK_KEY_ID", "", "The id of the fleet's key (`thinkwire key id`): a replica "
+           "whose key has another id refuses to start", _key_id, "str"),
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}

@@ -61,8 +61,8 @@ def test_reasoning_and_answer(proxies, up):
 
 
 def test_several_blocks_in_order(proxies, up):
-    whole, s = both(proxies["off"], up, [text("<think>a</think>b<thinking>c</thinking>d")])
-    expect = [{"type": "thinking", "thinking": "a"}, {"type": "text", "text": "b"},
+    whole, s = both(proxies["off"], up, [text("<think>a</think>b\n<thinking>c</thinking>d")])
+    expect = [{"type": "thinking", "thinking": "a"}, {"type": "text", "text": "b\n"},
               {"type": "thinking", "thinking": "c"}, {"type": "text", "text": "d"}]
     assert whole["content"] == s["content"] == expect
 

@@ -630,3 +630,31 @@ def test_mitmdump_learns_a_model_and_logs_the_profile_to_keep_it(proxy, up):
     text = proxy.log()
     assert re.search(r'- name: learn-me\n\s+models: \["learn-me"\]\n\s+starts_inside: true', text)
     assert "started inside the reasoning block (learned of this model)" in text
+
+
+# -- gpt-oss whose special tokens the server dropped --------------------------------------------------
+DROPPED = "analysisUser says hi. We should reply politely.assistantfinalHello! How can I help you today?"
+
+
+@pytest.mark.parametrize("cut", [None, 1, 3, 8, 20, 60])
+def test_gpt_oss_whose_special_tokens_were_dropped_splits_at_its_words(cut):
+    want = ("User says hi. We should reply politely.", "Hello! How can I help you today?")
+    req = {"model": "gpt-oss-20b"}
+    assert chat_body(req, DROPPED) == want
+    chunks = list(DROPPED) if cut is None else [DROPPED[:cut], DROPPED[cut:]]
+    assert chat_stream(req, chunks) == want
+
+
+def test_gpt_oss_dropped_tokens_count_only_at_the_very_start():
+    req = {"model": "gpt-oss-20b"}
+    # An answer that starts with another word, or names them later, is the answer.
+    for text in ("analyst notes: fine", "ana", "The analysis shows growth.\nassistantfinal is a word here",
+                 "<|channel|>final<|message|>The analysis is done.assistantfinal"):
+        want = text.replace("<|channel|>final<|message|>", "")
+        assert chat_body(req, text) == ("", want) == chat_stream(req, list(text)), text
+    # A tool call after the dropped analysis header ends the reasoning and stays in the answer.
+    text = 'analysisNeed the file.assistantcommentary to=functions.read json{"path":"a"}'
+    want = ("Need the file.", 'assistantcommentary to=functions.read json{"path":"a"}')
+    assert chat_body(req, text) == want == chat_stream(req, list(text))
+    # Other models never read these words as tags.
+    assert chat_body({"model": "qwen3"}, DROPPED) == ("", DROPPED)

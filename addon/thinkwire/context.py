@@ -64,7 +64,7 @@ class FlowContext:
             self._profile = self._pick_profile(response_model)
             s, p = self.settings, self._profile
             inside = self._start()
-            self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends)
+            self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends, p.start_pairs, p.start_ends)
         return self._rules
 
     def _pick_profile(self, response_model: object) -> Profile:
@@ -93,7 +93,7 @@ class FlowContext:
         self._prefill = prefill(req, self.surface)
         self.inside_because = None
         if self._prefill is not None:
-            sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends))
+            sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends))
             sp.resume(self._prefill)
             if sp.inside:
                 self.inside_because = "prefill"
@@ -158,7 +158,7 @@ class FlowContext:
         return result
 
     def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool) -> tuple[list, Splitter]:
-        sp = Splitter(rules, inside)
+        sp = Splitter(rules, inside, whole=True)
         if prefilled:
             sp.resume(self._prefill)   # type: ignore[arg-type]
         return merge(sp.feed(text) + sp.finish()), sp
@@ -216,6 +216,7 @@ def _unclosed(pieces: list) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _rules(pairs, trim, anywhere, starts_inside, strip, ends) -> Rules:
+def _rules(pairs, trim, anywhere, starts_inside, strip, ends, start_pairs=(), start_ends=()) -> Rules:
     # Rules compile their patterns: build each distinct set once, not per flow.
-    return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends)
+    return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends,
+                 start_pairs=start_pairs, start_ends=start_ends)

@@ -66,6 +66,11 @@ class Rules:
     # started before closing its reasoning, a new channel header. (vLLM and SGLang end
     # reasoning there too, so a tool parser finds the call in the content.)
     ends: tuple[str, ...] = ()
+    # Pairs whose opening tag counts only at the very start of the output, and the markers that
+    # end such a block: what a server leaves of a channel header when it drops special tokens
+    # (gpt-oss: `analysis` ... `assistantfinal`). Words that prose uses: looked for nowhere else.
+    start_pairs: tuple[TagPair, ...] = ()
+    start_ends: tuple[str, ...] = ()
     # Compiled helpers, derived from the above.
     _content_re: re.Pattern = field(init=False, repr=False, compare=False)
     _by_open: dict = field(init=False, repr=False, compare=False)
@@ -97,7 +102,8 @@ class Rules:
 
         s = object.__setattr__
         # Rules key caches that every flow consults: hash the fields once, not on each lookup.
-        s(self, "_hash", hash((self.pairs, self.trim, self.anywhere, self.starts_inside, self.strip, self.ends)))
+        s(self, "_hash", hash((self.pairs, self.trim, self.anywhere, self.starts_inside, self.strip, self.ends,
+                               self.start_pairs, self.start_ends)))
         # In the answer: opening tags, closing tags (stray, or paired with an opening tag kept as
         # text) and strip markers.
         s(self, "_content_re", _alternation(opens + closes + strip))
@@ -137,6 +143,8 @@ class Rules:
         if got is None:
             tags = [pair.close] if pair is not None else [p.close for p in self.pairs]
             tags += self.ends
+            if pair in self.start_pairs:
+                tags += self.start_ends
             if lead_open:
                 tags += [p.open for p in self.pairs]
             got = self._scans[key] = _Scan(_alternation(tags), _prefixes(tags), _chars(tags),
@@ -284,6 +292,8 @@ class Splitter:
                 return None
             self._plain_answer(text)
             return (CONTENT, text)
+        if self._pair in self.rules.start_pairs:
+            return None       # its tags are words: no character tells them apart
         trim = self.rules.trim
         if self._held:
             if not self._ws_hold:
@@ -313,7 +323,8 @@ class Splitter:
         if self._skip_ws:
             return None
         if self._inside:
-            return None if self.held_ws() is None else REASONING
+            # (A start pair's tags are words: the C callable's table does not hold them.)
+            return None if self.held_ws() is None or self._pair in self.rules.start_pairs else REASONING
         ln = self._ln
         return None if (self._at_start or self._gap or ln.run or ln.fence_line or self.held_tag() is None) else CONTENT
 
@@ -490,7 +501,7 @@ class Splitter:
         at = -1
         for m in closes.regex.finditer(buf, start):
             tag = m.group()
-            if tag not in rules._by_close or (self._pair is not None and tag != self._pair.close):
+            if tag != self._pair.close if self._pair is not None else tag not in rules._by_close:
                 continue
             ln.read(buf, seen, m.start())
             seen = m.start()
@@ -547,6 +558,10 @@ class Splitter:
                     self._gap_added += len(_SEPARATOR)
             i = j
             self._skip_ws = False
+        if rules.start_pairs and self._at_start and not self._seen_tag:
+            got = self._start_pair(buf, i, out, final)
+            if got is not None:
+                return got
         pattern = rules._content_re
         ln = self._ln
         pos = i
@@ -639,6 +654,28 @@ class Splitter:
         self._emit_kept(kept, out, buf[rest_start:cut])
         self._held = buf[cut:]
         return -1
+
+    def _start_pair(self, buf: str, i: int, out: list, final: bool) -> int | None:
+        """At the very start of the output (after whitespace): the opening tag of a start pair
+        opens its block; the start of one waits for the rest. None: neither (the answer goes on)."""
+        j = i
+        while j < len(buf) and buf[j] in _WS:
+            j += 1
+        rest = buf[j:]
+        if not rest:
+            return None
+        for pair in self.rules.start_pairs:
+            if rest.startswith(pair.open):
+                self._inside, self._pair, self._fresh, self._seen_tag = True, pair, True, True
+                self._skip_ws = self.rules.trim
+                self._ln.reset()
+                self.blocks += 1
+                self.markup_chars += len(pair.open)
+                return j + len(pair.open)
+        if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
+            self._held = buf[i:]   # (what is held at the start is read again: linear, it is short)
+            return -1
+        return None
 
     def _remove(self, buf: str, i: int, j: int, tag: str, kept: list, final: bool) -> int:
         """A tag removed from the middle of the answer at buf[j], the text since i kept. Where the

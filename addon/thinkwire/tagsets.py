@@ -21,7 +21,7 @@ SHIPPED = Path(__file__).parent / "tagsets.yaml"
 _TOP_KEYS = {"default", "profiles"}
 _DEFAULT_KEYS = {"pairs", "starts_inside", "ends_reasoning"}
 _PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "thinking_default", "switches",
-                 "strip", "ends_reasoning"}
+                 "strip", "ends_reasoning", "start_pairs", "start_ends"}
 _SWITCH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -47,6 +47,10 @@ class Profile:
     # thinking_mode, reasoning_effort ...); None: every switch thinkwire knows counts.
     switches: tuple[str, ...] | None = None
     declared: tuple[TagPair, ...] = ()   # the pairs the profile names itself, if any (display, tests)
+    # Pairs whose opening tag counts only at the very start of the output, and the markers that
+    # end their blocks (what a server leaves of gpt-oss's headers when it drops special tokens).
+    start_pairs: tuple[TagPair, ...] = ()
+    start_ends: tuple[str, ...] = ()
     _pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -283,7 +287,12 @@ def _build(root, src: str) -> Tagsets:
             switches = _switches(p, src, name)
             strip = _markers(p, "strip", src, name, pairs, (), closes_allowed=True)
             ends = _markers(p, "ends_reasoning", src, name, pairs, default.ends)
-            profiles.append(Profile(name, models, pairs, inside, tagless, strip, ends, thinks, switches, own))
+            start_pairs = _pairs(p["start_pairs"], src, f"start_pairs of {name!r}") if "start_pairs" in p else ()
+            start_ends = _markers(p, "start_ends", src, name, pairs + start_pairs, ())
+            if start_ends and not start_pairs:
+                raise TagsetError(f"{_where(src, p['start_ends'])}: 'start_ends' of {name!r} needs 'start_pairs'")
+            profiles.append(Profile(name, models, pairs, inside, tagless, strip, ends, thinks, switches, own,
+                                    start_pairs, start_ends))
     return Tagsets(default, tuple(profiles), src)
 
 

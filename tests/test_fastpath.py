@@ -17,7 +17,7 @@ from conftest import make_ctx
 from thinkwire import hot
 from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, dumps, loads_known, sharing_dumps, slot_text, text_slot
 from thinkwire.marks import Sealer
-from thinkwire.splitter import CONTENT, Rules, Splitter, TagPair
+from thinkwire.splitter import CONTENT, REASONING, Splitter, TagPair
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages, responses
 from support.fast import (MODEL, RULES, SETTINGS, SURFACES, TOKENS, _d, _ev, chat_stream, chunkings, messages_stream,
@@ -334,28 +334,53 @@ def test_splitter_plain_declines_where_feed_must_decide():
     assert s.plain("x") is None           # a partial tag is held
 
 
-def test_the_answer_is_steady_with_the_start_of_a_tag_held():
-    # What thinkwire.hot holds in C as the splitter does: `took` then leaves feed's state.
-    a, b = Splitter(RULES[0]), Splitter(RULES[0])
-    for s in (a, b):
-        s.feed("<think>a</think>ok")
-    assert a.steady() == CONTENT and a.held_tag() == "" and a.code() == (0, "ok")
-    assert a.feed(" x <") == [(CONTENT, " x ")]
-    b.took(CONTENT, " x ", "<")
-    assert _state(a) == _state(b) and a.held_tag() == "<" and a.steady() == CONTENT
-    assert a.feed(" y `z") == [(CONTENT, "< y `z")]
-    b.took(CONTENT, "< y `z")
-    assert _state(a) == _state(b) and a.code() == (1, "ok x < y")
-    assert a.feed(" <") == [(CONTENT, " <")] and a.held_tag() == ""   # in code nothing is held
-    a.feed("`\n```py\n")
-    assert a.code() == (2, "") and a.steady() == CONTENT
-    # A start held that the C callable does not hold: the splitter decides each text.
-    kimi = Rules((TagPair("<think>", "</think>"), TagPair("\u25c1think\u25b7", "\u25c1/think\u25b7")))
-    assert kimi.hot_tags[-1] == "\u25c1/think\u25b7".encode()
-    s = Splitter(kimi)
-    s.feed("<think>a</think>ok \u25c1")
-    assert s.held_tag() is None and s.steady() is None
-    assert Rules((TagPair('<t a="1">', "</t>"),)).hot_tags == ()   # (a quote is escaped in JSON)
+def test_steady_states_hold_nothing_but_whitespace_in_reasoning():
+    s = Splitter(RULES[0])
+    s.feed("<think>a</think>ok")
+    assert s.steady() == CONTENT
+    s.feed(" x <")   # the start of a tag held: the splitter decides the next text
+    assert s.steady() is None
+    s.feed("b")
+    assert s.steady() == CONTENT
+    s = Splitter(RULES[0], starts_inside=True)
+    assert s.steady() is None   # a block's first text: its leading whitespace is trimmed
+    s.feed("a \n")
+    assert s.steady() == REASONING and s.held_ws() == " \n"
+    s.feed(" </thi")
+    assert s.steady() is None and s.held_ws() is None
+
+
+# Texts thinkwire.hot takes in C: no character a tag or marker of the rules starts with.
+C_TEXTS = [" word", "x", " `", "``", "`code` ", "\n", "\n\n", "   ", " \t", "```py\n", "~~~", "  ~~~\n", "end ",
+           "\u00e9t\u00e9", "a\\b", " \"q\""]
+
+
+@pytest.mark.parametrize("rules", RULES, ids=range(len(RULES)))
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(st.sampled_from(TOKENS + C_TEXTS), max_size=40), runs=st.lists(st.integers(1, 6), min_size=1))
+def test_took_leaves_the_state_feed_leaves_and_gives_what_it_gave(rules, texts, runs):
+    # Splitter.took, the one place where what C took becomes the splitter's state: in a steady
+    # state, plain texts taken together leave the state feed leaves taking them one by one.
+    a, b = Splitter(rules), Splitter(rules)
+    i = k = 0
+    while i < len(texts):
+        kind = b.steady()
+        run = texts[i:i + runs[k % len(runs)]]
+        k += 1
+        trims = kind == REASONING and rules.trim
+        if kind is not None and all(t and not rules.may_hold_tag(t) and not (trims and not t.strip(" \t\r\n\f"))
+                                    for t in run):
+            want = [p for t in run for p in a.feed(t)]
+            assert {p[0] for p in want} <= {kind}
+            assert b.took(kind, "".join(run)) == "".join(p[1] for p in want)
+            i += len(run)
+        else:
+            assert a.feed(texts[i]) == b.feed(texts[i])
+            i += 1
+        assert _state(a) == _state(b)
+    assert a.finish() == b.finish()
+    with pytest.raises(ValueError):   # (a text the splitter must decide)
+        b.took(CONTENT, "<think>")
 
 
 def test_an_error_in_the_byte_path_fails_open_with_the_chunk_and_the_rest_as_they_came():

@@ -379,8 +379,8 @@ def test_took_leaves_the_state_feed_leaves_and_gives_what_it_gave(rules, texts, 
             i += 1
         assert _state(a) == _state(b)
     assert a.finish() == b.finish()
-    with pytest.raises(ValueError):   # (a text the splitter must decide)
-        b.took(CONTENT, "<think>")
+    with pytest.raises(ValueError):   # (not of the steady kind)
+        b.took(REASONING, "x")
 
 
 def test_an_error_in_the_byte_path_fails_open_with_the_chunk_and_the_rest_as_they_came():

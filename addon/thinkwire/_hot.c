@@ -157,14 +157,15 @@ read_spec(PyObject *spec, Spec *s)
     if (tbl_len != 256 || s->num_pos < 0 || s->num_pos > 2 || s->seq_mode < SEQ_NONE || s->seq_mode > SEQ_NEW
         || s->channels < 1 || s->channels > 2 || (s->seq_mode != SEQ_NONE) != (s->num_pos != 0))
         return spec_error("spec: bad table, slot or numbering");
-    static const char escapable[] = "\"\\bfnrt";   /* the two-byte escapes json.dumps writes */
     for (int i = 0; i < 256; i++) {
-        unsigned char t = (unsigned char)tbl[i];
-        int escape = i && strchr(escapable, i) != NULL;
-        if (t & ~(ALLOW_BYTE | ALLOW_ESCAPE | BYTE_WS | ESCAPE_WS)
-            || ((t & ALLOW_BYTE) && (i < 0x20 || i > 0x7e || i == '"' || i == '\\'))
-            || ((t & ALLOW_ESCAPE) && !escape) || ((t & BYTE_WS) && i != ' ')
-            || ((t & ESCAPE_WS) && (!i || !strchr("nrtf", i))))
+        /* What each byte may be marked: the escapes json.dumps writes as two bytes, and of them
+         * those that stand for whitespace; a printable ASCII byte, and the space as whitespace. */
+        unsigned char t = (unsigned char)tbl[i], may = 0;
+        if (i >= 0x20 && i <= 0x7e && i != '"' && i != '\\')
+            may |= ALLOW_BYTE | (i == ' ' ? BYTE_WS : 0);
+        if (i == '"' || i == '\\' || i == 'b' || i == 'f' || i == 'n' || i == 'r' || i == 't')
+            may |= ALLOW_ESCAPE | (i == 'f' || i == 'n' || i == 'r' || i == 't' ? ESCAPE_WS : 0);
+        if (t & ~may)
             return spec_error("spec: the table allows a byte or an escape that a literal taken here cannot hold");
         s->table[i] = t | ((t & ALLOW_BYTE) && !(t & BYTE_WS) ? WORD_BYTE : 0);
     }

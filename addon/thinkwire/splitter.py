@@ -283,13 +283,14 @@ class Splitter:
 
     def took(self, kind: int, text: str) -> str:
         """Plain texts taken elsewhere (thinkwire.hot, in C) in a steady state of `kind`
-        (`steady`), folded in: `text` is those texts one after the other (not empty). Gives what
+        (`steady`), folded in: `text` is those texts one after the other (not empty; no character
+        of `Rules.tag_starts`, which the caller checked, as for `plain`). Gives what
         `feed` gave for them, joined, and leaves the state it left. This is the one place where
         what C took becomes the splitter's state: every piece of it (the whitespace held, the
         counts, the answer's line, code spans and fences) is derived from the text by `plain`,
         the step `feed` takes for a plain text, which leaves the same state for texts joined as
         one after the other (a line reads the same wherever it was cut)."""
-        piece = None if self.rules.may_hold_tag(text) else self.plain(text)
+        piece = self.plain(text)
         if piece is None or piece[0] != kind:
             raise ValueError("took: a text the splitter must decide, or not of the steady kind")
         return piece[1]

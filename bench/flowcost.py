@@ -1,6 +1,6 @@
 """thinkwire's instructions per flow, in process, by stretch of the bench's stream (needs valgrind).
 
-    .venv/bin/python bench/flowcost.py responses [--events 1000] [--flows 10]
+    .venv/bin/python bench/flowcost.py responses [--events 1000] [--flows 10] [--delta-chars 40]
 
 Runs the bench workload's stream (workload.py) through what mitmproxy calls
 (`StreamDriver.callable()`), in this process, under callgrind: for each stretch (the opening
@@ -75,9 +75,12 @@ def main() -> int:
     ap.add_argument("surface", choices=["chat", "messages", "responses"])
     ap.add_argument("--events", type=int, default=1000, help="text deltas per stream (default 1000, as burst)")
     ap.add_argument("--flows", type=int, default=10)
+    ap.add_argument("--delta-chars", type=int, help="tokens joined into deltas of up to N characters (workload.py)")
     ap.add_argument("--cut", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.delta_chars:   # (the children read it from the environment, as the workload does)
+        os.environ["THINKWIRE_BENCH_DELTA_CHARS"] = str(a.delta_chars)
     if a.child:
         _child(a.surface, a.events, a.flows, a.cut)
         return 0
@@ -87,14 +90,14 @@ def main() -> int:
     import workload
     shape = workload.SHAPES[a.surface]
     head = len(shape.head({}))
-    toks = workload.tokens(a.events, seed=0)
+    toks = workload.tokens(a.events, seed=0)   # (fewer than --events with --delta-chars)
     boundary = head + next(k for k, t in enumerate(toks) if "</think>" in "".join(t))
-    end = head + a.events
+    end = head + len(toks)
     stretches = [("opening events", head), ("first delta", head + 1), ("reasoning deltas", boundary),
                  ("boundary", boundary + 1), ("answer deltas", end), ("final events and end", 10**9)]
     base = _count(a.surface, a.events, a.flows, -1)
     before, start = 0, 0
-    print(f"{a.surface}: {a.events} deltas, instructions per flow ({a.flows} flows, in process)")
+    print(f"{a.surface}: {len(toks)} deltas, instructions per flow ({a.flows} flows, in process)")
     for name, cut in stretches:
         per = (_count(a.surface, a.events, a.flows, cut) - base) / a.flows
         n = (min(cut, end + len(shape.tail({}, ""))) - start)

@@ -103,14 +103,17 @@ def holding(splitter: Splitter, kind: int) -> bytes:
     return dumps(held)[1:-1].encode() if held else b""
 
 
-def fold(splitter: Splitter, kind: int, got: tuple) -> tuple[str, str]:
+def fold(splitter: Splitter, kind: int, got: tuple, literal: bool = False) -> tuple[str, str | None]:
     """What Hot took (`Hot.take`, with hits) as `kind`, folded into `splitter` (`Splitter.took`):
-    what feed would have given for those texts, joined, and its JSON literal's body (Hot takes
-    only the escapes json.dumps writes, so the literals as they came are that literal)."""
+    what feed would have given for those texts, joined, and with `literal` its JSON literal's
+    body (Hot takes only the escapes json.dumps writes, so the literals as they came are that
+    literal but for the whitespace held before and after), else None."""
     came = got[2].decode("ascii")
     text = scanstring(came + '"', 0)[0] if "\\" in came else came
     before = splitter.held_ws() if kind == REASONING else ""
     gave = splitter.took(kind, text)
+    if not literal:
+        return gave, None
     after = len(text) - (len(gave) - len(before))   # the characters of text held now (whitespace)
     if not before and not after:
         return gave, came

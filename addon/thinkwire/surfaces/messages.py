@@ -271,7 +271,7 @@ class StreamRewriter:
         self.eol = b"\n"
         if got[1]:   # (chunks that went out other than they came)
             self.changed = True
-        text, lit = hot.fold(st.splitter, kind, got)
+        text, lit = hot.fold(st.splitter, kind, got, kind == REASONING and self._sealed)
         if kind == REASONING and self._sealed:
             st.reasoning.append(text)
             st.reasoning_lits.append(lit)

@@ -374,7 +374,7 @@ class StreamRewriter(_ResponseState):
         if changed:
             self.dirty = True
         self.seq.offset, self.seq.last = offset, last
-        add(*hot.fold(splitter, kind, got))
+        add(*hot.fold(splitter, kind, got, True))
         part.came_literal(hot.literal(got))   # what the deltas brought, as they came
 
     def on_event(self, ev: Event) -> list[bytes]:

@@ -37,7 +37,8 @@ if hot.Hot is None:   # pragma: no cover - nothing to fuzz
 
 SURFACES = (chat, messages, responses)
 TAGS = ["<think> </think>", "`T` `/T`", '"q" "/q"', "\\[ \\]", "x< x>", "\u00e9< \u00e9>", "<think> </think>,[T] [/T]"]
-SETTINGS = {(t, trim): Settings.from_values({"think_tags": t, "think_trim": trim}) for t in TAGS for trim in ("on", "off")}
+SETTINGS = {(t, trim): Settings.from_values({"think_tags": t, "think_trim": trim})
+            for t in TAGS for trim in ("on", "off")}
 NUMBERS = [0, 7, 10**18 - 2, 2**63 - 3, 2**64, 10**25]
 WORDS = [" word", " so", "\n", " `x`", "a<", "<", "\x00", "\\", '"', "\ud800", "</think>", "<think>", "`/T`", " "]
 
@@ -99,7 +100,8 @@ def _check_paths(fdp: atheris.FuzzedDataProvider) -> None:
     surface = SURFACES[fdp.ConsumeIntInRange(0, 2)]
     settings = SETTINGS[(TAGS[fdp.ConsumeIntInRange(0, len(TAGS) - 1)], "on" if fdp.ConsumeBool() else "off")]
     odd = fdp.ConsumeUnicode(fdp.ConsumeIntInRange(0, 8))
-    name = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)).replace(b"\r", b"").replace(b"\n", b"") if fdp.ConsumeBool() else None
+    name = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)).replace(b"\r", b"").replace(b"\n", b"")
+    name = name if fdp.ConsumeBool() else None
     seq0 = NUMBERS[fdp.ConsumeIntInRange(0, len(NUMBERS) - 1)]
     texts = ["<think>" if fdp.ConsumeBool() else "ok"]
     for _ in range(fdp.ConsumeIntInRange(0, 24)):
@@ -140,7 +142,8 @@ def _check_direct(fdp: atheris.FuzzedDataProvider) -> None:
     for _ in range(fdp.ConsumeIntInRange(1, 12)):
         body = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40)) * fdp.ConsumeIntInRange(1, 600)
         seq = str(fdp.ConsumeIntInRange(0, 10**19)).encode()
-        chunk = pre + (seq + mid if num_pos == 1 else b"") + b'"' + body + b'"' + (mid + seq if num_pos == 2 else b"") + post
+        slot = (seq + mid if num_pos == 1 else b"") + b'"' + body + b'"' + (mid + seq if num_pos == 2 else b"")
+        chunk = pre + slot + post
         got = h(chunk)
         assert isinstance(got, list) and len(got) == 1 and isinstance(got[0], bytes)
     hits, changed, lit, offset, last = h.take()

@@ -94,7 +94,8 @@ def test_what_the_splitter_held_counts_in_the_line_it_goes_out_on(surface):
 @pytest.mark.parametrize("case", CODE_CASES)
 def test_the_code_state_comes_from_the_texts_c_took(surface, case):
     tokens, in_code = CODE_CASES[case]
-    events = SURFACES[surface][1](["<think>", "hm", "</think>", "ok", " x"] + tokens + [" <think>", "y", "</think>", " c", " d"])
+    tail = [" <think>", "y", "</think>", " c", " d"]
+    events = SURFACES[surface][1](["<think>", "hm", "</think>", "ok", " x"] + tokens + tail)
     got, hits = run(surface, events, True, c=True)
     assert got == run(surface, events, False)[0]
     answer = "".join(t for k, t in text_sequence(surface.split("+")[0], got) if k == "c")
@@ -287,7 +288,8 @@ def test_the_table_leaves_out_every_character_a_tag_or_marker_starts_with():
     assert not backtick[ord("`")] and backtick[ord("<")] == hot.ALLOW_BYTE
     odd = hot.table(Rules((TagPair('"', "\n"),)), True)   # (trimming: whitespace marked)
     assert not odd[ord('"')] & hot.ALLOW_ESCAPE and odd[ord("n")] == hot.ALLOW_BYTE   # \" and \n: tag starts
-    assert odd[ord("t")] == hot.ALLOW_BYTE | hot.ALLOW_ESCAPE | hot.ESCAPE_WS and odd[ord(" ")] == hot.ALLOW_BYTE | hot.BYTE_WS
+    assert odd[ord("t")] == hot.ALLOW_BYTE | hot.ALLOW_ESCAPE | hot.ESCAPE_WS
+    assert odd[ord(" ")] == hot.ALLOW_BYTE | hot.BYTE_WS
     assert odd[ord("b")] == hot.ALLOW_BYTE | hot.ALLOW_ESCAPE   # (\b is no whitespace)
 
 

@@ -74,15 +74,16 @@ def stream(surface: str, texts: list[str], odd: str, name: bytes | None, seq0: i
                                                       "content": []}},
                 {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}]
         objs += [{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}} for t in texts]
-        objs += [{"type": "content_block_stop", "index": 0}, {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
-                 {"type": "message_stop"}]
+        objs += [{"type": "content_block_stop", "index": 0},
+                 {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}, {"type": "message_stop"}]
         return [ev(o, o["type"].encode()) for o in objs]
     seq = iter(range(seq0, seq0 + step * (len(texts) + 10), step) if step else [seq0] * (len(texts) + 10))
     item = {"id": odd, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
     part = {"type": "output_text", "text": "", "annotations": []}
     objs = [{"type": "response.created", "response": {"id": odd, "object": "response", "model": odd, "output": []}},
             {"type": "response.output_item.added", "output_index": 0, "item": item},
-            {"type": "response.content_part.added", "item_id": odd, "output_index": 0, "content_index": 0, "part": part}]
+            {"type": "response.content_part.added", "item_id": odd, "output_index": 0, "content_index": 0,
+             "part": part}]
     objs += [{"type": "response.output_text.delta", "item_id": odd, "output_index": 0, "content_index": 0, "delta": t,
               "logprobs": []} for t in texts]
     full = "".join(texts)
@@ -159,7 +160,8 @@ def hostile(draw):
     texts = [t for run in texts for t in run]
     texts = [draw(st.sampled_from(["<think>", tags.split()[0]]))] + texts
     return (tags, texts, draw(st.sampled_from(ODD)), draw(st.sampled_from(NAMES)), draw(st.sampled_from(NUMBERS)),
-            draw(st.sampled_from([1, 1, 1, 0, 2])), draw(st.booleans()), draw(st.booleans()), draw(st.integers(0, 2**16)))
+            draw(st.sampled_from([1, 1, 1, 0, 2])), draw(st.booleans()), draw(st.booleans()),
+            draw(st.integers(0, 2**16)))
 
 
 @pytest.mark.parametrize("surface", sorted(SURFACES))
@@ -185,7 +187,8 @@ def test_runs_of_a_less_than_give_the_same_bytes_on_every_path(surface, n, words
 
 @pytest.mark.parametrize("surface", sorted(SURFACES))
 def test_every_cut_of_a_hostile_stream_in_two_gives_the_same_bytes(surface):
-    texts = ["<think>", "r\x00", " a", " b ", "\\", "`/T`", "\ud800", " c", "</think>", "ok", " a<", "b", " \u00e9", " d"]
+    texts = ["<think>", "r\x00", " a", " b ", "\\", "`/T`", "\ud800", " c", "</think>", "ok", " a<", "b", " \u00e9",
+             " d"]
     # (Responses: the numbers pass 10**18 mid-stream, where C stops reading them.)
     events = stream(surface, texts, "a\x00b", b"x\x00y" if surface == "chat" else None, 10**18 - 12, 1, False)
     data = b"".join(events)

@@ -33,11 +33,11 @@
 #define SEQ_NEW 2     /* the events take the next free numbers (reasoning, `channels` of them) */
 
 /* The table's bits, as thinkwire.hot.table writes them. */
-#define ALLOW_BYTE 1        /* a literal may hold the byte as it is */
-#define ALLOW_ESCAPE 2      /* ... and the escape of a backslash and this byte (one json.dumps writes) */
-#define BYTE_WS 4     /* the byte as it is is whitespace (held at a trimmed text's end) */
-#define ESCAPE_WS 8   /* the character its escape stands for is */
-#define WORD_BYTE 16       /* (set here) ALLOW_BYTE, not whitespace: a run of these is read in a tight loop */
+#define ALLOW_BYTE 1      /* a literal may hold the byte as it is */
+#define ALLOW_ESCAPE 2    /* ... and the escape of a backslash and this byte (one json.dumps writes) */
+#define BYTE_WS 4         /* the byte as it is is whitespace (held at a trimmed text's end) */
+#define ESCAPE_WS 8       /* the character its escape stands for is */
+#define WORD_BYTE 16      /* (set here) ALLOW_BYTE, not whitespace: a run of these is read in a tight loop */
 
 #define MAX_PARTS 16
 #define MAX_HELD 64          /* bytes of whitespace held (escaped) */
@@ -550,13 +550,14 @@ hot_exec(PyObject *m)
     Py_DECREF(tp);
     if (r < 0)
         return -1;
-    if (PyModule_AddIntConstant(m, "PART_N", PART_N) < 0 || PyModule_AddIntConstant(m, "PART_N1", PART_N1) < 0
-        || PyModule_AddIntConstant(m, "PART_BODY", PART_BODY) < 0
-        || PyModule_AddIntConstant(m, "SEQ_NONE", SEQ_NONE) < 0 || PyModule_AddIntConstant(m, "SEQ_OWN", SEQ_OWN) < 0
-        || PyModule_AddIntConstant(m, "SEQ_NEW", SEQ_NEW) < 0 || PyModule_AddIntConstant(m, "ALLOW_BYTE", ALLOW_BYTE) < 0
-        || PyModule_AddIntConstant(m, "ALLOW_ESCAPE", ALLOW_ESCAPE) < 0 || PyModule_AddIntConstant(m, "BYTE_WS", BYTE_WS) < 0
-        || PyModule_AddIntConstant(m, "ESCAPE_WS", ESCAPE_WS) < 0 || PyModule_AddIntConstant(m, "CAP", CAP) < 0)
-        return -1;
+    static const struct { const char *name; int value; } constants[] = {
+        {"PART_N", PART_N}, {"PART_N1", PART_N1}, {"PART_BODY", PART_BODY}, {"SEQ_NONE", SEQ_NONE},
+        {"SEQ_OWN", SEQ_OWN}, {"SEQ_NEW", SEQ_NEW}, {"ALLOW_BYTE", ALLOW_BYTE}, {"ALLOW_ESCAPE", ALLOW_ESCAPE},
+        {"BYTE_WS", BYTE_WS}, {"ESCAPE_WS", ESCAPE_WS}, {"CAP", CAP},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
+        if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0)
+            return -1;
     return 0;
 }
 

@@ -30,15 +30,16 @@ from .fastpath import dumps
 from .splitter import _WS, REASONING, Rules, Splitter
 
 try:
-    from ._hot import (CAP, PART_BODY, PART_N, PART_N1, SEQ_NEW, SEQ_NONE, SEQ_OWN, ALLOW_BYTE, BYTE_WS, ALLOW_ESCAPE,
-                       ESCAPE_WS, Hot)
+    from ._hot import (ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, CAP, ESCAPE_WS, PART_BODY, PART_N, PART_N1, SEQ_NEW,
+                       SEQ_NONE, SEQ_OWN, Hot)
 except ImportError:   # pragma: no cover - not built: Python alone
     Hot = None
     PART_N, PART_N1, PART_BODY, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 0, 1, 2
     ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, ESCAPE_WS, CAP = 1, 2, 4, 8, 16384
 
-__all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW", "CAP", "MAX_NUMBER",
-           "available", "table", "spec", "template", "reasoning", "holding", "fold", "literal"]
+__all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW", "ALLOW_BYTE", "ALLOW_ESCAPE",
+           "BYTE_WS", "ESCAPE_WS", "CAP", "MAX_NUMBER", "available", "table", "spec", "template", "reasoning",
+           "holding", "fold", "literal"]
 
 MAX_NUMBER = (1 << 63) - 1   # the numbering Hot is armed with fits a long long (else Python numbers)
 
@@ -54,10 +55,10 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\
 
 @functools.lru_cache(maxsize=64)
 def table(rules: Rules, trim: bool) -> bytes:
-    """What a literal Hot takes may hold, as a table of 256 (bits below): each printable ASCII
-    byte but the quote and the backslash (ALLOW_BYTE), and each escape json.dumps writes (ALLOW_ESCAPE,
-    on its letter), where the character it is or stands for starts no tag or marker of `rules`.
-    With `trim`, which of them are whitespace (BYTE_WS, ESCAPE_WS): held at a text's end."""
+    """What a literal Hot takes may hold, as a table of 256: each printable ASCII byte but the
+    quote and the backslash (ALLOW_BYTE), and each escape json.dumps writes (ALLOW_ESCAPE, on its
+    letter), where the character it is or stands for starts no tag or marker of `rules`. With
+    `trim`, which of them are whitespace (BYTE_WS, ESCAPE_WS): held at a text's end."""
     starts = rules.tag_starts
     t = bytearray(256)
     for b in range(0x20, 0x7F):

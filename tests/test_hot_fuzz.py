@@ -176,7 +176,7 @@ def test_hostile_streams_give_the_same_bytes_on_every_path(surface, case):
 
 @pytest.mark.parametrize("surface", sorted(SURFACES))
 @FUZZ
-@given(n=st.integers(1, 300), words=st.lists(st.sampled_from([" a", "b ", "\\n", " \\t", "`x`", "```\\n"]), max_size=8),
+@given(n=st.integers(1, 120), words=st.lists(st.sampled_from([" a", "b ", "\\n", " \\t", "`x`", "```\\n"]), max_size=8),
        seed=st.integers(0, 2**16))
 def test_runs_of_a_less_than_give_the_same_bytes_on_every_path(surface, n, words, seed):
     # What was quadratic in C (finding 1): the answer's deltas ending in the start of a tag,
@@ -193,10 +193,8 @@ def test_every_cut_of_a_hostile_stream_in_two_gives_the_same_bytes(surface):
     events = stream(surface, texts, "a\x00b", b"x\x00y" if surface == "chat" else None, 10**18 - 12, 1, False)
     data = b"".join(events)
     want = through("full", surface, [data], tags="`T` `/T`")[0]
-    for k in range(1, len(data)):
-        chunks = [data[:k], data[k:]]
-        for path in ("c", "byte", "full"):
-            assert through(path, surface, chunks, tags="`T` `/T`")[0] == want, (path, k)
+    for k in range(1, len(data)):   # (what mitmproxy calls: C in front of the Python paths)
+        assert through("c", surface, [data[:k], data[k:]], tags="`T` `/T`")[0] == want, k
     got, taken, _ = through("c", surface, events, tags="`T` `/T`")
     assert got == want and taken > 0
 

@@ -23,13 +23,13 @@ SPLITTER = {"less-than signs, one chunk": 1500, "less-than signs, 1 char a feed"
             "whitespace at the start, 1 char a feed": 300, "whitespace after a block, 1 char a feed": 300,
             "unclosed block, 5 chars a feed": 300, "backtick runs in the answer, 2 a feed": 300,
             "gpt-oss strip markers mid-line": 250}
-SSE = {"one huge data line, 4 KiB reads": 4000, "one event of many data lines, 4 KiB reads": 40,
-       "many small events, 1 KiB reads": 30, "bare CRs, 1 byte reads": 120, "a line of CR CR CR..., 4 KiB reads": 25}
+SSE = {"one huge data line, 4 KiB reads": 4000, "one event of many data lines, 4 KiB reads": 25,
+       "many small events, 1 KiB reads": 20, "bare CRs, 1 byte reads": 100, "a line of CR CR CR..., 4 KiB reads": 16}
 # (path, stream): n, on every surface.
 STREAMS = {("c", "deltas ending in the start of a tag (a<)"): 60, ("c", "whitespace-only deltas in reasoning"): 100,
            ("c", "a tag mid-line in each delta"): 60, ("c", "one plain character a delta"): 200,
            ("byte", "deltas ending in the start of a tag (a<)"): 60, ("byte", "a tag mid-line in each delta"): 60,
-           ("full", "one plain character a delta"): 20, ("full", "deltas ending in the start of a tag (a<)"): 30}
+           ("full", "one plain character a delta"): 12, ("full", "deltas ending in the start of a tag (a<)"): 16}
 JOBS = ([(f"splitter: {k}", n) for k, n in SPLITTER.items()] + [(f"sse: {k}", n) for k, n in SSE.items()]
         + [(f"{path} {surface}: {k}", n) for (path, k), n in STREAMS.items()
            for surface in ("chat", "messages", "responses")]

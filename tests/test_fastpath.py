@@ -234,6 +234,7 @@ def test_loads_known_agrees_with_json_loads(known, other, where):
 
 @pytest.mark.parametrize("c", [False, True])
 def test_responses_done_events_are_read_with_the_text_the_deltas_brought(monkeypatch, c):
+    c = c and hot.available()
     read = []
     real = responses.stream.loads_known
     monkeypatch.setattr(responses.stream, "loads_known", lambda *a: read.append(real(*a)) or read[-1])
@@ -250,6 +251,7 @@ def test_responses_done_events_are_read_with_the_text_the_deltas_brought(monkeyp
 @given(texts=st.lists(st.sampled_from(TOKENS + ["x" * 300, " y" * 200, "\u00e9" * 100, "\x01"]), min_size=1,
                       max_size=30))
 def test_responses_done_events_read_with_the_known_text_as_in_full(monkeypatch, c, texts):
+    c = c and hot.available()
     events = responses_stream(["<think>", "hm"] + texts + ["x" * 1100])
     with_known = run("responses", events, True, c=c)[0]
     monkeypatch.setattr(responses.stream, "loads_known", lambda *a: None)

@@ -25,7 +25,7 @@ from thinkwire.sse import SSEParser
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages, responses
 
-pytestmark = pytest.mark.skipif(hot.Hot is None, reason="thinkwire._hot is not built")
+pytestmark = pytest.mark.skipif(not hot.available(), reason="thinkwire._hot is not built (or THINKWIRE_HOT=0)")
 
 SURFACES = {"chat": chat, "messages": messages, "responses": responses}
 TAKEN: dict[str, int] = {}   # chunks C took, per property

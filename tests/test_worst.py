@@ -29,7 +29,8 @@ SSE = {"one huge data line, 4 KiB reads": 4000, "one event of many data lines, 4
 STREAMS = {("c", "deltas ending in the start of a tag (a<)"): 60, ("c", "whitespace-only deltas in reasoning"): 100,
            ("c", "a tag mid-line in each delta"): 60, ("c", "one plain character a delta"): 200,
            ("byte", "deltas ending in the start of a tag (a<)"): 60, ("byte", "a tag mid-line in each delta"): 60,
-           ("full", "one plain character a delta"): 12, ("full", "deltas ending in the start of a tag (a<)"): 16}
+           ("full", "one plain character a delta"): 12, ("full", "deltas ending in the start of a tag (a<)"): 16,
+           ("c", "adjacent blocks in one delta"): 100}
 JOBS = ([(f"splitter: {k}", n) for k, n in SPLITTER.items()] + [(f"sse: {k}", n) for k, n in SSE.items()]
         + [(f"{path} {surface}: {k}", n) for (path, k), n in STREAMS.items()
            for surface in ("chat", "messages", "responses")]

@@ -157,6 +157,7 @@ STREAMS = {
     "one plain character a delta": lambda n: ["<think>r"] + ["x"] * n + ["</think>a"] + ["y"] * n,
     "whitespace-only deltas in reasoning": lambda n: ["<think>r"] + [" "] * n + ["x"],
     "a tag mid-line in each delta": lambda n: ["ok"] + [" a<think>b</think>"] * n,
+    "adjacent blocks in one delta": lambda n: ["<think>a</think>" * n],
     "deltas past C's cap (16 KiB)": lambda n: ["<think>r"] + ["abc " * 4097] * n + ["</think>d"] + ["e\\n" * 8193] * n,
 }
 

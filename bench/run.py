@@ -226,11 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=",".join(PARTS),
                     help=f"comma-separated subset of {','.join(PARTS + EXTRA)} (default: all but {','.join(EXTRA)})")
     ap.add_argument("--streams", type=int, help="end-to-end concurrent streams, both modes (default 16)")
-    ap.add_argument("--events", type=int, help="end-to-end text events per stream, both modes "
-                                               "(default 1000 burst, 500 paced)")
+    ap.add_argument("--events", type=int, help="end-to-end text events per stream, both modes, and the "
+                                               "instruction counts' (default 1000 burst, 500 paced)")
     ap.add_argument("--interval-ms", type=float, help="paced mode: ms between events of a stream (default 10)")
     ap.add_argument("--rounds", type=int, help="end-to-end rounds per mode and surface (default 25 burst, 13 paced)")
+    ap.add_argument("--delta-chars", type=int, help="larger deltas: --events tokens joined into deltas of up to N "
+                                                    "characters, as servers that flush several tokens at once")
     args = ap.parse_args(argv)
+    if args.delta_chars:   # (read by workload.py, here and in the upstream process)
+        os.environ["THINKWIRE_BENCH_DELTA_CHARS"] = str(args.delta_chars)
     p = dict(QUICK if args.quick else FULL)
     for mode in ("burst", "paced"):
         streams, n, iv, rounds = p[mode]
@@ -279,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         import instructions
         if instructions.available():
             log("5. instructions (callgrind)")
-            res["instructions"] = instructions.run(e2e._surfaces(), log)
+            modes = {m: (args.events or n, iv) for m, (n, iv) in instructions.MODES.items()}
+            res["instructions"] = instructions.run(e2e._surfaces(), log, modes)
         else:
             log("5. instructions: valgrind (with callgrind_control) is not installed; skipped")
     res["targets"] = targets(res)

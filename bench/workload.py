@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 
 MODEL = "bench-model"   # matches no profile in tagsets.yaml: the default tag pairs apply
@@ -33,11 +34,17 @@ _ANSWER_WORDS = (
 )
 
 
+# Larger deltas (`--delta-chars N`, THINKWIRE_BENCH_DELTA_CHARS): some servers flush several tokens
+# at once. Each delta then takes the next tokens up to a size drawn from N/4..N characters.
+DELTA_CHARS = int(os.environ.get("THINKWIRE_BENCH_DELTA_CHARS") or 0)
+
+
 def tokens(n: int, reasoning_frac: float = 0.7, seed: int = 0) -> list[tuple[str, str]]:
     """`n` streamed deltas: a reasoning block (about `reasoning_frac` of them), then the answer.
 
     The first delta opens the block, one in the middle closes it; the answer carries code
-    fences, inline code and a stray "<" that the splitter has to hold for one delta.
+    fences, inline code and a stray "<" that the splitter has to hold for one delta. With
+    DELTA_CHARS, `n` tokens grouped into fewer, larger deltas (`grouped`).
     """
     rng = random.Random(seed)
     r = max(1, int(n * reasoning_frac))
@@ -56,6 +63,24 @@ def tokens(n: int, reasoning_frac: float = 0.7, seed: int = 0) -> list[tuple[str
                 out.append((" a", " <"))   # ends in "<": held back until the next delta
             else:
                 out.append((w, ""))
+    return grouped(out, DELTA_CHARS, rng) if DELTA_CHARS else out
+
+
+def grouped(toks: list[tuple[str, str]], chars: int, rng: random.Random) -> list[tuple[str, str]]:
+    """The tokens joined into deltas of up to `chars` characters (at least one token each)."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(toks):
+        limit = rng.randint(max(1, chars // 4), chars)
+        before, after = toks[i]
+        size = len(before) + len(after)
+        i += 1
+        while i < len(toks) and size + len(toks[i][0]) + len(toks[i][1]) <= limit:
+            before += after + toks[i][0]
+            after = toks[i][1]
+            size += len(toks[i][0]) + len(toks[i][1])
+            i += 1
+        out.append((before, after))
     return out
 
 

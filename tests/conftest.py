@@ -11,6 +11,10 @@ sys.path.insert(0, str(ROOT / "addon"))
 sys.path.insert(0, str(ROOT))  # devtools/
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+if os.environ.get("THINKWIRE_HOT_LIB"):   # a sanitized build of the C part (devtools/sanitize.py)
+    from devtools import sanitize  # noqa: E402
+    sanitize.load(os.environ["THINKWIRE_HOT_LIB"])
+
 from harness import Proxy, Upstream  # noqa: E402
 from thinkwire.context import FlowContext  # noqa: E402
 from thinkwire.settings import Settings  # noqa: E402

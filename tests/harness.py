@@ -37,6 +37,10 @@ class Reply:
     chunked: bool = True               # Transfer-Encoding: chunked, else Content-Length
     content_length: int | None = None  # override (to lie about the length)
     close_after: int | None = None     # drop the connection after this many chunks
+    # Before chunk `gate_at`, wait until `gate` is set (10 s at most); `opened`: whether it was.
+    gate: threading.Event | None = None
+    gate_at: int = 0
+    opened: bool | None = None
 
 
 def json_reply(obj: object, status: int = 200, gzip_it: bool = False) -> Reply:
@@ -103,6 +107,8 @@ class Upstream:
                 self.end_headers()
                 try:
                     for i, c in enumerate(reply.chunks):
+                        if reply.gate is not None and i == reply.gate_at:
+                            reply.opened = reply.gate.wait(10)
                         if reply.close_after is not None and i >= reply.close_after:
                             self.close_connection = True
                             self.connection.shutdown(socket.SHUT_RDWR)

@@ -1,5 +1,6 @@
 """Bad input, tried hard: property tests over all four surfaces, streamed and whole, clean and
-faulty, plus worst-case inputs that must stay linear in time.
+faulty, through the stream callable mitmproxy calls (the C part in front where it is built: each
+property counts the chunks C took, and must have given it some).
 
 What "nothing lost, nothing duplicated" means here, precisely. From a stream we read the text
 sequence: every text-carrying field of every event that parses (chat `delta.content` /
@@ -23,24 +24,16 @@ well-formed, nothing lost (as above), and after a fail-open the rest is the inpu
 
 from __future__ import annotations
 
-import gc
-import gzip
 import json
 import os
-import random
-import time
-import zlib
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
 from harness import rechunk
-from thinkwire import engine
-from thinkwire.splitter import Splitter, split_text
-from thinkwire.ndjson import NDJSONParser
-from thinkwire.sse import SSEParser
-from thinkwire.stream import StreamDriver, decoder_for
+from thinkwire import engine, hot
+from thinkwire.splitter import split_text
 from thinkwire.surfaces import chat, messages, ollama, responses
 
 SURFACES = {"chat": chat, "messages": messages, "responses": responses, "ollama": ollama}
@@ -52,152 +45,11 @@ def tally(name: str, k: int = 1) -> None:
     FIGURES[name] = FIGURES.get(name, 0) + k
 
 
-# == worst-case inputs stay linear ==============================================================
-def _best_of(fn, runs: int = 3) -> float:
-    best = float("inf")
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t0)
-    finally:
-        gc.enable()
-    return best
-
-
-def assert_linear(make, n: int, floor: float = 0.04, bound: float = 8.0, cap: int = 1 << 21) -> None:
-    """Time at n and at 4n: linear work gives about 4, quadratic 16 (asserted: below 8). n
-    doubles until the run at n takes `floor` seconds, so timer noise does not decide; best of
-    three runs each, garbage collector off. Work so fast that it never reaches the floor below
-    `cap` is linear enough: then the run at 4n must just stay under a second."""
-    small = 0.0
-    while True:
-        small = _best_of(make(n))
-        if small >= floor or n >= cap:
-            break
-        n *= 2
-    big = _best_of(make(4 * n))
-    tally("worst-case inputs timed", 1)
-    if small < floor:
-        assert big < 1.0, f"{4 * n} units took {big:.2f}s"
-        return
-    ratio = big / small
-    assert ratio < bound, f"time at 4n / time at n = {ratio:.1f} (n={n}, {small:.3f}s -> {big:.3f}s)"
-
-
-def _splitter_run(text: str, piece: int, **opts):
-    rules = make_ctx(**opts).rules()
-
-    def run():
-        sp = Splitter(rules)
-        for i in range(0, len(text), piece):
-            sp.feed(text[i:i + piece])
-        sp.finish()
-    return run
-
-
-PATHOLOGICAL = {
-    # name: (text builder for n, feed size)
-    "less-than signs, one chunk": (lambda n: "<" * n, 1 << 30),
-    "less-than signs, 1 char a feed": (lambda n: "<" * n, 1),
-    "<thi repeated, one chunk": (lambda n: "<thi" * n, 1 << 30),
-    "<thi repeated, 3 chars a feed": (lambda n: "<thi" * n, 3),
-    "</thi repeated inside a block": (lambda n: "<think>" + "</thi" * n, 1 << 30),
-    "</thi repeated inside a block, 7 a feed": (lambda n: "<think>" + "</thi" * n, 7),
-    "opening tags mid-line, one chunk": (lambda n: "a<think>" * n, 1 << 30),
-    "opening tags in a code fence": (lambda n: "```\n" + "<think>x\n" * n, 1 << 30),
-    "adjacent blocks, one chunk": (lambda n: "<think>a</think>" * n, 1 << 30),
-    "whitespace inside a block, 1 char a feed": (lambda n: "<think>x" + " \n" * n + "</think>y", 1),
-    "whitespace at the start, 1 char a feed": (lambda n: " \n" * n + "answer", 1),
-    "whitespace after a block, 1 char a feed": (lambda n: "<think>x</think>" + "\n" * n + "y", 1),
-    "unclosed block, 5 chars a feed": (lambda n: "<think>" + "abcde" * n, 5),
-}
-
-
-@pytest.mark.parametrize("name", list(PATHOLOGICAL))
-def test_splitter_worst_cases_stay_linear(name):
-    build, piece = PATHOLOGICAL[name]
-    assert_linear(lambda n: _splitter_run(build(n), piece), 2000)
-
-
-@pytest.mark.parametrize("name", ["gpt-oss strip markers mid-line"])
-def test_splitter_strip_markers_stay_linear(name):
-    marker = "<|channel|>final<|message|>"
-    rules = make_ctx({"model": "gpt-oss-20b"}).rules()
-    assert marker in rules.strip
-
-    def make(n):
-        text = ("a" + marker) * n
-
-        def run():
-            sp = Splitter(rules)
-            sp.feed(text)
-            sp.finish()
-        return run
-    assert_linear(make, 2000)
-
-
-def _sse_run(data: bytes, piece: int):
-    def run():
-        p = SSEParser()
-        for i in range(0, len(data), piece):
-            p.feed(data[i:i + piece])
-        p.finish()
-    return run
-
-
-@pytest.mark.parametrize("name,build,piece", [
-    ("one huge data line, 4 KiB reads", lambda n: b"data: " + b"x" * (64 * n) + b"\n\n", 4096),
-    ("one event of many data lines, 4 KiB reads", lambda n: b"data: xyzzy\n" * (8 * n) + b"\n", 4096),
-    ("many small events, 1 KiB reads", lambda n: b"data: 1\n\n" * (8 * n), 1024),
-    ("bare CRs, 1 byte reads", lambda n: b"\r" * n, 1),
-    ("a line of CR CR CR..., 4 KiB reads", lambda n: b"data: " + b"x\r" * (16 * n), 4096),
-])
-def test_sse_worst_cases_stay_linear(name, build, piece):
-    assert_linear(lambda n: _sse_run(build(n), piece), 2000)
-
-
-def _ndjson_run(data: bytes, piece: int):
-    def run():
-        p = NDJSONParser()
-        for i in range(0, len(data), piece):
-            p.feed(data[i:i + piece])
-        p.finish()
-    return run
-
-
-@pytest.mark.parametrize("name,build,piece", [
-    ("one huge line, 4 KiB reads", lambda n: b"{" + b"x" * (64 * n) + b"}\n", 4096),
-    ("many small lines, 1 KiB reads", lambda n: b"{}\n" * (16 * n), 1024),
-])
-def test_ndjson_worst_cases_stay_linear(name, build, piece):
-    assert_linear(lambda n: _ndjson_run(build(n), piece), 2000)
-
-
-def _chat_delta_run(text: str):
-    data = b"data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [
-        {"index": 0, "delta": {"content": text}, "finish_reason": None}]}).encode() + b"\n\ndata: [DONE]\n\n"
-
-    def run():
-        d = engine.stream_driver(chat, make_ctx())
-        d(data)
-        d(b"")
-        assert d.failure is None
-    return run
-
-
-def test_chat_many_adjacent_blocks_in_one_delta_stay_linear():
-    assert_linear(lambda n: _chat_delta_run("<think>a</think>" * n), 2000)
+# (Worst-case inputs, shown linear by counting their work: tests/test_worst.py.)
 
 
 # == stream builders and readers, shared by the properties below ================================
-from support.messages import stream_objs as _messages_objs, text as _mtext  # noqa: E402
-from support.responses import msg as _rmsg, upstream_events as _responses_objs  # noqa: E402
-from support.events import (  # noqa: F401  (builders shared with other test modules)
-    _chat_chunk, _json, encode_events, model_objs, parse_events, text_sequence,
-)
+from support.events import _json, encode_events, model_objs, parse_events, text_sequence  # noqa: E402
 
 TAGS = [("<think>", "</think>"), ("<thinking>", "</thinking>"), ("[THINK]", "[/THINK]"),
         ("\u25c1think\u25b7", "\u25c1/think\u25b7"), ("<|begin_of_thought|>", "<|end_of_thought|>")]
@@ -207,15 +59,31 @@ _WS_CHARS = " \t\r\n\f\v"
 
 
 def run_driver(surface: str, pieces: list[bytes], **opts):
+    """The stream through what mitmproxy calls (`callable()`): the bytes out, and the driver, with
+    `taken_in_c` the chunks the C part took."""
     ctx = make_ctx(**opts)
     driver = engine.stream_driver(SURFACES[surface], ctx)
+    call = driver.callable()
+    driver.taken_in_c = 0
+    if driver.hot is not None:
+        settle = driver.rewriter.settle
+
+        def counted(got):
+            driver.taken_in_c += got[0]
+            settle(got)
+        driver.rewriter.settle = counted
     out: list[bytes] = []
     for p in pieces:
-        got = driver(p)            # never raises: this is what mitmproxy calls
+        got = call(p)              # never raises
         assert isinstance(got, list) and all(isinstance(b, bytes) and b for b in got)
         out += got
-    out += driver(b"")
+    out += call(b"")
     return b"".join(out), driver
+
+
+def tally_c(prop: str, *drivers) -> None:
+    """The chunks C took in a property's runs (test_zz_the_c_part_took_chunks_in_every_property)."""
+    tally(f"chunks taken in C ({prop})", sum(d.taken_in_c for d in drivers))
 
 
 def is_markup_deletion(src: str, got: str, tags=ALL_TAGS, join: str | None = None) -> bool:
@@ -272,10 +140,11 @@ def _deletion(surface: str, src: str, got: str, trim: bool) -> bool:
 
 # == generators ==================================================================================
 # Letters, whitespace, Latin with a combining accent, CJK, astral characters (4 UTF-8 bytes, two
-# UTF-16 units), an emoji ZWJ sequence, a variation selector, and the characters tags are made of.
+# UTF-16 units), an emoji ZWJ sequence, a variation selector, the characters tags are made of, and words.
 _ALPHABET = ["a", "b", "z", " ", "\n", "\t", "\u00e9", "e\u0301", "\u4e2d", "\U0001d11e", "\U0001f600",
-             "\U0001f469\u200d\U0001f4bb", "\u2764\ufe0f", "<", ">", "/", "[", "]", "|", "k", "th", "`"]
-plain = st.lists(st.sampled_from(_ALPHABET), max_size=10).map("".join)
+             "\U0001f469\u200d\U0001f4bb", "\u2764\ufe0f", "<", ">", "/", "[", "]", "|", "k", "th", "`",
+             " the", " word", "ok", "x y"]   # (ASCII words: deltas the C part takes)
+plain = st.lists(st.sampled_from(_ALPHABET), max_size=16).map("".join)
 
 
 @st.composite
@@ -316,7 +185,7 @@ PROP = settings(max_examples=int(os.environ.get("THINKWIRE_FUZZ_EXAMPLES", "60")
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SURFACE = st.sampled_from(list(SURFACES))
 SIZES = st.lists(st.integers(1, 64), min_size=1, max_size=6)
-CUTS = st.lists(st.integers(0, 1000), max_size=8)
+CUTS = st.lists(st.integers(0, 1000), max_size=24)   # (many deltas: steady ones the C part takes)
 
 
 # == clean streams ================================================================================
@@ -329,8 +198,11 @@ def test_valid_streams_rewrite_the_same_at_any_chunking_and_lose_nothing(surface
     data = b"".join(encode_events(surface, model_objs(surface, cut_text(full, cuts))))
     whole, d1 = run_driver(surface, [data], **opts)
     pieces, d2 = run_driver(surface, byte_pieces(data, sizes), **opts)
-    assert d1.failure is None and d2.failure is None
+    events, d3 = run_driver(surface, encode_events(surface, model_objs(surface, cut_text(full, cuts))), **opts)
+    assert d1.failure is None and d2.failure is None and d3.failure is None
     assert pieces == whole, "byte chunking changed the output"
+    assert events == whole, "an event per chunk (the C part takes steady ones) changed the output"
+    tally_c("valid streams", d1, d2, d3)
     check_nothing_lost(surface, data, whole, trim)
     # And it is the split of the whole text: reasoning where the blocks were, the answer the rest.
     want = split_text(full, make_ctx(**opts).rules())
@@ -447,9 +319,10 @@ def test_foreign_events_pass_unchanged_and_the_rest_is_the_clean_rewrite(data, s
     objs, foreign, wire = data.draw(faulty_stream(surface))
     tally("faults injected", len(foreign))
     opts = {"trim": "on" if trim else "off"}
-    clean, _ = run_driver(surface, [b"".join(encode_events(surface, objs))], **opts)
+    clean, d1 = run_driver(surface, encode_events(surface, objs), **opts)
     out, driver = run_driver(surface, byte_pieces(wire, sizes), **opts)
-    assert driver.failure is None, driver.failure
+    assert driver.failure is None and d1.failure is None, driver.failure
+    tally_c("faulty streams, foreign events", d1, driver)
     evs = parse_events(out, surface)
     got_foreign = [_normal(e.raw) for e in evs if b"FOREIGN" in e.raw]
     # (An NDJSON line cannot hold a line end: encode_events put a space there.)
@@ -532,19 +405,22 @@ def test_damaged_streams_never_raise_never_lose_text_and_fail_open_cleanly(data,
     tally(f"faulty streams, damaged events ({surface})")
     wire = data.draw(damaged_stream(surface))
     opts = {"trim": "on" if trim else "off"}
-    out, driver = run_driver(surface, byte_pieces(wire, sizes), **opts)
-    in_raw = {e.raw.rstrip(b"\n") for e in parse_events(wire, surface)}
-    for e in parse_events(out, surface):  # every event is one the rewrite made (valid JSON) or an input event
-        assert e.data is None or _json(e) is not None or e.raw.rstrip(b"\n") in in_raw, e.raw
-    if driver.failure is not None:
-        tally("fail-opens in damaged streams")
-        # From the failure on, the input's own bytes: the output ends with an input suffix that
-        # starts at an event boundary of the input.
-        bounds = [0]
-        for e in parse_events(wire, surface):
-            bounds.append(bounds[-1] + len(e.raw))
-        assert any(out.endswith(wire[b:]) for b in bounds if b < len(wire))
-    check_nothing_lost(surface, wire, out, trim, driver)
+    # Read in random pieces, and an event per chunk (where the C part takes steady deltas).
+    for pieces in (byte_pieces(wire, sizes), [e.raw for e in parse_events(wire, surface)]):
+        out, driver = run_driver(surface, pieces, **opts)
+        tally_c("faulty streams, damaged events", driver)
+        in_raw = {e.raw.rstrip(b"\n") for e in parse_events(wire, surface)}
+        for e in parse_events(out, surface):  # every event is one the rewrite made (valid JSON) or an input event
+            assert e.data is None or _json(e) is not None or e.raw.rstrip(b"\n") in in_raw, e.raw
+        if driver.failure is not None:
+            tally("fail-opens in damaged streams")
+            # From the failure on, the input's own bytes: the output ends with an input suffix that
+            # starts at an event boundary of the input.
+            bounds = [0]
+            for e in parse_events(wire, surface):
+                bounds.append(bounds[-1] + len(e.raw))
+            assert any(out.endswith(wire[b:]) for b in bounds if b < len(wire))
+        check_nothing_lost(surface, wire, out, trim, driver)
 
 
 # == found by the properties above, kept as plain regressions ====================================
@@ -559,7 +435,7 @@ def test_stream_cut_mid_event_sends_held_text_before_the_partial_event_not_glued
     out, driver = run_driver(surface, [wire])
     assert driver.failure is None
     assert out.endswith(b"\n\ndata: {\"partial")
-    evs = parse_events(out)
+    evs = parse_events(out, surface)
     assert all(_json(e) is not None for e in evs[:-1]), [e.raw for e in evs]
     assert "".join(t for _, t in text_sequence(surface, out)) == "abc</thi"
 
@@ -570,16 +446,22 @@ def test_zz_figures():
         print(f"\nfuzz figure: {name}: {k}")
 
 
+@pytest.mark.skipif(not hot.available(), reason="the C part is not built (or THINKWIRE_HOT=0)")
+def test_zz_the_c_part_took_chunks_in_every_property():
+    """Each property above that ran gave the C part chunks, and it took some."""
+    ran = [k[len("chunks taken in C ("):-1] for k in FIGURES if k.startswith("chunks taken in C (")]
+    if not ran:
+        pytest.skip("no property of this module ran")
+    assert all(FIGURES[f"chunks taken in C ({prop})"] > 0 for prop in ran), FIGURES
+
+
 @pytest.mark.parametrize("surface", sorted(SURFACES))
 def test_a_10_mb_single_event_is_rewritten_whole_in_4k_reads(surface):
     """One delta of 10 MB (a model dumping a huge block at once), read 4 KiB at a time."""
     reasoning, answer = "r" * (5 << 20), "a" * (5 << 20)
     wire = b"".join(encode_events(surface, model_objs(surface, [f"<think>{reasoning}</think>{answer}"])))
     assert len(wire) > 10 << 20
-    start = time.process_time()
     out, driver = run_driver(surface, rechunk(wire, [4096]))
-    elapsed = time.process_time() - start
     assert driver.failure is None
     got = "".join(t for _, t in text_sequence(surface, out))
     assert got.count("r") == len(reasoning) and got.count("a") == len(answer) and "<think>" not in got
-    assert elapsed < 20, f"{elapsed:.1f} s of CPU for one 10 MB event"

@@ -1,14 +1,21 @@
-/* thinkwire._hot: the steady token delta, handled in C (see thinkwire/hot.py).
+/* thinkwire._hot: the steady token delta, answered in C (see thinkwire/hot.py).
  *
- * `Hot(fallback)` is the stream callable mitmproxy calls once per chunk. While armed with a
- * spec (`arm`), a chunk that is exactly the learned event with another plain text literal
- * (and, for Responses, another sequence number) is answered here: the same bytes, or the
- * spec's output template filled in. Anything else goes to `fallback(chunk)`, the Python
- * driver, which first folds in what was taken here (`take`) and then arms or disarms again.
+ * `Hot(fallback)` is the stream callable mitmproxy calls once per chunk. Armed with a spec
+ * (`arm`), it answers a chunk that is exactly the spec's event with another text literal in
+ * its slot, every byte and escape of which the spec's table allows: the same bytes, or the
+ * spec's output template filled in. Anything else goes to `fallback(chunk)`, the Python driver,
+ * which first folds in what was taken here (`take`) and then arms again or disarms.
  *
- * The Python side arms only where taking such a chunk changes nothing in the rewriter but
- * what `take` reports: hits, characters, the texts (joined, and as they came), the sequence
- * numbering, and the whitespace held at the end of a reasoning text.
+ * What C knows of the splitter's rules is only what the spec says: which bytes and escapes a
+ * text may hold (Python leaves out every character a tag or marker starts with, so no text
+ * taken here can change a rule's decision), and, in reasoning that trims, which of them are
+ * whitespace: that at a text's end is held, as the splitter holds it, and goes out in front of
+ * the next text. It keeps no other state of the splitter (line, code, tags): Python derives
+ * that from the texts taken, which `take` gives as they came. It keeps those texts up to CAP
+ * bytes; a chunk that would pass that goes to Python, which folds and arms again.
+ *
+ * The take path runs no Python code (from 3.12 the cycle collector runs at the eval loop's
+ * breaker, not on an allocation): nothing re-enters between reading the spec and committing.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,90 +25,55 @@
 /* Output template parts that are ints. */
 #define PART_N 0      /* the event's sequence number */
 #define PART_N1 1     /* the next one (a second reasoning channel) */
-#define PART_BODY 2   /* the text literal's body */
+#define PART_BODY 2   /* the text literal's body (what is held, then the text) */
 
 /* Sequence numbering, as thinkwire.surfaces.responses.stream._Sequencer.number does it. */
 #define SEQ_NONE 0
 #define SEQ_OWN 1     /* the event keeps its number, shifted by the offset (answer text) */
 #define SEQ_NEW 2     /* the events take the next free numbers (reasoning, `channels` of them) */
 
-/* The table's bits. An escape taken is one json.dumps writes the same way (\n \t \r \b \f \" \\),
- * so the literal is what the Python path would write for its text. */
-#define ALLOW_BYTE 1
-#define ALLOW_ESCAPE 2
-#define ALLOW_WORD 4     /* (set here) ALLOW_BYTE but the space: no trailing whitespace to track */
+/* The table's bits, as thinkwire.hot.table writes them. */
+#define ALLOW_BYTE 1      /* a literal may hold the byte as it is */
+#define ALLOW_ESCAPE 2    /* ... and the escape of a backslash and this byte (one json.dumps writes) */
+#define BYTE_WS 4         /* the byte as it is is whitespace (held at a trimmed text's end) */
+#define ESCAPE_WS 8       /* the character its escape stands for is */
+#define WORD_BYTE 16      /* (set here) ALLOW_BYTE, not whitespace: a run of these is read in a tight loop */
 
 #define MAX_PARTS 16
-#define MAX_HELD 64    /* bytes held (whitespace, escaped; the start of a tag) */
-#define MAX_DIGITS 18  /* a sequence number fits in a long long */
-#define MAX_TAGS 64    /* the answer's tags, for holding the start of one (see `tags`) */
-#define CODE_SPAN 1    /* the answer's code state at the arm: an odd number of backticks on its line */
-#define CODE_FENCE 2   /* in a fenced code block */
+#define MAX_HELD 64          /* bytes of whitespace held (escaped) */
+#define MAX_DIGITS 18        /* a number slot read here is below 10**18 */
+#define CAP (16 * 1024)      /* bytes of text kept between two takes */
 
-/* The answer's line and code state, as the splitter's _observe keeps it: in a fenced block, an
- * odd number of backticks on the line, and the line's first characters after its indent. */
 typedef struct {
-    int fence, ticks;
-    char head[8];
-    int head_len;
-} CodeState;
-
-static void
-observe(CodeState *st, char c)
-{
-    if (c == '\n') {
-        if (st->head_len >= 3 && (memcmp(st->head, "```", 3) == 0 || memcmp(st->head, "~~~", 3) == 0))
-            st->fence ^= 1;
-        st->head_len = 0;
-        st->ticks = 0;
-        return;
-    }
-    st->ticks ^= c == '`';
-    if (st->head_len < 8 && (st->head_len || c != ' '))
-        st->head[st->head_len++] = c;
-}
+    const char *pre, *mid, *post;
+    Py_ssize_t pre_len, mid_len, post_len;
+    int num_pos;                    /* 0: no number slot; 1: before the text; 2: after it */
+    int seq_mode, channels;
+    int trim;                       /* whitespace at a text's end is held (reasoning) */
+    int passthrough;                /* the output is the chunk (no template) */
+    int pass_same;                  /* the template gives the chunk back when n == seq, nothing held */
+    Py_ssize_t nparts;
+    const char *part[MAX_PARTS];    /* template: bytes, or NULL for an int code */
+    Py_ssize_t part_len[MAX_PARTS]; /* its length, or the int code */
+    unsigned char table[256];
+} Spec;
 
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;      /* hot_vectorcall, set by __init__ */
     PyObject *fallback;
-    PyObject *spec;                 /* the armed spec (owns the buffers below), or NULL */
-    const char *pre, *mid, *post;
-    Py_ssize_t pre_len, mid_len, post_len;
-    int num_pos;                    /* 0: no number slot; 1: before the text; 2: after it */
-    unsigned char allowed[256];     /* ALLOW_BYTE: a literal may hold the byte as it is;
-                                       ALLOW_ESCAPE: the escape of backslash and this byte */
-    int trim;                       /* text ending in whitespace is the splitter's to decide ... */
-    int hold;                       /* ... or held here, as the splitter holds it (`Splitter.took`) */
-    char held[MAX_HELD];            /* what is held (escaped, as it came): it goes out in front of */
-    Py_ssize_t held_len;            /* the next text, or stays held at the block's end */
-    int ntags;                      /* the answer: a text ending in the start of one of these tags */
-    const char *tag[MAX_TAGS];      /* holds it, as the splitter does (it goes out in front of */
-    Py_ssize_t tag_len[MAX_TAGS];   /* the next text, unless a tag goes on there) */
-    unsigned char tag_first[256];   /* the tags' first bytes */
-    CodeState code;                 /* the answer's line and code state at the arm */
-    Py_ssize_t armed_at;            /* buf_len at the arm: the texts taken since start there */
-    int collect;                    /* keep the bodies for `take` */
-    int passthrough;                /* the output is the chunk (no template) */
-    int pass_same;                  /* the template gives the chunk back (nothing held, n == seq) */
-    int seq_mode, channels;
-    Py_ssize_t nparts;
-    const char *part[MAX_PARTS];    /* template: bytes, or NULL for an int code */
-    Py_ssize_t part_len[MAX_PARTS]; /* its length, or the int code */
-    long long offset, last;
-    /* taken since the last `take` */
-    Py_ssize_t hits, changed, chars;
-    char *buf, *lit;                /* the texts taken, and the same as they came (escaped) */
-    Py_ssize_t buf_len, buf_cap, lit_len, lit_cap;
+    PyObject *spec;                 /* the armed spec (owns the bytes `s` points into), or NULL */
+    Spec s;
+    long long offset, last;         /* the numbering (SEQ_*) */
+    char held[MAX_HELD];            /* whitespace held, escaped as it came */
+    Py_ssize_t held_len;
+    /* since the last `take` */
+    Py_ssize_t hits, changed;
+    char *lit;                      /* the texts' literal bodies, as they came */
+    Py_ssize_t lit_len, lit_cap;
 } Hot;
 
 static PyObject *hot_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
-
-static void
-hot_disarm_(Hot *self)
-{
-    Py_CLEAR(self->spec);
-}
 
 static int
 hot_init(Hot *self, PyObject *args, PyObject *kwds)
@@ -116,7 +88,7 @@ hot_init(Hot *self, PyObject *args, PyObject *kwds)
     }
     Py_INCREF(fallback);
     Py_XSETREF(self->fallback, fallback);
-    hot_disarm_(self);
+    Py_CLEAR(self->spec);
     self->vectorcall = hot_vectorcall;
     return 0;
 }
@@ -144,7 +116,6 @@ hot_dealloc(Hot *self)
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     hot_clear(self);
-    PyMem_Free(self->buf);
     PyMem_Free(self->lit);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
@@ -162,164 +133,139 @@ bytes_arg(PyObject *o, const char **p, Py_ssize_t *n, const char *what)
     return 0;
 }
 
-/* arm(spec, offset=0, last=0, held=b"", code=0, head=b""). spec: (pre, num_pos, mid, post,
- * allowed, trim, out, seq_mode, channels, collect, pass_same, hold, tags); out: None (the chunk
- * goes as it came) or a tuple of bytes and PART_* ints; tags: the answer's tags (bytes), whose
- * start at a text's end is held, or () for none. held: what the splitter holds (whitespace in
- * reasoning, the start of a tag in the answer), as escaped JSON text; code and head: the
- * answer's code state there (CODE_SPAN, CODE_FENCE) and its line's head (`Splitter.code`).
- * Arming with the spec already armed only sets the numbering, what is held and the code state. */
+static int
+spec_error(const char *msg)
+{
+    PyErr_SetString(PyExc_ValueError, msg);
+    return -1;
+}
+
+/* Read and check a spec tuple into `s` (pointers into the tuple's bytes). May run Python code
+ * (a flag's truth test, an int's __index__): nothing is committed here. */
+static int
+read_spec(PyObject *spec, Spec *s)
+{
+    PyObject *pre, *mid, *post, *table, *out;
+    if (!PyArg_ParseTuple(spec, "OiOOOpOiip:spec", &pre, &s->num_pos, &mid, &post, &table, &s->trim, &out,
+                          &s->seq_mode, &s->channels, &s->pass_same))
+        return -1;
+    const char *tbl;
+    Py_ssize_t tbl_len;
+    if (bytes_arg(pre, &s->pre, &s->pre_len, "pre") < 0 || bytes_arg(mid, &s->mid, &s->mid_len, "mid") < 0
+        || bytes_arg(post, &s->post, &s->post_len, "post") < 0 || bytes_arg(table, &tbl, &tbl_len, "table") < 0)
+        return -1;
+    if (tbl_len != 256 || s->num_pos < 0 || s->num_pos > 2 || s->seq_mode < SEQ_NONE || s->seq_mode > SEQ_NEW
+        || s->channels < 1 || s->channels > 2 || (s->seq_mode != SEQ_NONE) != (s->num_pos != 0))
+        return spec_error("spec: bad table, slot or numbering");
+    for (int i = 0; i < 256; i++) {
+        /* What each byte may be marked: the escapes json.dumps writes as two bytes, and of them
+         * those that stand for whitespace; a printable ASCII byte, and the space as whitespace. */
+        unsigned char t = (unsigned char)tbl[i], may = 0;
+        if (i >= 0x20 && i <= 0x7e && i != '"' && i != '\\')
+            may |= ALLOW_BYTE | (i == ' ' ? BYTE_WS : 0);
+        if (i == '"' || i == '\\' || i == 'b' || i == 'f' || i == 'n' || i == 'r' || i == 't')
+            may |= ALLOW_ESCAPE | (i == 'f' || i == 'n' || i == 'r' || i == 't' ? ESCAPE_WS : 0);
+        if (t & ~may)
+            return spec_error("spec: the table allows a byte or an escape that a literal taken here cannot hold");
+        s->table[i] = t | ((t & ALLOW_BYTE) && !(t & BYTE_WS) ? WORD_BYTE : 0);
+    }
+    s->passthrough = out == Py_None;
+    s->nparts = 0;
+    if (s->passthrough) {
+        if (s->seq_mode != SEQ_NONE || s->trim)
+            return spec_error("spec: a numbered event, or a text whose end is held, needs a template");
+        return 0;
+    }
+    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) > MAX_PARTS)
+        return spec_error("spec: out must be None or a tuple of at most 16 parts");
+    s->nparts = PyTuple_GET_SIZE(out);
+    for (Py_ssize_t i = 0; i < s->nparts; i++) {
+        PyObject *o = PyTuple_GET_ITEM(out, i);
+        if (PyLong_CheckExact(o)) {
+            long code = PyLong_AsLong(o);
+            if (code < PART_N || code > PART_BODY || (code != PART_BODY && s->seq_mode == SEQ_NONE)
+                || (code == PART_N1 && s->channels < 2))
+                return spec_error("spec: bad part code");
+            s->part[i] = NULL;
+            s->part_len[i] = code;
+        } else if (bytes_arg(o, &s->part[i], &s->part_len[i], "a part") < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* arm(spec, offset=0, last=0, held=b""). spec: (pre, num_pos, mid, post, table, trim, out,
+ * seq_mode, channels, pass_same) as thinkwire.hot.spec makes it; out: None (the chunk goes as
+ * it came) or a tuple of bytes and PART_* ints. offset, last: the numbering (0 or more). held:
+ * the whitespace the splitter holds (escaped JSON text; reasoning that trims only). Arming with
+ * the spec already armed only sets the numbering and what is held. Everything is read and
+ * checked first, then committed: a spec refused leaves the armed one as it was. */
 static PyObject *
 hot_arm(Hot *self, PyObject *args)
 {
-    PyObject *spec;
+    PyObject *spec, *held = NULL;
     long long offset = 0, last = 0;
-    const char *held = "";
-    Py_ssize_t held_len = 0;
-    int code = 0;
-    const char *head = "";
-    Py_ssize_t head_len = 0;
-    if (!PyArg_ParseTuple(args, "O!|LLy#iy#:arm", &PyTuple_Type, &spec, &offset, &last, &held, &held_len,
-                          &code, &head, &head_len))
+    if (!PyArg_ParseTuple(args, "O!|LLO!:arm", &PyTuple_Type, &spec, &offset, &last, &PyBytes_Type, &held))
         return NULL;
-    if (held_len > MAX_HELD || head_len > 8) {
-        PyErr_SetString(PyExc_ValueError, "arm: too much held, or a line head over 8 bytes");
+    Py_ssize_t held_len = held ? PyBytes_GET_SIZE(held) : 0;
+    if (offset < 0 || last < 0 || held_len > MAX_HELD) {
+        PyErr_SetString(PyExc_ValueError, "arm: a negative number, or more than 64 bytes held");
         return NULL;
+    }
+    Spec s;
+    int same = spec == self->spec;
+    if (!same && read_spec(spec, &s) < 0)
+        return NULL;
+    if (held_len && !(same ? self->s.trim : s.trim)) {
+        PyErr_SetString(PyExc_ValueError, "arm: whitespace held, for a spec that does not hold it");
+        return NULL;
+    }
+    /* Commit. */
+    PyObject *old = NULL;
+    if (!same) {
+        old = self->spec;
+        self->spec = Py_NewRef(spec);   /* keeps the bytes `s` points into */
+        self->s = s;
     }
     self->offset = offset;
     self->last = last;
-    memcpy(self->held, held, held_len);
+    if (held_len)
+        memcpy(self->held, PyBytes_AS_STRING(held), held_len);
     self->held_len = held_len;
-    self->code.fence = (code & CODE_FENCE) != 0;
-    self->code.ticks = code & CODE_SPAN;
-    memcpy(self->code.head, head, head_len);
-    self->code.head_len = (int)head_len;
-    self->armed_at = self->buf_len;
-    if (spec == self->spec)
-        Py_RETURN_NONE;
-    hot_disarm_(self);
-    PyObject *pre, *mid, *post, *allowed, *out, *tags;
-    int num_pos, trim, seq_mode, channels, collect, pass_same, hold;
-    if (!PyArg_ParseTuple(spec, "OiOOOpOiipppO!:spec", &pre, &num_pos, &mid, &post, &allowed, &trim,
-                          &out, &seq_mode, &channels, &collect, &pass_same, &hold, &PyTuple_Type, &tags))
-        return NULL;
-    const char *tbl;
-    Py_ssize_t tbl_len;
-    if (bytes_arg(pre, &self->pre, &self->pre_len, "pre") < 0
-        || bytes_arg(mid, &self->mid, &self->mid_len, "mid") < 0
-        || bytes_arg(post, &self->post, &self->post_len, "post") < 0
-        || bytes_arg(allowed, &tbl, &tbl_len, "allowed") < 0)
-        return NULL;
-    if (tbl_len != 256 || num_pos < 0 || num_pos > 2 || seq_mode < SEQ_NONE || seq_mode > SEQ_NEW
-        || channels < 1 || channels > 2 || (seq_mode != SEQ_NONE) != (num_pos != 0)) {
-        PyErr_SetString(PyExc_ValueError, "spec: bad table, slot or numbering");
-        return NULL;
-    }
-    static const char escapable[] = "ntrbf\"\\";
-    for (int i = 0; i < 256; i++) {
-        unsigned char t = (unsigned char)tbl[i];
-        self->allowed[i] = (t & ALLOW_BYTE) | (strchr(escapable, i) && i ? t & ALLOW_ESCAPE : 0);
-    }
-    self->allowed['"'] &= ~ALLOW_BYTE;   /* the scan ends at the closing quote */
-    self->allowed['\\'] &= ~ALLOW_BYTE;  /* and reads an escape at a backslash */
-    for (int i = 0; i < 256; i++)
-        if (self->allowed[i] & ALLOW_BYTE && i != ' ')
-            self->allowed[i] |= ALLOW_WORD;
-    self->passthrough = out == Py_None;
-    self->nparts = 0;
-    if (!self->passthrough) {
-        if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) > MAX_PARTS) {
-            PyErr_SetString(PyExc_ValueError, "spec: out must be None or a tuple of at most 16 parts");
-            return NULL;
-        }
-        self->nparts = PyTuple_GET_SIZE(out);
-        for (Py_ssize_t i = 0; i < self->nparts; i++) {
-            PyObject *o = PyTuple_GET_ITEM(out, i);
-            if (PyLong_Check(o)) {
-                long code = PyLong_AsLong(o);
-                if (code < PART_N || code > PART_BODY || (code != PART_BODY && seq_mode == SEQ_NONE)
-                    || (code == PART_N1 && channels < 2)) {
-                    PyErr_SetString(PyExc_ValueError, "spec: bad part code");
-                    return NULL;
-                }
-                self->part[i] = NULL;
-                self->part_len[i] = code;
-            } else if (bytes_arg(o, &self->part[i], &self->part_len[i], "a part") < 0) {
-                return NULL;
-            }
-        }
-    } else if (seq_mode != SEQ_NONE || hold || PyTuple_GET_SIZE(tags)) {
-        PyErr_SetString(PyExc_ValueError, "spec: a numbered event, or anything held, needs a template");
-        return NULL;
-    }
-    Py_ssize_t ntags = PyTuple_GET_SIZE(tags);
-    if (ntags > MAX_TAGS || (ntags && (trim || !collect))) {
-        PyErr_SetString(PyExc_ValueError, "spec: tags are for the answer (no trim, collected), at most 64");
-        return NULL;
-    }
-    memset(self->tag_first, 0, sizeof self->tag_first);
-    for (Py_ssize_t i = 0; i < ntags; i++) {
-        if (bytes_arg(PyTuple_GET_ITEM(tags, i), &self->tag[i], &self->tag_len[i], "a tag") < 0)
-            return NULL;
-        if (self->tag_len[i] < 1 || self->tag_len[i] > MAX_HELD) {
-            PyErr_SetString(PyExc_ValueError, "spec: a tag is 1 to 64 bytes");
-            return NULL;
-        }
-        self->tag_first[(unsigned char)self->tag[i][0]] = 1;
-    }
-    self->ntags = (int)ntags;
-    self->num_pos = num_pos;
-    self->trim = trim;
-    self->hold = hold && trim;
-    self->collect = collect;
-    self->pass_same = pass_same;
-    self->seq_mode = seq_mode;
-    self->channels = channels;
-    Py_INCREF(spec);
-    self->spec = spec;   /* keeps the bytes the pointers above point into */
+    Py_XDECREF(old);
     Py_RETURN_NONE;
 }
 
 static PyObject *
 hot_disarm(Hot *self, PyObject *Py_UNUSED(ignored))
 {
-    hot_disarm_(self);
+    Py_CLEAR(self->spec);
     Py_RETURN_NONE;
 }
 
-/* (hits, changed, chars, text or None, offset, last, held, literal or None), and the counts
- * start again. held: what is held, escaped; literal: the texts as they came (escaped). */
+/* (hits, changed, literal or None, offset, last), and the counts start again. literal: the
+ * bodies of the text literals taken, as they came, one after the other. */
 static PyObject *
 hot_take(Hot *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *text, *lit;
-    if (self->buf_len) {
-        text = PyBytes_FromStringAndSize(self->buf, self->buf_len);
-        lit = PyBytes_FromStringAndSize(self->lit, self->lit_len);
-        if (text == NULL || lit == NULL) {
-            Py_XDECREF(text);
-            Py_XDECREF(lit);
-            return NULL;
-        }
-    } else {
-        text = Py_NewRef(Py_None);
-        lit = Py_NewRef(Py_None);
-    }
-    PyObject *r = Py_BuildValue("nnnNLLy#N", self->hits, self->changed, self->chars, text,
-                                self->offset, self->last, self->held, self->held_len, lit);
+    PyObject *lit = self->lit_len ? PyBytes_FromStringAndSize(self->lit, self->lit_len) : Py_NewRef(Py_None);
+    if (lit == NULL)
+        return NULL;
+    PyObject *r = Py_BuildValue("nnNLL", self->hits, self->changed, lit, self->offset, self->last);
     if (r == NULL)
         return NULL;
-    self->hits = self->changed = self->chars = self->buf_len = self->lit_len = 0;
-    if (self->buf_cap > (1 << 16)) {   /* do not hold a long stream's text for the next one */
-        PyMem_Free(self->buf);
+    self->hits = self->changed = self->lit_len = 0;
+    if (self->lit_cap > 4096) {   /* an idle stream keeps a small buffer */
         PyMem_Free(self->lit);
-        self->buf = self->lit = NULL;
-        self->buf_cap = self->lit_cap = 0;
+        self->lit = NULL;
+        self->lit_cap = 0;
     }
     return r;
 }
 
-/* A JSON number slot `0|[1-9][0-9]*` at p[*i..end): its value, *i moved past it; -1: none. */
+/* A JSON number slot `0|[1-9][0-9]*` below 10**18 at p[*i..end): its value, *i moved past it;
+ * -1: none (a longer number is Python's). */
 static long long
 read_number(const unsigned char *p, Py_ssize_t *i, Py_ssize_t end)
 {
@@ -342,188 +288,79 @@ read_number(const unsigned char *p, Py_ssize_t *i, Py_ssize_t end)
     return v;
 }
 
-/* Room for n more bytes in a buffer of `take`. */
+/* Keep a text literal's body for `take` (the caller checked it fits under CAP). */
 static int
-reserve(char **buf, Py_ssize_t len, Py_ssize_t *cap, Py_ssize_t n)
+keep(Hot *self, const char *body, Py_ssize_t n)
 {
-    if (len + n <= *cap)
-        return 0;
-    Py_ssize_t c = *cap ? *cap : 256;
-    while (c < len + n)
-        c *= 2;
-    char *b = PyMem_Realloc(*buf, c);
-    if (b == NULL) {
-        PyErr_NoMemory();
-        return -1;
+    if (self->lit_len + n > self->lit_cap) {
+        Py_ssize_t c = self->lit_cap ? self->lit_cap : 256;
+        while (c < self->lit_len + n)
+            c *= 2;
+        char *b = PyMem_Realloc(self->lit, c);
+        if (b == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->lit = b;
+        self->lit_cap = c;
     }
-    *buf = b;
-    *cap = c;
-    return 0;
-}
-
-/* Keep a body for `take`: its text (the escapes the scan took, decoded), and the body as it
- * came, which is json.dumps's literal of that text (a Responses item's whole text goes out in
- * its done events: the Python side reuses it rather than escape 20 KB again). */
-static int
-collect(Hot *self, const char *body, Py_ssize_t n)
-{
-    if (reserve(&self->buf, self->buf_len, &self->buf_cap, n) < 0
-            || reserve(&self->lit, self->lit_len, &self->lit_cap, n) < 0)
-        return -1;
     memcpy(self->lit + self->lit_len, body, n);
     self->lit_len += n;
-    char *w = self->buf + self->buf_len;
-    const char *esc = memchr(body, '\\', n);   /* most bodies have no escape: copied whole */
-    Py_ssize_t i = esc ? esc - body : n;
-    memcpy(w, body, i);
-    w += i;
-    for (; i < n; i++) {
-        char c = body[i];
-        if (c == '\\') {
-            c = body[++i];
-            c = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
-        }
-        *w++ = c;
-    }
-    self->buf_len = w - self->buf;
     return 0;
 }
 
 static int
-fmt_number(char *dst, long long v)
+fmt_number(char *dst, long long v)   /* v >= 0 */
 {
     char tmp[24];
-    int n = 0, neg = v < 0;
-    if (neg) {   /* (numbers the Python side gave; never below 0 there) */
-        *dst++ = '-';
-        v = -v;
-    }
+    int n = 0;
     do {
         tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
     for (int k = 0; k < n; k++)
         dst[k] = tmp[n - 1 - k];
-    return n + neg;
+    return n;
 }
 
-/* The answer: the length of the start of a tag, in ASCII, that p[j..] holds up to the closing
- * quote of the text, or 0 when it holds no such thing there (the splitter decides then). */
-static Py_ssize_t
-tag_start(Hot *self, const unsigned char *p, Py_ssize_t j, Py_ssize_t end)
-{
-    for (int t = 0; t < self->ntags; t++) {
-        const char *tag = self->tag[t];
-        Py_ssize_t n = self->tag_len[t], i = 0;
-        while (i < n && j + i < end && p[j + i] == (unsigned char)tag[i] && p[j + i] < 0x80)
-            i++;
-        if (i > 0 && i < n && j + i < end && p[j + i] == '"')
-            return i;
-    }
-    return 0;
-}
-
-/* The answer, the start of a tag held: whether held + text (the next text's literal, all of it)
- * holds a tag, or the start of one, from a byte of what is held on. The splitter decides then;
- * else what is held is text, and goes out in front of this one. */
-static int
-tag_goes_on(Hot *self, const unsigned char *text, Py_ssize_t text_len)
-{
-    const unsigned char *held = (const unsigned char *)self->held;
-    Py_ssize_t held_len = self->held_len;
-    for (Py_ssize_t k = 0; k < held_len; k++) {
-        if (!self->tag_first[held[k]])
-            continue;
-        for (int t = 0; t < self->ntags; t++) {
-            const unsigned char *tag = (const unsigned char *)self->tag[t];
-            Py_ssize_t n = self->tag_len[t], avail = held_len - k + text_len, i = 0;
-            if (n > avail)
-                n = avail;   /* cut short by the text's end: the start of a tag */
-            while (i < n && tag[i] == (k + i < held_len ? held[k + i] : text[k + i - held_len]))
-                i++;
-            if (i == n)
-                return 1;
-        }
-    }
-    return 0;
-}
-
-/* Whether the answer is in code where `text` (a literal's body up to a tag's start, after what
- * is held) ends: the splitter holds no tag's start in code. Its state at the arm, moved over the
- * texts taken since, what is held and `text`. */
-static int
-in_code(Hot *self, const char *text, Py_ssize_t text_len)
-{
-    CodeState st = self->code;
-    for (Py_ssize_t i = self->armed_at; i < self->buf_len; i++)
-        observe(&st, self->buf[i]);
-    for (Py_ssize_t i = 0; i < self->held_len; i++)
-        observe(&st, self->held[i]);
-    for (Py_ssize_t i = 0; i < text_len; i++) {
-        char c = text[i];
-        if (c == '\\')   /* an escape the scan took: only a line end and a space count here */
-            c = text[++i] == 'n' ? '\n' : 'x';
-        observe(&st, c);
-    }
-    return st.fence || st.ticks;
-}
-
-/* The output for a matched chunk, or NULL with no error set when it is not ours after all. */
+/* A matched chunk taken: the output (a list of one bytes), or NULL with an error set. `body`:
+ * the literal's body up to the whitespace held at its end, `ws` that whitespace; `all_len`:
+ * the whole body, kept for `take`. */
 static PyObject *
-hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, Py_ssize_t chars,
-               long long seq, const char *ws, Py_ssize_t ws_len)
+take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, const char *ws, Py_ssize_t ws_len,
+           Py_ssize_t all_len, long long n, long long offset, long long last, long long seq)
 {
-    /* Holding: the text that goes out is what was held, then the body but what ends it (ws:
-     * trailing whitespace in reasoning, the start of a tag in the answer), held in its turn. */
-    int holds = self->hold || self->ntags;
-    const char *held = self->held;
-    Py_ssize_t held_len = holds ? self->held_len : 0;
-    Py_ssize_t held_chars = 0;
-    for (Py_ssize_t k = 0; k < held_len; k++)
-        held_chars += held[k] != '\\';
-    long long n = 0, offset = self->offset, last = self->last;
-    if (self->seq_mode == SEQ_OWN) {
-        n = seq + offset;
-        if (n <= last) {
-            n = last + 1;
-            offset = n - seq;
-        }
-        last = n;
-    } else if (self->seq_mode == SEQ_NEW) {
-        n = last + 1;
-        last = n + self->channels - 1;
-        if (last - seq > offset)
-            offset = last - seq;
-    }
+    const Spec *s = &self->s;
+    Py_ssize_t held_len = self->held_len;
     PyObject *out;
-    int same = self->passthrough
-               || (self->pass_same && (self->seq_mode == SEQ_NONE || n == seq) && !held_len && !ws_len);
+    int same = s->passthrough || (s->pass_same && n == seq && !held_len && !ws_len);
     if (same) {
         out = Py_NewRef(chunk);
     } else {
         char num[2][24];
         int num_len[2] = {0, 0};
-        if (self->seq_mode != SEQ_NONE) {
+        if (s->seq_mode != SEQ_NONE) {
             num_len[0] = fmt_number(num[0], n);
-            if (self->channels > 1)
+            if (s->channels > 1)
                 num_len[1] = fmt_number(num[1], n + 1);
         }
         Py_ssize_t total = 0;
-        for (Py_ssize_t i = 0; i < self->nparts; i++) {
-            Py_ssize_t code = self->part_len[i];
-            total += self->part[i] ? code : code == PART_BODY ? held_len + body_len : num_len[code];
+        for (Py_ssize_t i = 0; i < s->nparts; i++) {
+            Py_ssize_t code = s->part_len[i];
+            total += s->part[i] ? code : code == PART_BODY ? held_len + body_len : num_len[code];
         }
         out = PyBytes_FromStringAndSize(NULL, total);
         if (out == NULL)
             return NULL;
         char *w = PyBytes_AS_STRING(out);
-        for (Py_ssize_t i = 0; i < self->nparts; i++) {
-            Py_ssize_t code = self->part_len[i];
-            if (self->part[i]) {
-                memcpy(w, self->part[i], code);
+        for (Py_ssize_t i = 0; i < s->nparts; i++) {
+            Py_ssize_t code = s->part_len[i];
+            if (s->part[i]) {
+                memcpy(w, s->part[i], code);
                 w += code;
             } else if (code == PART_BODY) {
-                memcpy(w, held, held_len);
+                if (held_len)
+                    memcpy(w, self->held, held_len);
                 memcpy(w + held_len, body, body_len);
                 w += held_len + body_len;
             } else {
@@ -532,12 +369,9 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
             }
         }
     }
-    if (self->collect && (collect(self, held, held_len) < 0 || collect(self, body, body_len) < 0)) {
-        Py_DECREF(out);
-        return NULL;
-    }
     PyObject *list = PyList_New(1);
-    if (list == NULL) {
+    if (list == NULL || keep(self, body, all_len) < 0) {
+        Py_XDECREF(list);
         Py_DECREF(out);
         return NULL;
     }
@@ -546,11 +380,9 @@ hot_take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len
     self->last = last;
     self->hits++;
     self->changed += !same;
-    self->chars += held_chars + chars;
-    if (holds) {
+    if (ws_len)
         memcpy(self->held, ws, ws_len);
-        self->held_len = ws_len;
-    }
+    self->held_len = ws_len;
     return list;
 }
 
@@ -563,96 +395,82 @@ hot_chunk(Hot *self, PyObject *chunk)
     }
     if (self->spec == NULL || !PyBytes_CheckExact(chunk))
         return PyObject_CallOneArg(self->fallback, chunk);
+    const Spec *s = &self->s;
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(chunk);
     Py_ssize_t len = PyBytes_GET_SIZE(chunk);
-    Py_ssize_t end = len - self->post_len;   /* where the last slot must end */
-    if (end < self->pre_len + 2 || memcmp(p, self->pre, self->pre_len) != 0
-        || memcmp(p + end, self->post, self->post_len) != 0)
+    Py_ssize_t end = len - s->post_len;   /* where the last slot must end */
+    if (end < s->pre_len + 2 || memcmp(p, s->pre, s->pre_len) != 0 || memcmp(p + end, s->post, s->post_len) != 0)
         return PyObject_CallOneArg(self->fallback, chunk);
-    Py_ssize_t i = self->pre_len;
+    Py_ssize_t i = s->pre_len;
     long long seq = -1;
-    if (self->num_pos == 1) {
+    if (s->num_pos == 1) {
         seq = read_number(p, &i, end);
-        if (seq < 0 || end - i < self->mid_len || memcmp(p + i, self->mid, self->mid_len) != 0)
+        if (seq < 0 || end - i < s->mid_len || memcmp(p + i, s->mid, s->mid_len) != 0)
             return PyObject_CallOneArg(self->fallback, chunk);
-        i += self->mid_len;
+        i += s->mid_len;
     }
     if (i >= end || p[i] != '"')
         return PyObject_CallOneArg(self->fallback, chunk);
-    Py_ssize_t b = i + 1, j = b, chars = 0;
-    Py_ssize_t ws = -1, ws_chars = 0;   /* where the trailing whitespace starts, its characters */
-    const unsigned char *allowed = self->allowed;
+    const unsigned char *table = s->table;
+    Py_ssize_t b = i + 1, j = b, ws = -1;   /* ws: where the whitespace at the end starts */
     while (j < end) {
-        if (allowed[p[j]] & ALLOW_WORD) {   /* a run of plain bytes but spaces: most of a text */
-            Py_ssize_t run = j;
+        unsigned char t = table[p[j]];
+        if (t & WORD_BYTE) {   /* a run of plain bytes: most of a text */
             do
                 j++;
-            while (j < end && (allowed[p[j]] & ALLOW_WORD));
-            chars += j - run;
+            while (j < end && (table[p[j]] & WORD_BYTE));
             ws = -1;
-            continue;
-        }
-        unsigned char c = p[j];
-        Py_ssize_t u = j;   /* where this character starts */
-        int space;
-        if (allowed[c] & ALLOW_BYTE) {
-            space = c == ' ';
+        } else if (t & ALLOW_BYTE) {   /* a space */
+            if (ws < 0)
+                ws = j;
             j++;
-        } else if (c == '\\' && j + 1 < end && (allowed[p[j + 1]] & ALLOW_ESCAPE)) {
-            c = p[j + 1];
-            space = c == 'n' || c == 't' || c == 'r' || c == 'f';
+        } else if (p[j] == '\\' && j + 1 < end && (table[p[j + 1]] & ALLOW_ESCAPE)) {
+            if (!(table[p[j + 1]] & ESCAPE_WS))
+                ws = -1;
+            else if (ws < 0)
+                ws = j;
             j += 2;
         } else {
             break;
         }
-        if (!space) {
-            ws = -1;
-        } else if (ws < 0) {
-            ws = u;
-            ws_chars = 0;
-        }
-        ws_chars += space;
-        chars++;
     }
-    Py_ssize_t part = 0;   /* the answer: the start of a tag ending the text, held */
-    if (self->ntags && j < end && p[j] != '"') {
-        part = tag_start(self, p, j, end);
-        if (part == 0 || in_code(self, (const char *)p + b, j - b))
-            return PyObject_CallOneArg(self->fallback, chunk);
-        j += part;
-    }
-    if (j >= end || p[j] != '"' || j - part == b)
+    if (j >= end || p[j] != '"' || j == b || self->lit_len + (j - b) > CAP)
         return PyObject_CallOneArg(self->fallback, chunk);
-    if (self->ntags && self->held_len && tag_goes_on(self, p + b, j - b))
-        return PyObject_CallOneArg(self->fallback, chunk);
-    Py_ssize_t body_end = j - part;
-    if (part) {
-        ws = body_end;
-        ws_chars = 0;
-    } else if (self->trim && ws >= 0) {
-        /* Trimming, whitespace at the end is held: here when this spec holds it and there is
-         * text before it (the splitter holds whitespace alone without a word), else the
-         * splitter decides. */
-        if (!self->hold || ws == b || j - ws > MAX_HELD)
+    Py_ssize_t body_end = j;
+    if (s->trim && ws >= 0) {
+        /* Whitespace at the end is held, when there is text before it (the splitter holds
+         * whitespace alone without giving anything) and it is short. */
+        if (ws == b || j - ws > MAX_HELD)
             return PyObject_CallOneArg(self->fallback, chunk);
         body_end = ws;
-    } else {
-        ws = j;
-        ws_chars = 0;
     }
     i = j + 1;
-    if (self->num_pos == 2) {
-        if (end - i < self->mid_len || memcmp(p + i, self->mid, self->mid_len) != 0)
+    if (s->num_pos == 2) {
+        if (end - i < s->mid_len || memcmp(p + i, s->mid, s->mid_len) != 0)
             return PyObject_CallOneArg(self->fallback, chunk);
-        i += self->mid_len;
+        i += s->mid_len;
         seq = read_number(p, &i, end);
         if (seq < 0)
             return PyObject_CallOneArg(self->fallback, chunk);
     }
     if (i != end)
         return PyObject_CallOneArg(self->fallback, chunk);
-    return hot_take_chunk(self, chunk, (const char *)p + b, body_end - b, chars - ws_chars, seq,
-                          (const char *)p + ws, j - ws);
+    /* The numbers, checked: anything that would not fit (or an upstream number that does not
+     * move on) is Python's, which counts with ints of any size. */
+    long long n = 0, offset = self->offset, last = self->last;
+    if (s->seq_mode == SEQ_OWN) {
+        if (__builtin_add_overflow(seq, offset, &n) || n <= last)
+            return PyObject_CallOneArg(self->fallback, chunk);
+        last = n;
+    } else if (s->seq_mode == SEQ_NEW) {
+        if (__builtin_add_overflow(last, (long long)s->channels, &last))
+            return PyObject_CallOneArg(self->fallback, chunk);
+        n = self->last + 1;
+        if (last - seq > offset)
+            offset = last - seq;
+    }
+    return take_chunk(self, chunk, (const char *)p + b, body_end - b, (const char *)p + body_end, j - body_end,
+                      j - b, n, offset, last, seq);
 }
 
 static PyObject *
@@ -695,11 +513,11 @@ static PyGetSetDef hot_getset[] = {
 };
 
 static PyMethodDef hot_methods[] = {
-    {"arm", (PyCFunction)hot_arm, METH_VARARGS, "arm(spec, offset=0, last=0)"},
+    {"arm", (PyCFunction)hot_arm, METH_VARARGS, "arm(spec, offset=0, last=0, held=b'')"},
     {"disarm", (PyCFunction)hot_disarm, METH_NOARGS, "every chunk goes to the fallback"},
     {"take", (PyCFunction)hot_take, METH_NOARGS,
-     "(hits, changed, chars, text, offset, last, held, literal) since the last take (held and\n"
-     "literal escaped, as they came); the counts start again"},
+     "(hits, changed, literal, offset, last) since the last take (literal: the texts' literal\n"
+     "bodies as they came, or None); the counts start again"},
     {NULL}
 };
 
@@ -732,13 +550,14 @@ hot_exec(PyObject *m)
     Py_DECREF(tp);
     if (r < 0)
         return -1;
-    if (PyModule_AddIntConstant(m, "PART_N", PART_N) < 0
-        || PyModule_AddIntConstant(m, "PART_N1", PART_N1) < 0
-        || PyModule_AddIntConstant(m, "PART_BODY", PART_BODY) < 0
-        || PyModule_AddIntConstant(m, "SEQ_NONE", SEQ_NONE) < 0
-        || PyModule_AddIntConstant(m, "SEQ_OWN", SEQ_OWN) < 0
-        || PyModule_AddIntConstant(m, "SEQ_NEW", SEQ_NEW) < 0)
-        return -1;
+    static const struct { const char *name; int value; } constants[] = {
+        {"PART_N", PART_N}, {"PART_N1", PART_N1}, {"PART_BODY", PART_BODY}, {"SEQ_NONE", SEQ_NONE},
+        {"SEQ_OWN", SEQ_OWN}, {"SEQ_NEW", SEQ_NEW}, {"ALLOW_BYTE", ALLOW_BYTE}, {"ALLOW_ESCAPE", ALLOW_ESCAPE},
+        {"BYTE_WS", BYTE_WS}, {"ESCAPE_WS", ESCAPE_WS}, {"CAP", CAP},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
+        if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0)
+            return -1;
     return 0;
 }
 

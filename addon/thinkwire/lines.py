@@ -111,7 +111,7 @@ class Lines:
                 if self.run:
                     self._settle()
                 at_head = blank and not seg[:m.start()].strip(_HSPACE)
-            self.run = 0
+            self.run, self.run_head = 0, False
             if m.end() == len(seg):
                 self.run, self.run_head = n, at_head   # it may go on
             elif not (at_head and n >= 3):
@@ -120,7 +120,7 @@ class Lines:
     def _settle(self) -> None:
         if not (self.run_head and self.run >= 3):   # (a fence, not a code span)
             self._span(self.run)
-        self.run = 0
+        self.run, self.run_head = 0, False
 
     def _span(self, n: int) -> None:
         if not self.span:

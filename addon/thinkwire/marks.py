@@ -54,8 +54,10 @@ class Sealer:
         """`literal`: the body of text's JSON literal, where the caller has it (a stream's
         reasoning, as it came): the text is not escaped again."""
         body = encode_basestring(text) if literal is None else '"' + literal + '"'
+        # (A text may hold lone surrogates, from an upstream's `\ud800` escape or bytes that were
+        # not UTF-8: they are carried as they are, and `open` reads them back the same way.)
         payload = ("[" + encode_basestring(pair.open) + "," + encode_basestring(pair.close) + "," + body
-                   + "]").encode()
+                   + "]").encode("utf-8", "surrogatepass")
         if len(payload) > _COMPRESS_OVER:
             # Level 1: a third of level 6's time, for a mark ~10% larger (more on repetitive text).
             flag, payload = b"z", zlib.compress(payload, 1)
@@ -80,7 +82,7 @@ class Sealer:
                 payload = zlib.decompress(payload)
             elif flag != b"j":
                 return None
-            open_, close, text = json.loads(payload)
+            open_, close, text = json.loads(payload.decode("utf-8", "surrogatepass"))
             return Opened(text, TagPair(open_, close))
         except Exception:  # bad base64, wrong key, tampered, garbage: not ours
             return None

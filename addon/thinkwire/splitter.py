@@ -27,7 +27,6 @@ END = 2
 _WS = " \t\r\n\f\v"
 _SEPARATOR = "\n"   # between answer pieces that meet across a removed block or tag with no whitespace
 _HELD_WS = " \t\r\n\f"   # the whitespace thinkwire.hot carries: its JSON escapes are short
-_ESCAPED = re.compile(rb'["\\\x00-\x1f]')   # what a JSON literal has as an escape
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +77,6 @@ class Rules:
     _content_prefixes: frozenset = field(init=False, repr=False, compare=False)
     _strip_prefixes: frozenset = field(init=False, repr=False, compare=False)
     _strip: frozenset = field(init=False, repr=False, compare=False)
-    hot_tags: tuple = field(init=False, repr=False, compare=False)
     _longer: dict = field(init=False, repr=False, compare=False)
     _longest: int = field(init=False, repr=False, compare=False)
     _ws_lead: bool = field(init=False, repr=False, compare=False)
@@ -112,13 +110,6 @@ class Rules:
         s(self, "_content_prefixes", _prefixes(opens + closes + strip))
         s(self, "_strip_prefixes", _prefixes(strip))
         s(self, "_strip", frozenset(strip))
-        # The start of an answer's tag at a text's end can be held in C too (thinkwire.hot), which
-        # compares the tags' UTF-8 with the JSON literal as it came: so where no tag holds a
-        # character JSON escapes, and they fit its table.
-        content_tags = [t.encode() for t in opens + closes + strip]
-        s(self, "hot_tags", tuple(content_tags)
-          if len(content_tags) <= 64 and all(0 < len(t) <= 64 and not _ESCAPED.search(t) for t in content_tags)
-          else ())
         # A tag found whole may still be the start of a longer one (`<|channel>` of
         # `<|channel>thought`): it is decided only once the text can tell them apart.
         s(self, "_longer", {t: tuple(u for u in set(every) if len(u) > len(t) and u.startswith(t))
@@ -313,20 +304,18 @@ class Splitter:
         return self._plain_reasoning(text)
 
     def steady(self) -> int | None:
-        """CONTENT or REASONING when `feed` gives any plain text (no character that could start
-        a tag or marker, and no backtick) as it is, whatever plain texts it took before in this
-        state, with what is held in front: reasoning, the whitespace held at its end (`held_ws`),
-        which trimming holds again at the text's end; the answer, the start of a tag
-        (`held_tag`), which the text shows to be text. `took` gives the state it leaves.
-        thinkwire.hot takes such texts in C, and in the answer it holds a tag's start at a
-        text's end as `feed` does. None: `feed` decides each text."""
+        """CONTENT or REASONING when `plain` takes any plain text (one that holds no character a
+        tag or marker starts with: `Rules.tag_starts`), whatever plain texts it took before in
+        this state, and gives it as it is, with what is held in front: in reasoning, the
+        whitespace `held_ws` gives, which trimming holds again at the text's end; in the answer,
+        nothing. thinkwire.hot takes such texts in C; `took` folds them in. None: `feed` decides
+        each text."""
         if self._skip_ws:
             return None
         if self._inside:
-            # (A start pair's tags are words: the C callable's table does not hold them.)
+            # (A start pair's tags are words: no table of characters holds them.)
             return None if self.held_ws() is None or self._pair in self.rules.start_pairs else REASONING
-        ln = self._ln
-        return None if (self._at_start or self._gap or ln.run or ln.fence_line or self.held_tag() is None) else CONTENT
+        return None if self._at_start or self._held or self._gap else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
@@ -337,38 +326,19 @@ class Splitter:
         ok = self._ws_hold and not self._ws_more and len(self._held) <= 32 and not self._held.strip(_HELD_WS)
         return self._held if ok else None
 
-    def held_tag(self) -> str | None:
-        """In the answer: the start of a tag held at its end so far, which goes out in front of
-        the next text unless a tag goes on there ("" for none); None when it is not one that
-        thinkwire.hot holds too (ASCII, of `Rules.hot_tags`), or the answer may be in code (there
-        the splitter holds no tag's start)."""
-        if not self._held:
-            return ""
-        ok = (self.rules.hot_tags and not self._ln.in_code() and self._held.isascii()
-              and self._held in self.rules._content_prefixes)
-        return self._held if ok else None
-
-    def code(self) -> tuple[int, str]:
-        """The answer's code state, which thinkwire.hot moves on over the texts it takes (no
-        tag's start is held in code): 1 for a code span open on this line, plus 2 in a fenced
-        block; and the line's first characters after its indent (fences open there)."""
-        ln = self._ln
-        return (1 if ln.span else 0) | (2 if ln.fence else 0), ln.head
-
-    def took(self, kind: int, text: str, held: str = "") -> None:
-        """The state `feed` leaves after it took plain texts as `kind` in a steady state
-        (`steady`): `text` is what it gave for them, joined, not empty; `held`, what it then
-        holds (reasoning: whitespace; the answer: the start of a tag). (The line and code state
-        over the joined text is the same as over the texts one after the other: `Lines` reads a
-        text the same wherever it was cut.)"""
-        if kind == CONTENT:
-            self._plain_answer(text)
-            self._held, self._ws_hold = held, False
-        else:
-            self._ln.read(text)
-            self.reasoning_chars += len(text)
-            self._fresh = False
-            self._held, self._ws_hold = held, bool(held)
+    def took(self, kind: int, text: str) -> str:
+        """Plain texts taken elsewhere (thinkwire.hot, in C) in a steady state of `kind`
+        (`steady`), folded in: `text` is those texts one after the other (not empty; no character
+        of `Rules.tag_starts`, which the caller checked, as for `plain`). Gives what
+        `feed` gave for them, joined, and leaves the state it left. This is the one place where
+        what C took becomes the splitter's state: every piece of it (the whitespace held, the
+        counts, the answer's line, code spans and fences) is derived from the text by `plain`,
+        the step `feed` takes for a plain text, which leaves the same state for texts joined as
+        one after the other (a line reads the same wherever it was cut)."""
+        piece = self.plain(text)
+        if piece is None or piece[0] != kind:
+            raise ValueError("took: a text the splitter must decide, or not of the steady kind")
+        return piece[1]
 
     def _plain_reasoning(self, text: str) -> tuple[int, str]:
         self.reasoning_chars += len(text)

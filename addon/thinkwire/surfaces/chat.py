@@ -172,12 +172,10 @@ class StreamRewriter:
         specs = self._hot
         if specs is None or specs[0] is not b:
             rules, m = st.splitter.rules, b[0]
-            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix, collect=True,
-                                             **hot.as_it_came(m.prefix, m.suffix), **hot.answer(rules)),
-                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), collect=True,
-                                          **hot.reasoning(rules)))
+            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix),   # the answer goes as it came
+                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), **hot.reasoning(rules)))
         self._armed = (kind, st)
-        return specs[1 if kind == CONTENT else 2], 0, 0, *hot.holding(st.splitter, kind)
+        return specs[1 if kind == CONTENT else 2], 0, 0, hot.holding(st.splitter, kind)
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
@@ -256,9 +254,12 @@ class StreamRewriter:
         head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
         if st is None or head is None:
             return None
-        # What _fast sends for a reasoning run, cut where the text goes.
-        value = "null," + ",".join(f'"{f}":"\0"' for f in self.fields)
-        cut = encode(before + value + after, ev.event, ev.eol).split(b"\0")
+        # What _fast sends for a reasoning run (the event framed as it came: `head`, the data, a
+        # blank line), cut where the text goes: built in pieces, not cut at a mark, which the
+        # upstream's bytes (its event name) could hold too.
+        keys = [f'"{f}":"' for f in self.fields]
+        cut = ([head + (before + "null," + keys[0]).encode("utf-8", OUT)] + [('",' + k).encode() for k in keys[1:]]
+               + [('"' + after).encode("utf-8", OUT) + b"\n\n"])
         return literal_shape(head, ev.event, before, after, st.splitter.rules), st, cut
 
     def _choice(self, ch: object, model: object) -> list[dict] | None:

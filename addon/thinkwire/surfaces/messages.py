@@ -263,16 +263,15 @@ class StreamRewriter:
         spec = self._hot.get(key)
         if spec is None:
             rules = st.splitter.rules
-            if key[1] is None:
-                spec = hot.spec(rules, b.prefix, b.suffix, collect=True, **hot.as_it_came(b.prefix, b.suffix),
-                                **hot.answer(rules))
+            if key[1] is None:   # the answer into the same block: as it came
+                spec = hot.spec(rules, b.prefix, b.suffix)
             else:
                 cut = self._cut(key[1], _TEXT_DELTA if kind == CONTENT else _THINKING_DELTA)
-                spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut), collect=True,
-                                **(hot.reasoning(rules) if kind == REASONING else hot.answer(rules)))
+                spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut),
+                                **(hot.reasoning(rules) if kind == REASONING else {}))
             self._hot[key] = spec
         self._armed = (kind, st)
-        return spec, 0, 0, *hot.holding(st.splitter, kind)
+        return spec, 0, 0, hot.holding(st.splitter, kind)
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
@@ -280,10 +279,10 @@ class StreamRewriter:
         self.eol = b"\n"
         if got[1]:   # (chunks that went out other than they came)
             self.changed = True
-        text = hot.fold(st.splitter, kind, got)
+        text, lit = hot.fold(st.splitter, kind, got, kind == REASONING and self._sealed)
         if kind == REASONING and self._sealed:
             st.reasoning.append(text)
-            st.reasoning_lits.append(hot.literal(got))
+            st.reasoning_lits.append(lit)
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.raw or ev.data is None:

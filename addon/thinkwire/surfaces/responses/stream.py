@@ -216,7 +216,6 @@ class StreamRewriter(_ResponseState):
         self._plan: tuple | None = None    # on_chunk's plan for the current state (_make_plan)
         self._hot: tuple | None = None     # thinkwire.hot: (cut events, byte shape, extra; the C spec)
         self._armed: tuple | None = None   # the plan the C callable was last armed for
-        self._armed_held = b""             # ... and what it held then (escaped)
         self._known: tuple | None = None   # (part, its size, literal, text): what loads_known skips
 
     # -- the Owner side ------------------------------------------------------------------------
@@ -334,17 +333,16 @@ class StreamRewriter(_ResponseState):
             return None
         num_pos = {(_SEQ, _TEXT): 1, (_TEXT, _SEQ): 2}.get(tuple(shape.kinds))
         plan = None if num_pos is None else self._plan or self._make_plan(shape)
-        if plan is None or plan[1].steady() != plan[0]:
-            return None
+        if plan is None or plan[1].steady() != plan[0] or not (0 <= self.seq.offset <= hot.MAX_NUMBER
+                                                                and 0 <= self.seq.last <= hot.MAX_NUMBER):
+            return None   # (numbers that do not fit C's are counted on in Python)
         self._plan = plan
         # A plan is made again after every event taken in full; the cut events it holds are kept.
         cache = self._hot
         if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
             cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, num_pos))
         self._armed = plan
-        held, code, head = hot.holding(plan[1], plan[0])
-        self._armed_held = held
-        return cache[3], self.seq.offset, self.seq.last, held, code, head
+        return cache[3], self.seq.offset, self.seq.last, hot.holding(plan[1], plan[0])
 
     def _hot_spec(self, shape: _Shape, plan: tuple, num_pos: int) -> tuple:
         rules = plan[1].rules
@@ -358,17 +356,17 @@ class StreamRewriter(_ResponseState):
             else:
                 out = (cuts[0] + q, hot.PART_BODY, q + cuts[1], hot.PART_N, cuts[2])
             return hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_OWN,
-                            collect=True, pass_same=plan[4][0], **hot.answer(rules))
+                            pass_same=plan[4][0])
         parts: list = []
         for head, m, tail in plan[6]:   # one event per channel, cut at its number and text
             parts += [head, hot.PART_N1 if parts else hot.PART_N, m + q, hot.PART_BODY, q + tail]
         out = tuple(parts)
         return hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_NEW,
-                        channels=plan[4], collect=True, **hot.reasoning(rules))
+                        channels=plan[4], **hot.reasoning(rules))
 
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
-        hits, changed, _, _, offset, last = got[:6]
+        hits, changed, _, offset, last = got
         kind, splitter, add, _, _, part, _ = self._armed   # type: ignore[misc]
         part.fed = True
         self.event_lines, self.eol = self._shape.event is not None, b"\n"   # type: ignore[union-attr]
@@ -376,11 +374,8 @@ class StreamRewriter(_ResponseState):
         if changed:
             self.dirty = True
         self.seq.offset, self.seq.last = offset, last
-        lit = hot.literal(got)
-        add(hot.fold(splitter, kind, got), lit)
-        # What the deltas brought: what Hot gave but what was held at the arm (it came before),
-        # and what it holds now.
-        part.came_literal(lit[len(self._armed_held):] + got[6].decode())
+        add(*hot.fold(splitter, kind, got, True))
+        part.came_literal(hot.literal(got))   # what the deltas brought, as they came
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:

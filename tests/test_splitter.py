@@ -557,3 +557,30 @@ def test_whitespace_between_blocks_or_after_the_last_one_is_trimmed():
         for k in range(len(text) + 1):
             assert result(stream([text[:k], text[k:]])) == whole(text), (text, k)
         assert stream(list(text)) == stream([text])
+
+
+KIMI_K3 = Rules((TagPair("<|open|>think<|sep|>", "<|close|>think<|sep|>"),),
+                strip=("<|open|>response<|sep|>", "<|close|>response<|sep|>"))
+
+
+def test_a_marker_cut_off_at_the_end_that_starts_with_a_special_token_is_dropped():
+    # Prose never holds `<|close|>`: cut off inside `<|close|>think<|sep|>`, it is markup.
+    assert whole("<|open|>think<|sep|>deep thought<|close|>think", KIMI_K3) == (["deep thought"], "")
+    text = "<|open|>think<|sep|>t<|close|>think<|sep|><|open|>response<|sep|>the answer<|close|>"
+    assert whole(text, KIMI_K3) == (["t"], "the answer")
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]], KIMI_K3)) == whole(text, KIMI_K3), k
+    # Any other start of a tag stays text, and so does one in code.
+    assert whole("<think>abc</thi") == (["abc</thi"], "")
+    assert whole("<|open|>think<|sep|>t<|close|>think<|sep|>see `<|close|>", KIMI_K3) == (["t"], "see `<|close|>")
+
+
+def test_reasoning_on_both_sides_of_an_opening_tag_dropped_in_a_prompt_opened_block_gets_a_line_break():
+    rules = Rules(PAIRS, starts_inside=True)
+    assert whole("prefix<think>work</think>answer", rules) == (["prefix\nwork"], "answer")
+    assert whole("prefix\n<think>work</think>answer", rules) == (["prefix\nwork"], "answer")
+    # (After a space in the middle of a line it is prose naming the tag: text.)
+    assert whole("prefix <think>work</think>answer", rules) == (["prefix <think>work"], "answer")
+    for k in range(len("prefix<think>work</think>answer") + 1):
+        text = "prefix<think>work</think>answer"
+        assert result(stream([text[:k], text[k:]], rules)) == (["prefix\nwork"], "answer"), k

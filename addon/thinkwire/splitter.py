@@ -161,6 +161,17 @@ def is_special_token(tag: str) -> bool:
     return tag.startswith(("<|", "<｜")) or tag.endswith(("|>", "｜>"))
 
 
+_SPECIAL_HEAD = re.compile(r"<\|[^<>|\n]*\|>|<｜[^<>｜\n]*｜>")
+
+
+def _cut_off_marker(text: str, prefixes: frozenset, longest: int, first: re.Pattern) -> int:
+    """At the output's end: the length of a tag or marker cut off there (text that is only the
+    start of one) when it begins with a whole special token (`<|close|>` of `<|close|>think<|sep|>`):
+    markup, as prose never holds one, so it is dropped. Any other start of a tag stays text."""
+    k = _partial_tag_len(text, prefixes, longest, first)
+    return k if k and _SPECIAL_HEAD.match(text, len(text) - k) else 0
+
+
 def _alternation(tags: list[str]) -> re.Pattern:
     # Longest first, so `<thinking>` wins over a `<think` prefix of it.
     ordered = sorted(set(tags), key=len, reverse=True)
@@ -196,7 +207,7 @@ class Splitter:
 
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
-        "_gap_added", "added_chars",
+        "_gap_added", "added_chars", "_rsep", "_reasoning_ws",
         "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
         "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
     )
@@ -214,6 +225,8 @@ class Splitter:
         self._answer_ws = True   # the answer so far is empty or ends in whitespace
         self._gap = ""           # whitespace after a block, kept for the answer's next text (no glued words)
         self._gap_added = 0      # ... of which line breaks put there (the model wrote no whitespace)
+        self._reasoning_ws = True   # the reasoning so far is empty or ends in whitespace
+        self._rsep = False       # a line break goes in front of the reasoning's next text, if not whitespace
         self._seen_tag = inside  # a block was opened or closed: a stray closing tag no longer counts
         # Starting inside, until the block closes: an opening tag written anyway is dropped.
         self._lead_open = inside
@@ -236,7 +249,7 @@ class Splitter:
     def feed(self, text: str) -> list:
         if not text:
             return []
-        if not self._held and not self._skip_ws:
+        if not self._held and not self._skip_ws and not self._rsep:
             # The common case, a token in the middle of a block or of the answer: nothing held,
             # no character that could start a tag: it goes out as it is.
             if self._inside:
@@ -268,7 +281,7 @@ class Splitter:
         end is not completed by the output."""
         self.feed(text)
         self._take_held()
-        self.reasoning_chars = self.stray_closes = self.markup_chars = 0
+        self.reasoning_chars = self.stray_closes = self.markup_chars = self.added_chars = 0
 
     def plain(self, text: str) -> tuple[int, str] | None:
         """`feed(text)` for a non-empty text with no character that could start any tag or
@@ -283,8 +296,8 @@ class Splitter:
                 return None
             self._plain_answer(text)
             return (CONTENT, text)
-        if self._pair in self.rules.start_pairs:
-            return None       # its tags are words: no character tells them apart
+        if self._pair in self.rules.start_pairs or self._rsep:
+            return None       # its tags are words: no character tells them apart; a line break may go first
         trim = self.rules.trim
         if self._held:
             if not self._ws_hold:
@@ -314,7 +327,7 @@ class Splitter:
             return None
         if self._inside:
             # (A start pair's tags are words: no table of characters holds them.)
-            return None if self.held_ws() is None or self._pair in self.rules.start_pairs else REASONING
+            return None if self.held_ws() is None or self._pair in self.rules.start_pairs or self._rsep else REASONING
         return None if self._at_start or self._held or self._gap else CONTENT
 
     def held_ws(self) -> str | None:
@@ -343,6 +356,7 @@ class Splitter:
     def _plain_reasoning(self, text: str) -> tuple[int, str]:
         self.reasoning_chars += len(text)
         self._fresh = False
+        self._reasoning_ws = text[-1] in _WS
         return (REASONING, text)
 
     def _plain_answer(self, text: str) -> None:
@@ -391,6 +405,11 @@ class Splitter:
                 return -1  # all whitespace so far: dropped
             i = j
             self._skip_ws = False
+        if self._rsep:   # (see the opening tag dropped below)
+            self._rsep = False
+            if buf[i] not in _WS:
+                self._emit_reasoning(_SEPARATOR, out)
+                self.added_chars += len(_SEPARATOR)
         scan = rules.scan(self._pair, self._lead_open)
         ln = self._ln
         pos = seen = i
@@ -417,6 +436,8 @@ class Splitter:
                     # The template opened the block, and the model wrote the tag anyway: drop it.
                     self._emit_reasoning(buf[i:j], out)
                     self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
+                    # Reasoning on both sides with no whitespace between gets a line break.
+                    self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
                     self._pair = rules._by_open[tag]
                     self._lead_open = False
                     self.markup_chars += len(tag)
@@ -429,7 +450,13 @@ class Splitter:
         # No tag yet: emit all but a possible partial tag (and trailing whitespace).
         rest = buf[i:]
         if final:
-            hold = 0
+            hold = _cut_off_marker(rest, scan.prefixes, scan.longest, scan.first)
+            if hold:
+                probe = ln.copy()
+                probe.read(buf, seen, n - hold)
+                if probe.in_code():
+                    hold = 0      # in code it is text
+                self.markup_chars += hold
         elif hold < 0:
             hold = _partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
         body = rest[: len(rest) - hold]
@@ -439,7 +466,7 @@ class Splitter:
             self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
             body = kept
         else:
-            self._held = rest[len(body):]
+            self._held = "" if final else rest[len(body):]
         ln.read(buf, seen, max(seen, i + len(body)))   # (what is held is read when it goes out)
         self._emit_reasoning(body, out)
         return -1
@@ -496,6 +523,7 @@ class Splitter:
     def _emit_reasoning(self, text: str, out: list) -> None:
         if text:
             self._fresh = False
+            self._reasoning_ws = text[-1] in _WS
             self.reasoning_chars += len(text)
             if out and out[-1][0] == REASONING:
                 out[-1] = (REASONING, out[-1][1] + text)
@@ -605,14 +633,16 @@ class Splitter:
         # No tag in the rest: hold back a partial tag (or one still undecided).
         rest_start = i
         if final:
-            cut = n
+            cut = n - _cut_off_marker(buf[rest_start:], rules._content_prefixes, rules._longest, rules._first_re)
         elif cut < 0:
             cut = n - _partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
                                        rules._longest, rules._first_re)
         self._observe(buf, seen, cut)
         if cut < n and ln.in_code():
-            # In code only a strip marker counts: no need to wait for anything else.
-            hold = _partial_tag_len(buf[cut:], rules._strip_prefixes, rules._longest) if rules._strip else 0
+            # In code only a strip marker counts: no need to wait for anything else (and at the end,
+            # a marker cut off there is text).
+            hold = 0 if final or not rules._strip else _partial_tag_len(buf[cut:], rules._strip_prefixes,
+                                                                        rules._longest)
             self._observe(buf, cut, n - hold)
             cut = n - hold
         if not final and self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "" and not any(
@@ -622,7 +652,10 @@ class Splitter:
             self._ws_hold = cut == n and bool(self._held) and not rules._ws_lead
             return -1
         self._emit_kept(kept, out, buf[rest_start:cut])
-        self._held = buf[cut:]
+        if final:
+            self.markup_chars += n - cut   # a marker cut off at the end (_cut_off_marker)
+        else:
+            self._held = buf[cut:]
         return -1
 
     def _start_pair(self, buf: str, i: int, out: list, final: bool) -> int | None:

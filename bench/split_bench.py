@@ -6,7 +6,8 @@ import gc
 import random
 import time
 
-from thinkwire.splitter import CONTENT, REASONING, Rules, Splitter
+from thinkwire.rules import Rules
+from thinkwire.splitter import CONTENT, REASONING, Splitter
 
 import workload
 

@@ -18,7 +18,7 @@ from thinkwire import __version__
 from thinkwire.endpoints import HEALTH, METRICS
 from thinkwire.keys import key_id
 from thinkwire.marks import Sealer
-from thinkwire.splitter import TagPair
+from thinkwire.rules import TagPair
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,8 @@ from conftest import make_ctx
 from thinkwire import hot
 from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, dumps, loads_known, sharing_dumps, slot_text, text_slot
 from thinkwire.marks import Sealer
-from thinkwire.splitter import CONTENT, REASONING, Splitter, TagPair
+from thinkwire.rules import TagPair
+from thinkwire.splitter import CONTENT, REASONING, Splitter
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages, responses
 from support.fast import (MODEL, RULES, SETTINGS, SURFACES, TOKENS, _d, _ev, chat_stream, chunkings, messages_stream,

@@ -17,7 +17,7 @@ from conftest import make_ctx
 from thinkwire import hot
 from thinkwire.fastpath import dumps
 from thinkwire.marks import Sealer
-from thinkwire.splitter import Rules, TagPair
+from thinkwire.rules import Rules, TagPair
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages
 from support.events import text_sequence

@@ -19,7 +19,7 @@ from thinkwire.addon import ThinkWire
 from thinkwire.keys import KEY_FILE, KeyConfig, KeySetupError, Keyring, key_id, load
 from thinkwire.marks import LazySealer, Sealer
 from thinkwire.settings import SettingError
-from thinkwire.splitter import TagPair
+from thinkwire.rules import TagPair
 
 PAIR = TagPair("<think>", "</think>")
 

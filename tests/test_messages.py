@@ -16,7 +16,7 @@ from conftest import CORPUS, corpus_bytes, corpus_files, make_ctx
 from harness import rechunk
 from thinkwire import engine
 from thinkwire.marks import Sealer
-from thinkwire.splitter import TagPair
+from thinkwire.rules import TagPair
 from thinkwire.sse import SSEParser
 from thinkwire.surfaces import messages
 from support.stored import stored

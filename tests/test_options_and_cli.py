@@ -13,7 +13,7 @@ from conftest import ROOT, make_settings
 from thinkwire import cli, tagsets
 from thinkwire.addon import MARK_FELL_BACK, MARK_REWRITTEN, ThinkWire
 from thinkwire.settings import SettingError, Settings
-from thinkwire.splitter import TagPair
+from thinkwire.rules import TagPair
 
 
 # -- settings -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from conftest import make_ctx
 from harness import as_written
 from thinkwire.keys import KEY_FILE, KeyConfig, load, own_key
 from thinkwire.marks import Sealer
-from thinkwire.splitter import TagPair
+from thinkwire.rules import TagPair
 from thinkwire.surfaces import chat, messages, responses
 
 SEALER = Sealer(b"test key")

@@ -22,7 +22,7 @@ from support.events import encode_events, model_objs
 from thinkwire import engine, marks
 from thinkwire.keys import KEY_FILE, own_key
 from thinkwire.marks import PREFIX, Sealer
-from thinkwire.splitter import TagPair
+from thinkwire.rules import TagPair
 from thinkwire.surfaces import messages
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,8 +6,8 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from thinkwire.splitter import (CONTENT, END, REASONING, Rules, Split, Splitter, TagPair, _partial_tag_len, merge,
-                                split_text)
+from thinkwire.rules import Rules, TagPair, partial_tag_len
+from thinkwire.splitter import CONTENT, END, REASONING, Split, Splitter, merge, split_text
 
 THINK = TagPair("<think>", "</think>")
 PAIRS = (THINK, TagPair("<thinking>", "</thinking>"), TagPair("<reasoning>", "</reasoning>"),
@@ -511,9 +511,9 @@ def test_in_code_a_strip_marker_cut_anywhere_is_held_then_removed():
     assert whole(text, HARMONY) == ([], "Hi\n```\nx  y\n```\n")
     for k in range(len(text) + 1):
         assert result(stream([text[:k], text[k:]], HARMONY)) == whole(text, HARMONY), k
-    assert _partial_tag_len("x <|ret", HARMONY._strip_prefixes, HARMONY._longest) == len("<|ret")
+    assert partial_tag_len("x <|ret", HARMONY._strip_prefixes, HARMONY._longest) == len("<|ret")
     # The start of the opening tag, which is no strip marker's: in code it does not wait.
-    assert _partial_tag_len("x <|channel|>an", HARMONY._strip_prefixes, HARMONY._longest) == 0
+    assert partial_tag_len("x <|channel|>an", HARMONY._strip_prefixes, HARMONY._longest) == 0
     s = Splitter(HARMONY)
     s.feed("<|start|>assistant<|channel|>final<|message|>Hi `x")
     assert s.feed(" <|channel|>an") == [(CONTENT, " <|channel|>an")]

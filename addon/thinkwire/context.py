@@ -9,7 +9,8 @@ from functools import lru_cache
 from .marks import PREFIX
 from .request import prefill, structured, thinking_switch
 from .settings import Settings
-from .splitter import END, Rules, Split, Splitter, TagPair, merge
+from .rules import Rules, TagPair
+from .splitter import END, Split, Splitter, merge
 from .tagsets import Profile
 
 # How an output ended, as each surface says it: an answer given in full, or something else (cut

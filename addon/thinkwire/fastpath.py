@@ -26,7 +26,7 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 from typing import Callable
 
-from .splitter import Rules
+from .rules import Rules
 
 
 def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool = True):

@@ -27,7 +27,8 @@ import os
 from json.decoder import scanstring
 
 from .fastpath import dumps
-from .splitter import _WS, REASONING, Rules, Splitter
+from .rules import WS, Rules
+from .splitter import REASONING, Splitter
 
 try:
     from ._hot import (ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, CAP, ESCAPE_WS, PART_BODY, PART_N, PART_N1, SEQ_NEW,
@@ -64,10 +65,10 @@ def table(rules: Rules, trim: bool) -> bytes:
     for b in range(0x20, 0x7F):
         c = chr(b)
         if c not in '"\\' and c not in starts:
-            t[b] = ALLOW_BYTE | (BYTE_WS if trim and c in _WS else 0)
+            t[b] = ALLOW_BYTE | (BYTE_WS if trim and c in WS else 0)
     for letter, char in _ESCAPES.items():
         if char not in starts:
-            t[ord(letter)] |= ALLOW_ESCAPE | (ESCAPE_WS if trim and char in _WS else 0)
+            t[ord(letter)] |= ALLOW_ESCAPE | (ESCAPE_WS if trim and char in WS else 0)
     return bytes(t)
 
 

@@ -25,7 +25,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from . import keys
-from .splitter import TagPair
+from .rules import TagPair
 
 PREFIX = "tw1."                   # format version 1; a later format gets another prefix
 _AAD = b"thinkwire mark v1"

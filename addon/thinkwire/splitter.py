@@ -15,190 +15,17 @@ Pieces are tuples `(kind, value)`:
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .lines import Lines
+from .rules import WS, Rules, TagPair, cut_off_marker, partial_tag_len
 
 REASONING = 0
 CONTENT = 1
 END = 2
 
-_WS = " \t\r\n\f\v"
 _SEPARATOR = "\n"   # between answer pieces that meet across a removed block or tag with no whitespace
 _HELD_WS = " \t\r\n\f"   # the whitespace thinkwire.hot carries: its JSON escapes are short
-
-
-@dataclass(frozen=True, slots=True)
-class TagPair:
-    open: str
-    close: str
-
-    def __str__(self) -> str:
-        return f"{self.open} {self.close}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Scan:
-    """What to look for inside a reasoning block: its closing tag(s), the markers that end it,
-    and, in a block the template opened, the opening tag the model may write anyway."""
-
-    regex: re.Pattern
-    prefixes: frozenset
-    first: re.Pattern
-    longest: int
-
-
-@dataclass(frozen=True)
-class Rules:
-    """How to split: the tag pairs and the switches that apply to one flow."""
-
-    pairs: tuple[TagPair, ...]
-    trim: bool = True
-    anywhere: bool = False
-    # A model whose template opens the reasoning block in the prompt: output starts inside it.
-    starts_inside: bool = False
-    # Markers that leave the answer wherever they appear (answer wrappers, channel headers). A
-    # marker that is also a closing tag closes a block, and is removed anywhere else.
-    strip: tuple[str, ...] = ()
-    # Markers that end an open reasoning block and stay in the output: a tool call the model
-    # started before closing its reasoning, a new channel header. (vLLM and SGLang end
-    # reasoning there too, so a tool parser finds the call in the content.)
-    ends: tuple[str, ...] = ()
-    # Pairs whose opening tag counts only at the very start of the output, and the markers that
-    # end such a block: what a server leaves of a channel header when it drops special tokens
-    # (gpt-oss: `analysis` ... `assistantfinal`). Words that prose uses: looked for nowhere else.
-    start_pairs: tuple[TagPair, ...] = ()
-    start_ends: tuple[str, ...] = ()
-    # Compiled helpers, derived from the above.
-    _content_re: re.Pattern = field(init=False, repr=False, compare=False)
-    _by_open: dict = field(init=False, repr=False, compare=False)
-    _by_close: dict = field(init=False, repr=False, compare=False)
-    _content_prefixes: frozenset = field(init=False, repr=False, compare=False)
-    _strip_prefixes: frozenset = field(init=False, repr=False, compare=False)
-    _strip: frozenset = field(init=False, repr=False, compare=False)
-    _longer: dict = field(init=False, repr=False, compare=False)
-    _longest: int = field(init=False, repr=False, compare=False)
-    _ws_lead: bool = field(init=False, repr=False, compare=False)
-    _first_re: re.Pattern = field(init=False, repr=False, compare=False)
-    # The first character of every tag and marker.
-    tag_starts: frozenset = field(init=False, repr=False, compare=False)
-    _plain_re: re.Pattern = field(init=False, repr=False, compare=False)
-    _scans: dict = field(init=False, repr=False, compare=False)
-    # Tags and markers shaped as special tokens (`<|...|>`, `<｜...｜>`, `<|channel>`): prose never
-    # holds them, so they count outside code wherever they stand.
-    _special: frozenset = field(init=False, repr=False, compare=False)
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not self.pairs:
-            raise ValueError("at least one tag pair is needed")
-        opens = [p.open for p in self.pairs]
-        closes = [p.close for p in self.pairs]
-        strip = list(self.strip)
-        every = opens + closes + strip + list(self.ends)
-
-        s = object.__setattr__
-        # Rules key caches that every flow consults: hash the fields once, not on each lookup.
-        s(self, "_hash", hash((self.pairs, self.trim, self.anywhere, self.starts_inside, self.strip, self.ends,
-                               self.start_pairs, self.start_ends)))
-        # In the answer: opening tags, closing tags (stray, or paired with an opening tag kept as
-        # text) and strip markers.
-        s(self, "_content_re", _alternation(opens + closes + strip))
-        s(self, "_by_open", {p.open: p for p in reversed(self.pairs)})
-        s(self, "_by_close", {p.close: p for p in reversed(self.pairs)})
-        s(self, "_content_prefixes", _prefixes(opens + closes + strip))
-        s(self, "_strip_prefixes", _prefixes(strip))
-        s(self, "_strip", frozenset(strip))
-        # A tag found whole may still be the start of a longer one (`<|channel>` of
-        # `<|channel>thought`): it is decided only once the text can tell them apart.
-        s(self, "_longer", {t: tuple(u for u in set(every) if len(u) > len(t) and u.startswith(t))
-                            for t in set(every)})
-        s(self, "_longest", max(len(t) for t in every))
-        # Some tag begins with whitespace: held whitespace might be the start of a tag.
-        s(self, "_ws_lead", any(t[:1] in _WS for t in every))
-        s(self, "tag_starts", frozenset(t[0] for t in every))
-        s(self, "_first_re", _chars(every))
-        # Answer text without these characters cannot hold a tag.
-        s(self, "_plain_re", _chars(opens + closes + strip))
-        s(self, "_scans", {})
-        s(self, "_special", frozenset(t for t in every if is_special_token(t)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def scan(self, pair: TagPair | None, lead_open: bool) -> _Scan:
-        """Inside a block of `pair` (None: any pair's close ends it)."""
-        key = (pair, lead_open)
-        got = self._scans.get(key)
-        if got is None:
-            tags = [pair.close] if pair is not None else [p.close for p in self.pairs]
-            tags += self.ends
-            if pair in self.start_pairs:
-                tags += self.start_ends
-            if lead_open:
-                tags += [p.open for p in self.pairs]
-            got = self._scans[key] = _Scan(_alternation(tags), _prefixes(tags), _chars(tags),
-                                           max(len(t) for t in tags))
-        return got
-
-    def may_hold_tag(self, text: str) -> bool:
-        """Whether text holds the first character of any tag or marker of these rules."""
-        return self._first_re.search(text) is not None
-
-    def undecided(self, buf: str, j: int, tag: str) -> bool:
-        """The tag found at j could still grow into a longer one: buf ends inside that one."""
-        longer = self._longer.get(tag)
-        if not longer:
-            return False
-        rest = buf[j:]
-        return any(len(u) > len(rest) and u.startswith(rest) for u in longer)
-
-
-def is_special_token(tag: str) -> bool:
-    """A tag shaped as a tokenizer's special token: `<|...|>`, the full-width `<｜...｜>`, or
-    half of one (Gemma's `<|channel>` and `<channel|>`)."""
-    return tag.startswith(("<|", "<｜")) or tag.endswith(("|>", "｜>"))
-
-
-_SPECIAL_HEAD = re.compile(r"<\|[^<>|\n]*\|>|<｜[^<>｜\n]*｜>")
-
-
-def _cut_off_marker(text: str, prefixes: frozenset, longest: int, first: re.Pattern) -> int:
-    """At the output's end: the length of a tag or marker cut off there (text that is only the
-    start of one) when it begins with a whole special token (`<|close|>` of `<|close|>think<|sep|>`):
-    markup, as prose never holds one, so it is dropped. Any other start of a tag stays text."""
-    k = _partial_tag_len(text, prefixes, longest, first)
-    return k if k and _SPECIAL_HEAD.match(text, len(text) - k) else 0
-
-
-def _alternation(tags: list[str]) -> re.Pattern:
-    # Longest first, so `<thinking>` wins over a `<think` prefix of it.
-    ordered = sorted(set(tags), key=len, reverse=True)
-    return re.compile("|".join(re.escape(t) for t in ordered))
-
-
-def _prefixes(tags: list[str]) -> frozenset:
-    return frozenset(t[:k] for t in tags for k in range(1, len(t)))
-
-
-def _chars(tags: list[str], extra: str = "") -> re.Pattern:
-    return re.compile("[" + re.escape("".join(sorted({t[0] for t in tags})) + extra) + "]")
-
-
-def _partial_tag_len(text: str, prefixes: frozenset, longest: int, first: re.Pattern | None = None) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of a tag. `first` (the
-    tags' first characters) says where such a suffix may start: only there is it looked up."""
-    n = len(text)
-    if first is not None:
-        for m in first.finditer(text, max(0, n - longest + 1)):   # the longest suffix first
-            if text[m.start():] in prefixes:
-                return n - m.start()
-        return 0
-    for k in range(min(longest - 1, n), 0, -1):
-        if text[-k:] in prefixes:
-            return k
-    return 0
 
 
 class Splitter:
@@ -254,14 +81,14 @@ class Splitter:
             # no character that could start a tag: it goes out as it is.
             if self._inside:
                 if (self.rules.scan(self._pair, self._lead_open).first.search(text) is None
-                        and not (self.rules.trim and text[-1] in _WS)):
+                        and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
                     return [self._plain_reasoning(text)]
             elif not self._at_start and not self._gap:
                 if self.rules._plain_re.search(text) is None:
                     self._plain_answer(text)
                     return [(CONTENT, text)]
-        elif self._ws_hold and not text.strip(_WS):
+        elif self._ws_hold and not text.strip(WS):
             self._ws_more.append(text)
             return []
         out: list = []
@@ -302,11 +129,11 @@ class Splitter:
         if self._held:
             if not self._ws_hold:
                 return None   # a partial tag
-            if trim and not text.strip(_WS):
+            if trim and not text.strip(WS):
                 return None   # whitespace only: feed holds it and gives nothing
             text = self._take_held() + text
         if trim:
-            kept = text.rstrip(_WS)
+            kept = text.rstrip(WS)
             if not kept:
                 return None
             if len(kept) < len(text):   # held for now: it is dropped if the block ends next
@@ -356,14 +183,14 @@ class Splitter:
     def _plain_reasoning(self, text: str) -> tuple[int, str]:
         self.reasoning_chars += len(text)
         self._fresh = False
-        self._reasoning_ws = text[-1] in _WS
+        self._reasoning_ws = text[-1] in WS
         return (REASONING, text)
 
     def _plain_answer(self, text: str) -> None:
         self._ln.read(text)   # only the line and code state move
-        if self._boundary and text.strip(_WS):
+        if self._boundary and text.strip(WS):
             self._boundary = False
-        self._answer_ws = text[-1] in _WS
+        self._answer_ws = text[-1] in WS
 
     def finish(self) -> list:
         out: list = []
@@ -398,7 +225,7 @@ class Splitter:
         n = len(buf)
         if self._skip_ws:
             j = i
-            while j < n and buf[j] in _WS:
+            while j < n and buf[j] in WS:
                 j += 1
             self._ln.read(buf, i, j)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
             if j == n:
@@ -407,7 +234,7 @@ class Splitter:
             self._skip_ws = False
         if self._rsep:   # (see the opening tag dropped below)
             self._rsep = False
-            if buf[i] not in _WS:
+            if buf[i] not in WS:
                 self._emit_reasoning(_SEPARATOR, out)
                 self.added_chars += len(_SEPARATOR)
         scan = rules.scan(self._pair, self._lead_open)
@@ -450,7 +277,7 @@ class Splitter:
         # No tag yet: emit all but a possible partial tag (and trailing whitespace).
         rest = buf[i:]
         if final:
-            hold = _cut_off_marker(rest, scan.prefixes, scan.longest, scan.first)
+            hold = cut_off_marker(rest, scan.prefixes, scan.longest, scan.first)
             if hold:
                 probe = ln.copy()
                 probe.read(buf, seen, n - hold)
@@ -458,10 +285,10 @@ class Splitter:
                     hold = 0      # in code it is text
                 self.markup_chars += hold
         elif hold < 0:
-            hold = _partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
+            hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
         body = rest[: len(rest) - hold]
         if rules.trim:
-            kept = body.rstrip(_WS)
+            kept = body.rstrip(WS)
             self._held = "" if final else body[len(kept):] + rest[len(body):]
             self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
             body = kept
@@ -510,7 +337,7 @@ class Splitter:
 
     def _end_block(self, text: str, pair: TagPair, out: list) -> None:
         if self.rules.trim:
-            text = text.rstrip(_WS)
+            text = text.rstrip(WS)
         self._emit_reasoning(text, out)
         out.append((END, pair))
         self._inside = False
@@ -523,7 +350,7 @@ class Splitter:
     def _emit_reasoning(self, text: str, out: list) -> None:
         if text:
             self._fresh = False
-            self._reasoning_ws = text[-1] in _WS
+            self._reasoning_ws = text[-1] in WS
             self.reasoning_chars += len(text)
             if out and out[-1][0] == REASONING:
                 out[-1] = (REASONING, out[-1][1] + text)
@@ -536,7 +363,7 @@ class Splitter:
         n = len(buf)
         if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
             j = i
-            while j < n and buf[j] in _WS:
+            while j < n and buf[j] in WS:
                 j += 1
             self._ln.read(buf, i, j)   # (whitespace: read again if held, it leaves the same state)
             if j == n:
@@ -633,27 +460,27 @@ class Splitter:
         # No tag in the rest: hold back a partial tag (or one still undecided).
         rest_start = i
         if final:
-            cut = n - _cut_off_marker(buf[rest_start:], rules._content_prefixes, rules._longest, rules._first_re)
+            cut = n - cut_off_marker(buf[rest_start:], rules._content_prefixes, rules._longest, rules._first_re)
         elif cut < 0:
-            cut = n - _partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
+            cut = n - partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
                                        rules._longest, rules._first_re)
         self._observe(buf, seen, cut)
         if cut < n and ln.in_code():
             # In code only a strip marker counts: no need to wait for anything else (and at the end,
             # a marker cut off there is text).
-            hold = 0 if final or not rules._strip else _partial_tag_len(buf[cut:], rules._strip_prefixes,
+            hold = 0 if final or not rules._strip else partial_tag_len(buf[cut:], rules._strip_prefixes,
                                                                         rules._longest)
             self._observe(buf, cut, n - hold)
             cut = n - hold
-        if not final and self._at_start and rules.trim and buf[rest_start:cut].strip(_WS) == "" and not any(
-                p.strip(_WS) for p in kept):   # (at the start no gap is kept: the answer is empty)
+        if not final and self._at_start and rules.trim and buf[rest_start:cut].strip(WS) == "" and not any(
+                p.strip(WS) for p in kept):   # (at the start no gap is kept: the answer is empty)
             # Only whitespace so far: wait, it is dropped if a block opens next.
             self._held = "".join(kept) + buf[rest_start:]
             self._ws_hold = cut == n and bool(self._held) and not rules._ws_lead
             return -1
         self._emit_kept(kept, out, buf[rest_start:cut])
         if final:
-            self.markup_chars += n - cut   # a marker cut off at the end (_cut_off_marker)
+            self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
         else:
             self._held = buf[cut:]
         return -1
@@ -662,7 +489,7 @@ class Splitter:
         """At the very start of the output (after whitespace): the opening tag of a start pair
         opens its block; the start of one waits for the rest. None: neither (the answer goes on)."""
         j = i
-        while j < len(buf) and buf[j] in _WS:
+        while j < len(buf) and buf[j] in WS:
             j += 1
         rest = buf[j:]
         if not rest:
@@ -692,14 +519,14 @@ class Splitter:
         if not self.rules.trim:
             return end
         if kept:
-            tail_ws = isinstance(kept[-1], tuple) or kept[-1][-1] in _WS
+            tail_ws = isinstance(kept[-1], tuple) or kept[-1][-1] in WS
         else:
             tail_ws = self._answer_ws or bool(self._gap)
         if tail_ws:
             return end
         n = len(buf)
         k = end
-        while k < n and buf[k] in _WS:
+        while k < n and buf[k] in WS:
             k += 1
         self._ln.read(buf, end, k)
         if k == n:
@@ -734,7 +561,7 @@ class Splitter:
         """Read buf[i:j] of the answer: line and code state, and the start boundary."""
         if i >= j:
             return
-        if self._boundary and buf[i:j].strip(_WS):
+        if self._boundary and buf[i:j].strip(WS):
             self._boundary = False
         self._ln.read(buf, i, j)
 
@@ -759,15 +586,15 @@ class Splitter:
         if not text:
             return
         if self._at_start:
-            if before_block and self.rules.trim and text.strip(_WS) == "":
+            if before_block and self.rules.trim and text.strip(WS) == "":
                 return  # whitespace ahead of the first block is trimmed
-            if text.strip(_WS):
+            if text.strip(WS):
                 self._at_start = False
         if self._gap:
             text = self._gap + text
             self.added_chars += self._gap_added
             self._gap, self._gap_added = "", 0
-        self._answer_ws = text[-1] in _WS
+        self._answer_ws = text[-1] in WS
         if out and out[-1][0] == CONTENT:
             out[-1] = (CONTENT, out[-1][1] + text)
         else:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from .splitter import TagPair
+from .rules import TagPair
 
 # The repository's tagsets.yaml; the package holds a link to it, which a wheel carries as a copy.
 SHIPPED = Path(__file__).parent / "tagsets.yaml"

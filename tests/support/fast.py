@@ -6,7 +6,7 @@ import re
 
 from conftest import make_ctx
 from thinkwire.marks import PREFIX
-from thinkwire.splitter import Rules, TagPair
+from thinkwire.rules import Rules, TagPair
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages, responses
 

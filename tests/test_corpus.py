@@ -54,13 +54,19 @@ def sample_output(path: Path) -> tuple[str | None, str]:
 
 
 # Stored results a user would call wrong (the review's findings, for those who change the rules).
-_STRAY = ("served under a name no profile matches (`gpt-3.5-turbo-0613`), the model writes only a closing tag "
-          "(its template opened the block): the reasoning before it stays in the answer")
+# Documented: a stream cannot take back what it sent. The body (and the sample as recorded, a body)
+# is right.
+_STRAY = ("documented (README \"A closing tag with no opening tag\"): served under a name no profile matches "
+          "(`gpt-3.5-turbo-0613`), the model writes only a closing tag (its template opened the block). The body "
+          "splits at it; the stream sent the reasoning as answer before the tag came, so its answer starts with the "
+          "reasoning, a line break, then the answer ({}). Later streams of the model at that upstream are right once "
+          "thinkwire has learned it (two such responses in a row, think_learn), or from the first with a profile "
+          "that starts inside")
 KNOWN_WRONG: dict[str, str] = {
-    "chat__ikllamacpp-deepseek-v3.1__closing-tag-only_1.json": _STRAY + ", run together with it (`engaging.Hi! How`)",
-    "chat__ikllamacpp-deepseek-v3.1__closing-tag-only_1.json as recorded": _STRAY + ", run together with it",
-    "chat__ikllamacpp-qwen3-finetune__closing-tag-only_1.json": _STRAY,
-    "chat__ikllamacpp-qwen3-finetune__closing-tag-only_1.json as recorded": _STRAY,
+    "chat__ikllamacpp-deepseek-v3.1__closing-tag-only_1.json": _STRAY.format("`...engaging.\\nHi! How can I help "
+                                                                             "you today?`"),
+    "chat__ikllamacpp-qwen3-finetune__closing-tag-only_1.json": _STRAY.format("`...that should cover it.\\nI am an AI "
+                                                                              "language model...`"),
 }
 
 

@@ -244,7 +244,8 @@ _wrong("documented (README \"A closing tag with no opening tag\", `stray-close`)
     "vllm/minimax_m3/nonstreaming_non_leading_end_tag_is_content", "vllm/qwen3/without_start_token",
     "vllm/qwen3/without_start_token_complete_reasoning", "vllm/qwen3/multi_token_deltas_end_token_grouped_with_content",
     "vllm/qwen3/multi_token_deltas_no_start_end_grouped_with_content", "llamacpp/chat-hermes-2-pro-L1298",
-    "vercel-ai/generate-start-with-reasoning-false", "vercel-ai/stream-start-with-reasoning-false"])
+    "vercel-ai/generate-start-with-reasoning-false", "vercel-ai/stream-start-with-reasoning-false",
+    "sglang/apertus2509/test_continue_final_message_resumes_inside_reasoning"])   # (Responses and Ollama: no prefill)
 _wrong("documented (`stray-close`): the request turned thinking off and the model still wrote a closing tag. The body "
        "makes the text before it reasoning; the stream sent that text as answer before the tag came "
        "(`Simple question.\\n2 + 2 = **4**`). Nothing makes later streams right: a request that turns thinking off "
@@ -254,7 +255,8 @@ _wrong("documented (`stray-close`): the request turned thinking off and the mode
 _wrong("documented (README \"How the output ended\", `ended-as-answer`): a model whose template opens the block "
        "answers complete with no tag at all. Chat, Messages and Responses bodies give the answer; the stream has sent "
        "the text as reasoning before the end says the output was complete, so its answer is empty, and nothing makes "
-       "later streams right. The Ollama body gives reasoning too: it does not read `done_reason` (a bug)", [
+       "later streams right. (Responses and Ollama have no prefill: there a chat request's continued message "
+       "leaves the output where a silent request does.)", [
     "vllm/deepseek_r1/no_content_token", "vllm/deepseek_r1/no_reasoning_token", "vllm/step3p5/no_content_token",
     "vllm/step3p5/no_reasoning_token", "vllm/ernie45/without_think", "vllm/glm45/without_think",
     "vllm/minimax_m2/no_end_token", "vllm/minimax_m2_append_think/no_end_token",
@@ -266,27 +268,18 @@ _wrong("documented (README \"How the output ended\", `ended-as-answer`): a model
     "sglang/minimax-append-think/test_streaming_first_chunk_prepends_think",
     "sglang/minimax-append-think/test_streaming_second_chunk_no_prepend",
     "sglang/iquest_q1/test_tool_call_requires_reasoning_close/1",
-    "sglang/kimi_k3/test_non_stream_reasoning_channels/4"])
+    "sglang/kimi_k3/test_non_stream_reasoning_channels/4",
+    "sglang/iquest_q1/test_continue_final_message_keeps_answer_out_of_reasoning",
+    "sglang/BaseReasoningFormatDetector/test_continue_detect_parse_with_end_in_previous"])
 _wrong("documented (`ended-as-answer`): as above, a complete answer with no tag from a model whose template opens the "
        "block: every body gives the answer, the stream gives it as reasoning with an empty answer", [
     "vllm/kimi_k2/extract_reasoning_implicit_start", "sglang/nemotron_3/test_detect_and_parse_no_thinking",
     "sglang/nemotron_3/test_force_nonempty_content_no_thinking_tokens"])
 
 # Documented rules a user still reads as wrong.
-_wrong("documented (README \"A tool call inside unclosed reasoning\", `tool-call-ends-reasoning`): a tool-call marker "
-       "that is a special token ends the reasoning wherever it stands, in a body too, even when the block closes "
-       "later or the model names the token mid-sentence: the reasoning after the call and the model's closing tag "
-       "land in the answer after the call (`<|tools_suffix|>done\\nfinal`, `...<|tool_calls_section_end|>I'm still "
-       "thinking\\nHello`), or a sentence is cut (`It starts with` | `<｜tool▁calls▁begin｜> and ends with`)", [
-    "sglang/apertus2509/test_tool_call_inside_reasoning_kept_in_normal_text",
-    "sglang/apertus2509/test_streaming_with_tool_block_char_by_char",
-    "sglang/apertus2509/test_bare_tools_prefix_without_bracket_is_reasoning",
-    "llamacpp/chat-kimi-k2-stream-L2960", "llamacpp/parser-deepseek-v3-1-forced-open-tool-call-in-reasoning",
-    "llamacpp/chat-deepseek-v3-1-L2257", "llamacpp/chat-deepseek-r1-L1516"])
 _wrong("documented (`no-markup`: every later closing tag with no block open is removed, outside backtick code): a "
-       "`</think>` the model wrote as text in its answer after the block is gone (`before <code>\\n</code> after`); "
-       "where spaces stood on both sides of it both stay (`answer:literal  tail`), though the README's whitespace "
-       "rule keeps the one after only where the answer did not already end in whitespace", [
+       "`</think>` the model wrote as text in its answer after the block is gone (`before <code>\\n</code> after`, "
+       "`answer:literal  tail`: the whitespace on both sides stays, as written)", [
     "sglang/iquest_q1/test_streaming_answer_keeps_literal_think_end",
     "sglang/qwen3/test_streaming_mid_text_think_end_is_preserved"])
 _wrong("documented (`partial-tag-kept`: a marker missing its last token stays text): Kimi K3's think-close marker "
@@ -299,30 +292,7 @@ _wrong("no profile knows Inkling's typed blocks (README: not profiled): `<|conte
        "the reasoning stay in the answer", ["sglang/inkling/test_single_chunk_matches_one_shot",
                                             "sglang/inkling/test_token_chunking_matches_one_shot"])
 
-# Wrong by the README's own rules: bugs.
-_wrong("the answer after the block starts with a line break (`\\nreal answer`): stray closing tags after the block are "
-       "removed and the newline between them kept, though the README trims whitespace at the start of the answer "
-       "after a block", ["sglang/qwen3/test_triple_think_end_is_stripped"])
-_wrong("the glm-4.7 profile (`*glm-5*`) reads `enable_thinking`, but GLM-5.3's template has no thinking switch and "
-       "always opens `<think>` (vLLM's test): `enable_thinking: false` is taken as thinking off, so the stream gives "
-       "`Simple question.\\n2 + 2 = **4**` as answer instead of reasoning `Simple question.`",
-       ["vllm/glm45/glm53_template_forces_reasoning_disable_kwargs0"])
-_wrong("IQuest Q1 with both switches set and one on (`thinking: true, enable_thinking: false`): its release template "
-       "thinks (SGLang's test), thinkwire reads `enable_thinking` first and takes thinking as off, so the stream gives "
-       "`work\\nanswer` as answer instead of reasoning `work`",
-       ["sglang/iquest_q1/test_thinking_aliases_match_release/5"])
-_wrong("a reasoning the model cut off at the token limit comes out as the answer in the Ollama body (the other "
-       "surfaces give reasoning): the Ollama body does not read `done_reason` and falls back on the profile's "
-       "tagless_means", ["vllm/granite_thinking_parser/keeps_truncated_reasoning",
-                         "vllm/nemotron_v3/with_thinking_keeps_truncated_reasoning"])
-_wrong("the test harness, not the proxy: tests/support/runs.py makes its contexts without the surface, so the "
-       "request's prefill (continue_final_message) is never read. The stored stream gives `42.` and `new content here` "
-       "as reasoning and `more\\nanswer` as answer (the bodies are right only by other rules; the Ollama body gives "
-       "reasoning); through the proxy, chat and Messages give the answers `42.` and `new content here`, and reasoning "
-       "`more` with answer `answer`, as a body and as a stream", [
-    "sglang/iquest_q1/test_continue_final_message_keeps_answer_out_of_reasoning",
-    "sglang/BaseReasoningFormatDetector/test_continue_detect_parse_with_end_in_previous",
-    "sglang/apertus2509/test_continue_final_message_resumes_inside_reasoning"])
+# Wrong by the README's own rules: bugs. (None known.)
 
 
 # -- the tests -----------------------------------------------------------------------------------------

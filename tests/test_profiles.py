@@ -63,6 +63,7 @@ NAMES = [
     ("MiniMaxAI/MiniMax-M2", "minimax-m2"), ("mlx-community/MiniMax-M2.1-8bit-gs32", "minimax-m2"),
     ("zai-org/GLM-4.6", "default"), ("zai-org/GLM-4.5-Air", "default"), ("zai-org/GLM-4.7-Flash", "glm-4.7"),
     ("zai-org/glm-4.7-flash", "glm-4.7"), ("moonshotai/Kimi-K2-Instruct", "default"),
+    ("zai-org/GLM-5.3", "glm-5.3"), ("zai-org/GLM-5", "glm-4.7"),
     ("moonshotai/Kimi-K2-Instruct-0905", "default"), ("moonshotai/Kimi-K2-Thinking", "default"),
     ("moonshotai/Kimi-VL-A3B-Thinking-2506", "default"), ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "default"),
     ("google/gemma-3-27b-it", "default"), ("google/gemma-3n-E4B-it", "default"),
@@ -658,3 +659,10 @@ def test_gpt_oss_dropped_tokens_count_only_at_the_very_start():
     assert chat_body(req, text) == want == chat_stream(req, list(text))
     # Other models never read these words as tags.
     assert chat_body({"model": "qwen3"}, DROPPED) == ("", DROPPED)
+
+
+@pytest.mark.parametrize("kwargs,want", [
+    ({"thinking": False, "enable_thinking": True}, True), ({"thinking": True, "enable_thinking": False}, True),
+    ({"thinking": False, "enable_thinking": None}, False), ({"enable_thinking": None}, None), ({}, None)])
+def test_the_names_a_template_reads_are_one_switch_any_on_wins(kwargs, want):
+    assert thinking_switch({"chat_template_kwargs": kwargs}, ("thinking", "enable_thinking")) is want

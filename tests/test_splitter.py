@@ -434,9 +434,16 @@ def test_a_tool_call_marker_named_in_prose_or_code_inside_reasoning_is_text():
     assert stream(list(text), TOOLS) == stream([text], TOOLS)
 
 
-def test_a_special_token_tool_marker_ends_reasoning_after_a_space_too():
-    text = "<think>Calling it now. <|tool_calls_section_begin|>x"
+def test_a_special_token_tool_marker_follows_the_same_rule():
+    # Named in prose (after a space) it is text; glued to the reasoning's text it ends the block.
+    text = "<think>It starts with <|tool_calls_section_begin|> and ends there."
+    assert whole(text, TOOLS) == (["It starts with <|tool_calls_section_begin|> and ends there."], "")
+    text = "<think>Calling it now.<|tool_calls_section_begin|>x"
     assert whole(text, TOOLS) == (["Calling it now."], "<|tool_calls_section_begin|>x")
+    # A special token is structure, not a name prose uses: it ends the block in a body too, even
+    # one that closes later (with a resume marker the reasoning goes on after the call: Apertus).
+    text = "<think>plan<|tool_calls_section_begin|>[]<|tool_calls_section_end|>done</think>final"
+    assert whole(text, TOOLS) == (["plan"], "<|tool_calls_section_begin|>[]<|tool_calls_section_end|>done\nfinal")
 
 
 def test_in_a_body_a_tool_call_marker_before_the_blocks_own_close_is_reasoning():
@@ -584,3 +591,21 @@ def test_reasoning_on_both_sides_of_an_opening_tag_dropped_in_a_prompt_opened_bl
     for k in range(len("prefix<think>work</think>answer") + 1):
         text = "prefix<think>work</think>answer"
         assert result(stream([text[:k], text[k:]], rules)) == (["prefix\nwork"], "answer"), k
+
+
+APERTUS_TOOLS = Rules((TagPair("<|inner_prefix|>", "<|inner_suffix|>"),), ends=("<|tools_prefix|>",),
+                      resumes=(("<|tools_prefix|>", "<|tools_suffix|>"),))
+
+
+def test_a_tool_block_inside_reasoning_goes_to_the_answer_and_the_reasoning_goes_on_after_it():
+    text = '<|inner_prefix|>plan<|tools_prefix|>[{"name": "w"}]<|tools_suffix|>done<|inner_suffix|>final'
+    want = (["plan", "done"], '<|tools_prefix|>[{"name": "w"}]<|tools_suffix|>\nfinal')
+    assert whole(text, APERTUS_TOOLS) == want
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]], APERTUS_TOOLS)) == want, k
+    # A tool block that ends the output leaves no empty block behind; the resume marker in the
+    # answer of another block is text.
+    assert whole("<|inner_prefix|>r<|tools_prefix|>[]<|tools_suffix|>", APERTUS_TOOLS) == (
+        ["r"], "<|tools_prefix|>[]<|tools_suffix|>")
+    assert whole("<|inner_prefix|>r<|inner_suffix|>a <|tools_suffix|> b", APERTUS_TOOLS) == (
+        ["r"], "a <|tools_suffix|> b")

@@ -65,7 +65,8 @@ class FlowContext:
             self._profile = self._pick_profile(response_model)
             s, p = self.settings, self._profile
             inside = self._start()
-            self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends, p.start_pairs, p.start_ends)
+            self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends, p.start_pairs, p.start_ends,
+                                 p.resumes)
         return self._rules
 
     def _pick_profile(self, response_model: object) -> Profile:
@@ -94,14 +95,15 @@ class FlowContext:
         self._prefill = prefill(req, self.surface)
         self.inside_because = None
         if self._prefill is not None:
-            sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends))
+            sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
+                                 p.resumes))
             sp.resume(self._prefill)
             if sp.inside:
                 self.inside_because = "prefill"
             return False
         if structured(req):
             return False
-        switch = thinking_switch(req, None if s.starts_inside else p.switches)
+        switch = thinking_switch(req, p.switches)
         if switch is False:
             return False
         if s.starts_inside:
@@ -217,7 +219,7 @@ def _unclosed(pieces: list) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _rules(pairs, trim, anywhere, starts_inside, strip, ends, start_pairs=(), start_ends=()) -> Rules:
+def _rules(pairs, trim, anywhere, starts_inside, strip, ends, start_pairs=(), start_ends=(), resumes=()) -> Rules:
     # Rules compile their patterns: build each distinct set once, not per flow.
     return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends,
-                 start_pairs=start_pairs, start_ends=start_ends)
+                 start_pairs=start_pairs, start_ends=start_ends, resumes=resumes)

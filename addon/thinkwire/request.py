@@ -39,7 +39,8 @@ def thinking_switch(request: dict | None, names: tuple[str, ...] | None = None) 
     the variables `names` (None: every known one); None when it says nothing they read.
 
     Read, in order: `chat_template_kwargs.NAME` (vLLM, SGLang, llama.cpp pass it to the
-    template), a top-level boolean `NAME` (DashScope-style `enable_thinking`), Ollama's `think`
+    template) and a top-level boolean `NAME` (DashScope-style `enable_thinking`), any of them on
+    winning over any off; then Ollama's `think`
     (a bool, or a level "low" / "medium" / "high" / "max", each of which turns it on), Anthropic's
     `thinking.type`, then OpenAI's `reasoning_effort` / `reasoning.effort` (Anthropic's
     `output_config.effort`); "none" turns thinking off.
@@ -49,15 +50,15 @@ def thinking_switch(request: dict | None, names: tuple[str, ...] | None = None) 
     names = KNOWN_SWITCHES if names is None else names
     if not names:
         return None
+    # The names a template reads are one switch: any of them on turns thinking on (IQuest's
+    # `thinking: false, enable_thinking: true` thinks), else any of them off turns it off.
     kwargs = request.get("chat_template_kwargs")
-    if isinstance(kwargs, dict):
-        for name in names:
-            got = _on(name, kwargs.get(name))
-            if got is not None:
-                return got
-    for name in names:
-        if isinstance(request.get(name), bool):
-            return request[name]
+    said = [_on(name, kwargs.get(name)) for name in names] if isinstance(kwargs, dict) else []
+    said += [request[name] for name in names if isinstance(request.get(name), bool)]
+    if True in said:
+        return True
+    if False in said:
+        return False
     think = request.get("think")
     if (isinstance(think, bool) or think in OLLAMA_THINK_LEVELS) and any(n in names for n in _FROM_OLLAMA_THINK):
         return think is not False

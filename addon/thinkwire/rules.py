@@ -56,8 +56,13 @@ class Rules:
     # (gpt-oss: `analysis` ... `assistantfinal`). Words that prose uses: looked for nowhere else.
     start_pairs: tuple[TagPair, ...] = ()
     start_ends: tuple[str, ...] = ()
+    # (marker that ends reasoning, marker that resumes it): a tool block inside reasoning that
+    # goes to the answer, after which the reasoning goes on (Apertus: `<|tools_prefix|>` ...
+    # `<|tools_suffix|>`). Both markers stay in the answer with the call.
+    resumes: tuple[tuple[str, str], ...] = ()
     # Compiled helpers, derived from the above.
     _content_re: re.Pattern = field(init=False, repr=False, compare=False)
+    _resume_of: dict = field(init=False, repr=False, compare=False)
     _by_open: dict = field(init=False, repr=False, compare=False)
     _by_close: dict = field(init=False, repr=False, compare=False)
     _content_prefixes: frozenset = field(init=False, repr=False, compare=False)
@@ -82,18 +87,20 @@ class Rules:
         opens = [p.open for p in self.pairs]
         closes = [p.close for p in self.pairs]
         strip = list(self.strip)
-        every = opens + closes + strip + list(self.ends)
+        resume = [r for _, r in self.resumes]
+        every = opens + closes + strip + list(self.ends) + resume
 
         s = object.__setattr__
         # Rules key caches that every flow consults: hash the fields once, not on each lookup.
         s(self, "_hash", hash((self.pairs, self.trim, self.anywhere, self.starts_inside, self.strip, self.ends,
-                               self.start_pairs, self.start_ends)))
+                               self.start_pairs, self.start_ends, self.resumes)))
         # In the answer: opening tags, closing tags (stray, or paired with an opening tag kept as
         # text) and strip markers.
-        s(self, "_content_re", _alternation(opens + closes + strip))
+        s(self, "_content_re", _alternation(opens + closes + strip + resume))
         s(self, "_by_open", {p.open: p for p in reversed(self.pairs)})
         s(self, "_by_close", {p.close: p for p in reversed(self.pairs)})
-        s(self, "_content_prefixes", _prefixes(opens + closes + strip))
+        s(self, "_content_prefixes", _prefixes(opens + closes + strip + resume))
+        s(self, "_resume_of", dict(self.resumes))
         s(self, "_strip_prefixes", _prefixes(strip))
         s(self, "_strip", frozenset(strip))
         # A tag found whole may still be the start of a longer one (`<|channel>` of
@@ -106,7 +113,7 @@ class Rules:
         s(self, "tag_starts", frozenset(t[0] for t in every))
         s(self, "_first_re", _chars(every))
         # Answer text without these characters cannot hold a tag.
-        s(self, "_plain_re", _chars(opens + closes + strip))
+        s(self, "_plain_re", _chars(opens + closes + strip + resume))
         s(self, "_scans", {})
         s(self, "_special", frozenset(t for t in every if is_special_token(t)))
 

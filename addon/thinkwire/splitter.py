@@ -34,7 +34,7 @@ class Splitter:
 
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
-        "_gap_added", "added_chars", "_rsep", "_reasoning_ws",
+        "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
         "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
     )
@@ -54,6 +54,7 @@ class Splitter:
         self._gap_added = 0      # ... of which line breaks put there (the model wrote no whitespace)
         self._reasoning_ws = True   # the reasoning so far is empty or ends in whitespace
         self._rsep = False       # a line break goes in front of the reasoning's next text, if not whitespace
+        self._resume: tuple | None = None   # (marker, pair): the reasoning goes on after that marker
         self._seen_tag = inside  # a block was opened or closed: a stray closing tag no longer counts
         # Starting inside, until the block closes: an opening tag written anyway is dropped.
         self._lead_open = inside
@@ -271,7 +272,10 @@ class Splitter:
                     return j + len(tag)
             elif self._ends_here(buf, j, tag):
                 # A marker that ends reasoning (a tool call, a channel header): it stays in the output.
-                self._end_block(buf[i:j], self._pair or rules.pairs[0], out)
+                pair = self._pair or rules.pairs[0]
+                self._end_block(buf[i:j], pair, out)
+                resume = rules._resume_of.get(tag)
+                self._resume = (resume, pair) if resume is not None else None
                 return j
             pos = j + 1   # text: keep scanning
         # No tag yet: emit all but a possible partial tag (and trailing whitespace).
@@ -299,18 +303,16 @@ class Splitter:
         return -1
 
     def _ends_here(self, buf: str, j: int, tag: str) -> bool:
-        """Whether a marker that ends reasoning does so at buf[j]: never in code; a special token
-        anywhere else; another marker only where a tool call starts (the block's start, a line's
-        start, right after the reasoning's text), and in a whole text not when the block's
-        closing tag comes later (the model quoted the marker)."""
+        """Whether a marker that ends reasoning does so at buf[j]: only where a tool call starts
+        (the block's start, a line's start, right after the reasoning's text), never in code or
+        where prose names it (after a space or a quote), and in a whole text not when the block's
+        closing tag comes later (the model wrote the call, or its name, while thinking)."""
         ln = self._ln
-        if ln.in_code():
+        if ln.in_code() or not (ln.blank or ln.glued()):
             return False
-        if tag in self.rules._special:
-            return True
-        if not (ln.blank or ln.glued()):
-            return False
-        return not (self._whole and self._closes_later(buf, j + len(tag)))
+        # (A special token is no name prose uses: the call is structure, and where a resume marker
+        # follows it the reasoning goes on after the call, `Rules.resumes`.)
+        return not (self._whole and tag not in self.rules._special and self._closes_later(buf, j + len(tag)))
 
     def _closes_later(self, buf: str, start: int) -> bool:
         """In a whole text: whether the open block's closing tag counts somewhere after `start`
@@ -415,20 +417,17 @@ class Splitter:
                     self._emit_kept(kept, out)
                     return -1
                 continue
+            if self._resume is not None and tag == self._resume[0] and not ln.in_code():
+                # The end of a tool block inside reasoning: the reasoning goes on after it.
+                end = j + len(tag)
+                self._emit_kept(kept, out, buf[i:end], before_block=True)
+                self._open_block(self._resume[1])
+                return end
             pair = rules._by_open.get(tag)
             if pair is not None:
                 if self._opening_counts(tag):
                     self._emit_kept(kept, out, buf[i:j], before_block=True)
-                    self._inside = True
-                    self._pair = pair
-                    self._fresh = True
-                    self._seen_tag = True
-                    self._literal.clear()
-                    self._skip_ws = rules.trim
-                    self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
-                    self._ln.reset()
-                    self._ahead = (None, -1)
-                    self.blocks += 1
+                    self._open_block(pair)
                     self.markup_chars += len(tag)
                     return j + len(tag)
                 if not ln.in_code():
@@ -496,10 +495,7 @@ class Splitter:
             return None
         for pair in self.rules.start_pairs:
             if rest.startswith(pair.open):
-                self._inside, self._pair, self._fresh, self._seen_tag = True, pair, True, True
-                self._skip_ws = self.rules.trim
-                self._ln.reset()
-                self.blocks += 1
+                self._open_block(pair)
                 self.markup_chars += len(pair.open)
                 return j + len(pair.open)
         if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
@@ -518,11 +514,12 @@ class Splitter:
         end = j + len(tag)
         if not self.rules.trim:
             return end
-        if kept:
-            tail_ws = isinstance(kept[-1], tuple) or kept[-1][-1] in WS
-        else:
-            tail_ws = self._answer_ws or bool(self._gap)
-        if tail_ws:
+        # Right after a block, where the answer so far is empty or ends in whitespace: trimmed as
+        # after the block itself (only whitespace was kept since).
+        at_start = self._boundary and self._answer_ws and not self._gap
+        if at_start:
+            kept.clear()
+        elif isinstance(kept[-1], tuple) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
             return end
         n = len(buf)
         k = end
@@ -536,8 +533,22 @@ class Splitter:
             self._ws_hold = bool(self._held) and not self.rules._ws_lead
             self._skip_ws = True
             return -1
-        kept.append((buf[end:k], 0) if k > end else (_SEPARATOR, len(_SEPARATOR)))
+        if not at_start:
+            kept.append((buf[end:k], 0) if k > end else (_SEPARATOR, len(_SEPARATOR)))
         return k
+
+    def _open_block(self, pair: TagPair) -> None:
+        self._inside = True
+        self._pair = pair
+        self._fresh = True
+        self._seen_tag = True
+        self._literal.clear()
+        self._skip_ws = self.rules.trim
+        self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
+        self._resume = None
+        self._ln.reset()
+        self._ahead = (None, -1)
+        self.blocks += 1
 
     def _opening_counts(self, tag: str) -> bool:
         """Where a model writes an opening tag: at the start (or right after a block), at a

@@ -19,9 +19,9 @@ from .rules import TagPair
 SHIPPED = Path(__file__).parent / "tagsets.yaml"
 
 _TOP_KEYS = {"default", "profiles"}
-_DEFAULT_KEYS = {"pairs", "starts_inside", "ends_reasoning"}
+_DEFAULT_KEYS = {"pairs", "starts_inside", "ends_reasoning", "resumes_reasoning"}
 _PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "thinking_default", "switches",
-                 "strip", "ends_reasoning", "start_pairs", "start_ends"}
+                 "strip", "ends_reasoning", "start_pairs", "start_ends", "resumes_reasoning"}
 _SWITCH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -51,6 +51,9 @@ class Profile:
     # end their blocks (what a server leaves of gpt-oss's headers when it drops special tokens).
     start_pairs: tuple[TagPair, ...] = ()
     start_ends: tuple[str, ...] = ()
+    # (marker that ends reasoning, marker after which the reasoning goes on): a tool block
+    # inside reasoning (Apertus).
+    resumes: tuple[tuple[str, str], ...] = ()
     _pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -255,9 +258,10 @@ def _build(root, src: str) -> Tagsets:
     if "pairs" not in d:
         raise TagsetError(f"{_where(src, top['default'])}: 'default' needs 'pairs'")
     dpairs = _pairs(d["pairs"], src, "default pairs")
+    dends = _markers(d, "ends_reasoning", src, "default", dpairs, ())
     default = Profile("default", (), dpairs,
                       _bool(d["starts_inside"], src, "starts_inside") if "starts_inside" in d else False,
-                      ends=_markers(d, "ends_reasoning", src, "default", dpairs, ()))
+                      ends=dends, resumes=_resumes(d, src, "default", dends, ()))
     profiles = []
     pnode = top.get("profiles")
     if pnode is not None and not (isinstance(pnode, yaml.ScalarNode) and pnode.value in ("", "null")):
@@ -291,9 +295,31 @@ def _build(root, src: str) -> Tagsets:
             start_ends = _markers(p, "start_ends", src, name, pairs + start_pairs, ())
             if start_ends and not start_pairs:
                 raise TagsetError(f"{_where(src, p['start_ends'])}: 'start_ends' of {name!r} needs 'start_pairs'")
+            # (A profile that takes the default's markers takes their resume markers too.)
+            resumes = _resumes(p, src, name, ends, default.resumes if "ends_reasoning" not in p else ())
             profiles.append(Profile(name, models, pairs, inside, tagless, strip, ends, thinks, switches, own,
-                                    start_pairs, start_ends))
+                                    start_pairs, start_ends, resumes))
     return Tagsets(default, tuple(profiles), src)
+
+
+def _resumes(section: dict, src: str, name: str, ends: tuple[str, ...],
+             default: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """`resumes_reasoning`: [end marker, resume marker] pairs; the end marker must be one of the
+    profile's `ends_reasoning`."""
+    node = section.get("resumes_reasoning")
+    if node is None:
+        return default
+    if not isinstance(node, yaml.SequenceNode):
+        raise TagsetError(f"{_where(src, node)}: 'resumes_reasoning' of {name!r} must be a list of [end, resume] pairs")
+    out = []
+    for item in node.value:
+        if not isinstance(item, yaml.SequenceNode) or len(item.value) != 2:
+            raise TagsetError(f"{_where(src, item)}: each of 'resumes_reasoning' must be [end marker, resume marker]")
+        end, resume = (_string(v, src, "a resumes_reasoning marker") for v in item.value)
+        if end not in ends:
+            raise TagsetError(f"{_where(src, item)}: {end!r} is not one of the 'ends_reasoning' markers of {name!r}")
+        out.append((end, resume))
+    return tuple(out)
 
 
 def _with_defaults(own: tuple[TagPair, ...], defaults: tuple[TagPair, ...], src: str, node, name: str

@@ -38,13 +38,13 @@ _MESSAGES_STOP = {STOP: "end_turn", LENGTH: "max_tokens"}
 def run_chat_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
     body = json.dumps({"model": _model(request), "choices": [
         {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}]})
-    new = chat.rewrite_body(body.encode(), make_ctx(request, **values))
+    new = chat.rewrite_body(body.encode(), make_ctx(request, surface="chat", **values))
     msg = json.loads(new)["choices"][0]["message"] if new else {"content": text}
     return _chat_run(msg.get("reasoning_content"), msg["content"])
 
 
 def run_chat_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
-    driver = engine.stream_driver(chat, make_ctx(request, **values))
+    driver = engine.stream_driver(chat, make_ctx(request, surface="chat", **values))
     out = []
     for c in chunks:
         ev = {"model": _model(request), "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
@@ -71,7 +71,7 @@ def _messages_run(content_blocks: list[dict]) -> Run:
 def run_messages_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
     body = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": _model(request),
                        "content": [{"type": "text", "text": text}], "stop_reason": _MESSAGES_STOP[finish]})
-    new = messages.rewrite_body(body.encode(), make_ctx(request, **values))
+    new = messages.rewrite_body(body.encode(), make_ctx(request, surface="messages", **values))
     return _messages_run(json.loads(new or body)["content"])
 
 
@@ -83,7 +83,7 @@ def run_messages_stream(chunks: list[str], request: dict | None, values: dict, f
     evs += [{"type": "content_block_stop", "index": 0},
             {"type": "message_delta", "delta": {"stop_reason": _MESSAGES_STOP[finish]}, "usage": {"output_tokens": 1}},
             {"type": "message_stop"}]
-    driver = engine.stream_driver(messages, make_ctx(request, **values))
+    driver = engine.stream_driver(messages, make_ctx(request, surface="messages", **values))
     out = []
     for ev in evs:
         out += driver(f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n".encode())
@@ -132,7 +132,7 @@ def run_responses_body(text: str, request: dict | None, values: dict, finish: st
     item = {"id": "msg_1", "type": "message", "role": "assistant", "status": _RESPONSES_STATUS[finish],
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
     body = json.dumps(_response(request, [item], _RESPONSES_STATUS[finish]))
-    new = responses.rewrite_body(body.encode(), make_ctx(request, **values))
+    new = responses.rewrite_body(body.encode(), make_ctx(request, surface="responses", **values))
     return _responses_run(json.loads(new or body)["output"])
 
 
@@ -154,7 +154,7 @@ def run_responses_stream(chunks: list[str], request: dict | None, values: dict, 
              "part": dict(part, text=text)},
             {"type": "response.output_item.done", "output_index": 0, "item": done},
             {"type": f"response.{status}", "response": _response(request, [done], status)}]
-    driver = engine.stream_driver(responses, make_ctx(request, **values))
+    driver = engine.stream_driver(responses, make_ctx(request, surface="responses", **values))
     out = []
     for n, ev in enumerate(evs):
         out += driver(f"data: {json.dumps(dict(ev, sequence_number=n))}\n\n".encode())
@@ -176,7 +176,7 @@ def _ollama_run(thinking: str, content: str) -> Run:
 def run_ollama_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
     body = json.dumps({"model": _model(request), "created_at": _CREATED, "response": text,
                        "done": True, "done_reason": finish, "context": [1, 2], "eval_count": 9})
-    obj = json.loads(ollama.rewrite_body(body.encode(), make_ctx(request, **values)) or body)
+    obj = json.loads(ollama.rewrite_body(body.encode(), make_ctx(request, surface="ollama", **values)) or body)
     return _ollama_run(obj.get("thinking", ""), obj["response"])
 
 
@@ -187,7 +187,7 @@ def run_ollama_stream(chunks: list[str], request: dict | None, values: dict, fin
         if done:
             obj["done_reason"] = finish
         return json.dumps(obj).encode() + b"\n"
-    driver = engine.stream_driver(ollama, make_ctx(request, **values))
+    driver = engine.stream_driver(ollama, make_ctx(request, surface="ollama", **values))
     out = []
     for c in chunks:
         out += driver(line(c, False))

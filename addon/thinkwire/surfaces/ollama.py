@@ -25,7 +25,7 @@ import json
 import re
 from json.decoder import scanstring
 
-from ..context import FlowContext
+from ..context import OTHER, STOP, FlowContext
 from ..fastpath import OUT, key_pattern, learn_literal, literal_body, slot_text, text_slot
 from ..ndjson import NDJSONParser
 from ..splitter import CONTENT, Splitter
@@ -130,11 +130,19 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     if _native(holder):
         ctx.stats.native = True
         return None
-    result = ctx.split(text, obj.get("model"))
+    result = ctx.split(text, obj.get("model"), finish=ended(obj))
     if len(result.pieces) <= 1 and not result.reasoning and result.content == text:
         return None
     new = _with_text(holder, key, result.content, BLOCK_JOIN.join(result.reasoning))
     return go_json(_replace(obj, holder, new)).encode("utf-8", OUT)
+
+
+def ended(obj: dict) -> str | None:
+    """How an output ended: STOP for an answer given in full (`done_reason: stop`), OTHER for the
+    rest (`length`, a load or an unload), None while it goes on or where the line does not say."""
+    if obj.get("done") is not True or not isinstance(obj.get("done_reason"), str):
+        return None
+    return STOP if obj["done_reason"] == "stop" else OTHER
 
 
 def _lines_of_objects(data: bytes) -> bool:
@@ -202,6 +210,7 @@ class StreamRewriter:
         if obj.get("done") is True:
             pieces += st.splitter.finish()
             st.done = True
+            self.ctx.ended(ended(obj))
         if self.fast:   # (a line the shape took and sent here keeps it: nothing new to learn)
             shape = self._shape
             if shape is None or shape[0](ev.raw) is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from conftest import make_ctx
+from thinkwire.engine import PARSERS
 from thinkwire.ndjson import NDJSONParser
 from thinkwire.splitter import Splitter, split_text
 from thinkwire.sse import SSEParser
@@ -197,8 +198,10 @@ def stream(surface: str, texts: list[str]) -> list[bytes]:
 def _through(path: str, surface: str, chunks: list[bytes]):
     """Run `chunks` through `path`: "c" what mitmproxy calls (the C callable in front where
     built), "byte" the Python driver with its byte path, "full" every event parsed in full."""
-    def run():
-        d = StreamDriver(SURFACES[surface].StreamRewriter(make_ctx(), fast=path != "full"))
+    mod = SURFACES[surface]
+
+    def run():   # (framed as the surface's streams are: SSE, or Ollama's NDJSON lines)
+        d = StreamDriver(mod.StreamRewriter(make_ctx(), fast=path != "full"), parser=PARSERS[mod.STREAM_TYPE]())
         call = d.callable() if path == "c" else d
         for c in chunks:
             call(c)

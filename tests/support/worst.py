@@ -8,6 +8,7 @@ the input grows linearly with it.
 from __future__ import annotations
 
 import json
+import re
 
 from conftest import make_ctx
 from thinkwire.engine import PARSERS
@@ -227,3 +228,11 @@ for _surface in SURFACES:
         for _name, _texts in STREAMS.items():
             workload(f"{_path} {_surface}: {_name}")(
                 lambda n, s=_surface, p=_path, t=_texts: _through(p, s, stream(s, t(n))))
+
+
+@workload("c ollama: a long created_at in each line")
+def _long_created_at(n: int):
+    # The C part's string slot: read to its end, and copied into each reasoning line it writes.
+    lines = stream("ollama", ["<think>r"] + [" x"] * n + ["</think>a"] + [" y"] * n)
+    return _through("c", "ollama", [re.sub(rb'"created_at":"[^"]*"', b'"created_at":"' + b"1" * 2000 + b'"', line)
+                                    for line in lines])

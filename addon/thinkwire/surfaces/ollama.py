@@ -67,17 +67,21 @@ def _native(holder: dict) -> bool:
 
 
 # -- JSON as Ollama writes it -----------------------------------------------------------------
-_GO = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_GO = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 _GO_ASCII = "<>&"   # (the ASCII characters of them)
-_GO_BYTES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"),
-             ("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
+_GO_BYTES = tuple((raw.encode(), esc.encode()) for raw, esc in _GO)
 
 
 def go_json(obj: object) -> str:
     """Compact JSON as Go's encoding/json writes it: HTML characters and the two line separators
     escaped. (Those characters occur in JSON text only inside strings, where the escape is the
-    same character.)"""
-    return dumps(obj).translate(_GO)
+    same character.) Replaced one by one where they occur: most lines hold none, and a scan for
+    each costs ~1/50 of a str.translate through a table (~4 us a line)."""
+    text = dumps(obj)
+    for raw, esc in _GO:
+        if raw in text:
+            text = text.replace(raw, esc)
+    return text
 
 
 def _go_body(body: bytes) -> bytes:

@@ -11,6 +11,7 @@ import json
 import re
 
 from conftest import make_ctx
+from support.ollama import go_json
 from thinkwire.engine import PARSERS
 from thinkwire.ndjson import NDJSONParser
 from thinkwire.splitter import Splitter, split_text
@@ -173,12 +174,12 @@ def stream(surface: str, texts: list[str]) -> list[bytes]:
                  for t in texts]
         objs += [{"type": "content_block_stop", "index": 0}, {"type": "message_stop"}]
         return [f"event: {o['type']}\ndata: {_d(o)}\n\n".encode() for o in objs]
-    if surface == "ollama":
+    if surface == "ollama":   # (written as Ollama's Go server writes them, as the byte path and C learn them)
         line = {"model": "m", "created_at": "2025-08-20T13:48:22.164615Z", "message": {"role": "assistant"}}
-        out = [(_d(dict(line, message={"role": "assistant", "content": t}, done=False)) + "\n").encode()
+        out = [(go_json(dict(line, message={"role": "assistant", "content": t}, done=False)) + "\n").encode()
                for t in texts]
-        return out + [(_d(dict(line, message={"role": "assistant", "content": ""}, done=True,
-                                done_reason="stop")) + "\n").encode()]
+        return out + [(go_json(dict(line, message={"role": "assistant", "content": ""}, done=True,
+                                    done_reason="stop")) + "\n").encode()]
     seq = iter(range(1 << 30))
     item = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
     part = {"type": "output_text", "text": "", "annotations": []}

@@ -4,9 +4,10 @@ in front of the stream driver, as mitmproxy calls it.
     python fuzz/fuzz_hot.py -max_total_time=15      # or -runs=N; corpus dirs optional
 
 One input is a stream the fuzzer shapes: a surface, its tag pairs, whether to trim, the fields
-around the text (ids, an event name, Responses' first sequence number, at the limits), and the
-text deltas, each a string of the fuzzer's choosing (NULs, controls, lone surrogates, tags'
-first characters, long runs), sent an event per chunk and then cut where the fuzzer says. The
+around the text (ids, an event name, Responses' first sequence number, at the limits, Ollama's
+created_at, a timestamp or a string of the fuzzer's), and the text deltas, each a string of the
+fuzzer's choosing (NULs, controls, lone surrogates, tags' first characters, long runs), sent an
+event per chunk and then cut where the fuzzer says. The
 bytes through the C callable must be those of the Python byte path, and the events those of the
 full path; and the C type is also called straight, armed with specs and chunks made of the
 input, where it must never crash and keep at most its cap. Any failed check raises, which
@@ -27,24 +28,39 @@ sys.path[:0] = [os.path.join(ROOT, "addon"), ROOT]
 
 with atheris.instrument_imports():
     from thinkwire import engine, hot
+    from thinkwire.ndjson import NDJSONParser
     from thinkwire.settings import Settings
     from thinkwire.sse import SSEParser
     from thinkwire.stream import StreamDriver
-    from thinkwire.surfaces import chat, messages, responses
+    from thinkwire.surfaces import chat, messages, ollama, responses
 
 if hot.Hot is None:   # pragma: no cover - nothing to fuzz
     raise SystemExit("thinkwire._hot is not built")
 
-SURFACES = (chat, messages, responses)
+SURFACES = (chat, messages, responses, ollama)
 TAGS = ["<think> </think>", "`T` `/T`", '"q" "/q"', "\\[ \\]", "x< x>", "\u00e9< \u00e9>", "<think> </think>,[T] [/T]"]
 SETTINGS = {(t, trim): Settings.from_values({"think_tags": t, "think_trim": trim})
             for t in TAGS for trim in ("on", "off")}
 NUMBERS = [0, 7, 10**18 - 2, 2**63 - 3, 2**64, 10**25]
-WORDS = [" word", " so", "\n", " `x`", "a<", "<", "\x00", "\\", '"', "\ud800", "</think>", "<think>", "`/T`", " "]
+WORDS = [" word", " so", "\n", " `x`", "a<", "<", "\x00", "\\", '"', "\ud800", "</think>", "<think>", "`/T`", " ",
+         " a>b&c"]
+STAMP = b"-+.:0123456789TZ"   # (the bytes of Ollama's created_at)
+_GO = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def _d(obj) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def _lines(texts: list[str], odd: str, stamps: list[str], go: bool) -> list[bytes]:
+    """Ollama's lines: created_at a timestamp, or on every third line one of `stamps`; written as
+    its Go server writes them (`go`: `<`, `>`, `&` escaped), or as json.dumps does."""
+    def line(k, t, done):
+        stamp = stamps[k % len(stamps)] if stamps and k % 3 == 2 else f"2025-08-20T13:48:{k % 60:02d}.{k}Z"
+        data = _d({"model": odd, "created_at": stamp, "message": {"role": "assistant", "content": t}, "done": done})
+        return (data.decode("utf-8", "surrogatepass").translate(_GO).encode("utf-8", "surrogatepass")
+                if go else data) + b"\n"
+    return [line(k, t, False) for k, t in enumerate(texts)] + [line(len(texts), "", True)]
 
 
 def _stream(surface, texts: list[str], odd: str, name: bytes | None, seq0: int) -> list[bytes]:
@@ -73,7 +89,8 @@ def _stream(surface, texts: list[str], odd: str, name: bytes | None, seq0: int) 
 
 
 def _through(path: str, surface, settings, chunks: list[bytes]) -> bytes:
-    d = StreamDriver(surface.StreamRewriter(engine.new_context(settings, None), fast=path != "full"))
+    d = StreamDriver(surface.StreamRewriter(engine.new_context(settings, None), fast=path != "full"),
+                     parser=engine.PARSERS[surface.STREAM_TYPE]())
     call = d.callable() if path == "c" else d
     out = []
     for c in chunks:
@@ -85,8 +102,8 @@ def _through(path: str, surface, settings, chunks: list[bytes]) -> bytes:
     return b"".join(out)
 
 
-def _events(data: bytes) -> list:
-    p = SSEParser()
+def _events(data: bytes, surface) -> list:
+    p = NDJSONParser() if surface is ollama else SSEParser()
     out = []
     for e in p.feed(data) + p.finish():
         try:
@@ -97,7 +114,7 @@ def _events(data: bytes) -> list:
 
 
 def _check_paths(fdp: atheris.FuzzedDataProvider) -> None:
-    surface = SURFACES[fdp.ConsumeIntInRange(0, 2)]
+    surface = SURFACES[fdp.ConsumeIntInRange(0, len(SURFACES) - 1)]
     settings = SETTINGS[(TAGS[fdp.ConsumeIntInRange(0, len(TAGS) - 1)], "on" if fdp.ConsumeBool() else "off")]
     odd = fdp.ConsumeUnicode(fdp.ConsumeIntInRange(0, 8))
     name = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)).replace(b"\r", b"").replace(b"\n", b"")
@@ -107,13 +124,18 @@ def _check_paths(fdp: atheris.FuzzedDataProvider) -> None:
     for _ in range(fdp.ConsumeIntInRange(0, 24)):
         texts.append(WORDS[fdp.ConsumeIntInRange(0, len(WORDS) - 1)] if fdp.ConsumeBool()
                      else fdp.ConsumeUnicode(fdp.ConsumeIntInRange(0, 12)) * fdp.ConsumeIntInRange(1, 3))
-    events = _stream(surface, texts, odd, name, seq0)
+    if surface is ollama:
+        stamps = [fdp.ConsumeUnicode(fdp.ConsumeIntInRange(0, 6)) for _ in range(fdp.ConsumeIntInRange(0, 2))]
+        events = _lines(texts, odd, stamps, fdp.ConsumeBool())
+    else:
+        events = _stream(surface, texts, odd, name, seq0)
     data = b"".join(events)
     cuts = sorted({fdp.ConsumeIntInRange(1, max(1, len(data) - 1)) for _ in range(fdp.ConsumeIntInRange(0, 4))})
     for chunks in (events, [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)]) if a < b]):
         c = _through("c", surface, settings, chunks)
         assert c == _through("byte", surface, settings, chunks), "C and the byte path differ"
-        assert _events(c) == _events(_through("full", surface, settings, chunks)), "C and the full path differ"
+        assert _events(c, surface) == _events(_through("full", surface, settings, chunks), surface), \
+            "C and the full path differ"
 
 
 def _check_direct(fdp: atheris.FuzzedDataProvider) -> None:
@@ -121,28 +143,32 @@ def _check_direct(fdp: atheris.FuzzedDataProvider) -> None:
     stays under its cap; its output is one bytes object or the fallback's."""
     rules = engine.new_context(SETTINGS[(TAGS[fdp.ConsumeIntInRange(0, len(TAGS) - 1)], "on")], None).rules()
     pre, post, mid = (fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(3))
-    num_pos = fdp.ConsumeIntInRange(0, 2)
-    seq_mode = (hot.SEQ_NONE if not num_pos else hot.SEQ_OWN if fdp.ConsumeBool() else hot.SEQ_NEW)
+    slot_pos = fdp.ConsumeIntInRange(0, 2)
+    # The second slot: a number (numbered), or a string literal of `chars` (the fuzzer's, maybe refused).
+    string = slot_pos > 0 and fdp.ConsumeBool()
+    seq_mode = (hot.SEQ_NONE if not slot_pos or string else hot.SEQ_OWN if fdp.ConsumeBool() else hot.SEQ_NEW)
+    chars = (fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) if fdp.ConsumeBool() else STAMP) if string else None
     channels = fdp.ConsumeIntInRange(1, 2) if seq_mode == hot.SEQ_NEW else 1
     trim = fdp.ConsumeBool()
     out = None
     if trim or seq_mode or fdp.ConsumeBool():
-        parts = [fdp.ConsumeBytes(3) if fdp.ConsumeBool() else fdp.ConsumeIntInRange(0, 2)
+        parts = [fdp.ConsumeBytes(3) if fdp.ConsumeBool() else fdp.ConsumeIntInRange(0, 3)
                  for _ in range(fdp.ConsumeIntInRange(1, 6))]
-        out = tuple(p for p in parts if isinstance(p, bytes) or p == hot.PART_BODY or seq_mode
-                    and (p != hot.PART_N1 or channels == 2))
+        out = tuple(p for p in parts if isinstance(p, bytes) or p == hot.PART_BODY
+                    or (string if p == hot.PART_STR else seq_mode and (p != hot.PART_N1 or channels == 2)))
     fallback = []
     h = hot.Hot(lambda chunk: fallback.append(chunk) or [b"F"])
     try:
-        h.arm(hot.spec(rules, pre, post, out, trim=trim, num_pos=num_pos, mid=mid, seq_mode=seq_mode,
-                       channels=channels, pass_same=fdp.ConsumeBool()),
+        h.arm(hot.spec(rules, pre, post, out, trim=trim, slot_pos=slot_pos, mid=mid, seq_mode=seq_mode,
+                       channels=channels, pass_same=fdp.ConsumeBool(), chars=chars),
               NUMBERS[fdp.ConsumeIntInRange(0, 3)], NUMBERS[fdp.ConsumeIntInRange(0, 3)])
     except ValueError:
         return   # a spec it refuses (a held text with no template, ...)
     for _ in range(fdp.ConsumeIntInRange(1, 12)):
         body = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40)) * fdp.ConsumeIntInRange(1, 600)
-        seq = str(fdp.ConsumeIntInRange(0, 10**19)).encode()
-        slot = (seq + mid if num_pos == 1 else b"") + b'"' + body + b'"' + (mid + seq if num_pos == 2 else b"")
+        seq = (str(fdp.ConsumeIntInRange(0, 10**19)).encode() if chars is None
+               else b'"' + fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 12)) * fdp.ConsumeIntInRange(1, 600) + b'"')
+        slot = (seq + mid if slot_pos == 1 else b"") + b'"' + body + b'"' + (mid + seq if slot_pos == 2 else b"")
         chunk = pre + slot + post
         got = h(chunk)
         assert isinstance(got, list) and len(got) == 1 and isinstance(got[0], bytes)

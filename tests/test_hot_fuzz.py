@@ -2,7 +2,8 @@
 the full path (`StreamRewriter(ctx, fast=False)`) must give the same bytes, under every chunking.
 
 Hostile: sequence numbers at the limits of a long long and past them, repeated or going back;
-NUL and control bytes in every field (ids, the model, the event name, the text, raw or escaped);
+NUL and control bytes in every field (ids, the model, the event name, the text, raw or escaped;
+Ollama's `created_at`, the C part's string slot, with escapes, huge and empty values too);
 tags whose first character is unusual (a backtick, a quote, a backslash, a NUL, a letter, a
 non-ASCII one); runs of "a<"; huge texts (past C's cap) and empty ones; lone surrogates and
 bytes that are not UTF-8; and every cut of a stream in two. Each property counts the chunks C
@@ -21,13 +22,16 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
 from thinkwire import hot
+from thinkwire.engine import PARSERS
+from thinkwire.ndjson import NDJSONParser
 from thinkwire.sse import SSEParser
 from thinkwire.stream import StreamDriver
-from thinkwire.surfaces import chat, messages, responses
+from thinkwire.surfaces import chat, messages, ollama, responses
+from support.ollama import created_at, go_json
 
 pytestmark = pytest.mark.skipif(not hot.available(), reason="thinkwire._hot is not built (or THINKWIRE_HOT=0)")
 
-SURFACES = {"chat": chat, "messages": messages, "responses": responses}
+SURFACES = {"chat": chat, "messages": messages, "responses": responses, "ollama": ollama}
 TAKEN: dict[str, int] = {}   # chunks C took, per property
 EXAMPLES = int(os.environ.get("THINKWIRE_FUZZ_EXAMPLES", "30"))
 
@@ -39,6 +43,10 @@ NUMBERS = [0, 0, 0, 1, 10**18 - 3, 2**62, 2**63 - 4, 2**63 + 5, 2**64 - 2, 10**3
 ODD = ["c", "", "a\x00b", "\x01\x1f\x7f", 'q"\\', "\u00e9\u2028", "\ud800", "x" * 300]
 # Event names with bytes an SSE line may hold (all but CR and LF).
 NAMES = [None, b"x\x00y", b"\x01\x7f\xff", b"\xc3\xa9", b"a:b", b" lead"]
+# Ollama's created_at (the C part's string slot): a timestamp mostly, then NUL and control
+# characters, escapes, a byte of no timestamp, non-ASCII, empty, huge (past C's cap), a number.
+STAMPS = ["\x00", "1\x1f", '1"2', "1\\", "\n", "1/2", "\u00e9", "", "9" * (hot.CAP + 5), "2025-08-20T13:48:22Z", 7,
+          None]
 
 
 def _texts(tags: str) -> list[str]:
@@ -58,10 +66,28 @@ def _frame(name: bytes | None, data: bytes) -> bytes:
     return (b"event: " + name + b"\n" if name is not None else b"") + b"data: " + data + b"\n\n"
 
 
+def ollama_lines(texts: list[str], odd: str, stamps: list, go: bool) -> list[bytes]:
+    """/api/chat's lines with `odd` as the model and created_at a timestamp but where `stamps`
+    (cycled) gives another value (None: the field left out); written as Ollama's Go server
+    writes them (`go`), else by json.dumps (`<`, `>`, `&` as they are: not how the byte path and
+    C learn a line, but how a later one may come)."""
+    def line(k: int, t: str, done: bool) -> bytes:
+        stamp = stamps[k % len(stamps)] if stamps and k % 3 == 2 else created_at(k)
+        obj = {"model": odd, "created_at": stamp, "message": {"role": "assistant", "content": t}, "done": done}
+        if stamp is None:
+            del obj["created_at"]
+        return (go_json(obj).encode("utf-8", "surrogatepass") if go else _d(obj, False)) + b"\n"
+    return [line(k, t, False) for k, t in enumerate(texts)] + [line(len(texts), "", True)]
+
+
 def stream(surface: str, texts: list[str], odd: str, name: bytes | None, seq0: int, step: int,
-           ascii_only: bool) -> list[bytes]:
+           ascii_only: bool, stamps: list = ()) -> list[bytes]:
     """One event per delta, compact as servers send them, with `odd` in the ids and model, `name`
-    as every event's name, and Responses numbered from `seq0` by `step`."""
+    as every event's name, and Responses numbered from `seq0` by `step`; Ollama's lines with the
+    created_at values of `stamps` (Go's encoding unless `ascii_only`: then json.dumps's)."""
+    if surface == "ollama":
+        return ollama_lines(texts, odd, list(stamps), not ascii_only)
+
     def ev(obj, own_name=None):
         return _frame(name if name is not None else own_name, _d(obj, ascii_only))
     if surface == "chat":
@@ -97,12 +123,13 @@ def stream(surface: str, texts: list[str], odd: str, name: bytes | None, seq0: i
 
 def through(path: str, surface: str, chunks: list[bytes], **opts) -> tuple[bytes, int, str | None]:
     """The bytes the client gets on `path` ("c", "byte", "full"), the chunks C took, the failure."""
-    rw = SURFACES[surface].StreamRewriter(make_ctx(**opts), fast=path != "full")
+    mod = SURFACES[surface]
+    rw = mod.StreamRewriter(make_ctx(**opts), fast=path != "full")
     taken = [0]
     if path == "c":
         settle = rw.settle
         rw.settle = lambda got: taken.__setitem__(0, taken[0] + got[0]) or settle(got)
-    d = StreamDriver(rw)
+    d = StreamDriver(rw, parser=PARSERS[mod.STREAM_TYPE]())
     call = d.callable() if path == "c" else d
     assert (call is not d) == (path == "c" and hot.available())
     out = []
@@ -122,9 +149,9 @@ def chunkings(events: list[bytes], rng: random.Random) -> dict[str, list[bytes]]
             "random cuts": [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]}
 
 
-def events_of(data: bytes) -> list:
-    """Each event's name and JSON value (its data where that is not JSON)."""
-    p = SSEParser()
+def events_of(data: bytes, surface: str) -> list:
+    """Each event's (each Ollama line's) name and JSON value (its data where that is not JSON)."""
+    p = NDJSONParser() if surface == "ollama" else SSEParser()
     out = []
     for e in p.feed(data) + p.finish():
         try:
@@ -143,7 +170,7 @@ def agree(prop: str, surface: str, events: list[bytes], rng: random.Random, cano
         byte, _, bf = through("byte", surface, chunks, **opts)
         full, _, ff = through("full", surface, chunks, **opts)
         assert c == byte, name
-        assert c == full if canonical else events_of(c) == events_of(full), name
+        assert c == full if canonical else events_of(c, surface) == events_of(full, surface), name
         assert cf == bf == ff is None, (cf, bf, ff)
         TAKEN[prop] = TAKEN.get(prop, 0) + taken
 
@@ -155,21 +182,21 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list
 def hostile(draw):
     tags = draw(st.sampled_from(TAGS))
     # Between the hostile texts, plain words: steady stretches for the C part to take.
-    words = st.lists(st.sampled_from([" word", " so", " y", "z", "\n", " `q`"]), min_size=1, max_size=6)
+    words = st.lists(st.sampled_from([" word", " so", " y", "z", "\n", " `q`", " a>b&c"]), min_size=1, max_size=6)
     texts = draw(st.lists(st.one_of(st.sampled_from(_texts(tags)).map(lambda t: [t]), words), min_size=1, max_size=20))
     texts = [t for run in texts for t in run]
     texts = [draw(st.sampled_from(["<think>", tags.split()[0]]))] + texts
     return (tags, texts, draw(st.sampled_from(ODD)), draw(st.sampled_from(NAMES)), draw(st.sampled_from(NUMBERS)),
             draw(st.sampled_from([1, 1, 1, 0, 2])), draw(st.booleans()), draw(st.booleans()),
-            draw(st.integers(0, 2**16)))
+            draw(st.lists(st.sampled_from(STAMPS), max_size=4)), draw(st.integers(0, 2**16)))
 
 
 @pytest.mark.parametrize("surface", sorted(SURFACES))
 @FUZZ
 @given(case=hostile())
 def test_hostile_streams_give_the_same_bytes_on_every_path(surface, case):
-    tags, texts, odd, name, seq0, step, ascii_only, trim, seed = case
-    events = stream(surface, texts, odd, name, seq0, step, ascii_only)
+    tags, texts, odd, name, seq0, step, ascii_only, trim, stamps, seed = case
+    events = stream(surface, texts, odd, name, seq0, step, ascii_only, stamps)
     agree(f"hostile streams ({surface})", surface, events, random.Random(seed), not ascii_only, tags=tags,
           trim="on" if trim else "off")
 
@@ -189,8 +216,10 @@ def test_runs_of_a_less_than_give_the_same_bytes_on_every_path(surface, n, words
 def test_every_cut_of_a_hostile_stream_in_two_gives_the_same_bytes(surface):
     texts = ["<think>", "r\x00", " a", " b ", "\\", "`/T`", "\ud800", " c", "</think>", "ok", " a<", "b", " \u00e9",
              " d"]
-    # (Responses: the numbers pass 10**18 mid-stream, where C stops reading them.)
-    events = stream(surface, texts, "a\x00b", b"x\x00y" if surface == "chat" else None, 10**18 - 12, 1, False)
+    # (Responses: the numbers pass 10**18 mid-stream, where C stops reading them. Ollama: a
+    # created_at with a NUL, one with an escaped quote, an empty one.)
+    events = stream(surface, texts, "a\x00b", b"x\x00y" if surface == "chat" else None, 10**18 - 12, 1, False,
+                    ["\x00", '1"2', ""])
     data = b"".join(events)
     want = through("full", surface, [data], tags="`T` `/T`")[0]
     for k in range(1, len(data)):   # (what mitmproxy calls: C in front of the Python paths)

@@ -14,7 +14,7 @@ from conftest import make_ctx
 from support import drive
 from support.ollama import (METRICS, body_of, chat_objs, created_at, generate_objs, go_json, line,
                             stream_bytes, tool_call)
-from thinkwire import engine
+from thinkwire import engine, hot
 from thinkwire.capabilities import Capabilities, show_url, thinks
 from thinkwire.request import thinking_switch
 from thinkwire.ndjson import NDJSONParser
@@ -194,11 +194,16 @@ def test_crlf_lines_and_a_bom_are_read():
     assert out.count(b"\r\n") == out.count(b"\n")
 
 
-# == the byte path ===============================================================================
-def _run_rw(data_lines: list[bytes], fast: bool, **values) -> tuple[bytes, int]:
+# == the byte path, and the C part ===============================================================
+def _run_rw(data_lines: list[bytes], fast: bool, c: bool = False, **values) -> tuple[bytes, int]:
+    """The bytes the client gets, and how many lines the byte path answered (`c`: with the C
+    callable of thinkwire.hot in front, what mitmproxy calls, the lines C answered)."""
     rw = ollama.StreamRewriter(ctx(**values), fast=fast)
     hits = []
-    if fast:
+    if c:
+        settle = rw.settle
+        rw.settle = lambda got: hits.append(got[0]) or settle(got)
+    elif fast:
         real = rw.on_chunk
         def counted(chunk):
             got = real(chunk)
@@ -206,9 +211,14 @@ def _run_rw(data_lines: list[bytes], fast: bool, **values) -> tuple[bytes, int]:
             return got
         rw.on_chunk = counted
     d = StreamDriver(rw, parser=NDJSONParser())
-    out = b"".join(b for c in data_lines for b in d(c)) + b"".join(d(b""))
+    call = d.callable() if c else d
+    assert (call is not d) == c
+    out = b"".join(b for ch in data_lines for b in call(ch)) + b"".join(call(b""))
     assert d.failure is None
     return out, sum(hits)
+
+
+needs_c = pytest.mark.skipif(not hot.available(), reason="thinkwire._hot is not built (or THINKWIRE_HOT=0)")
 
 
 TOKENS = ["<think>", "</think>", " so", " x", "\n", "\n\n", " ", "<th", "ink>", "é", " \"q\"", " a & b",
@@ -219,6 +229,7 @@ TOKENS = ["<think>", "</think>", " so", " x", "\n", "\n\n", " ", "<th", "ink>", 
 @given(texts=st.lists(st.sampled_from(TOKENS), min_size=1, max_size=30), seed=st.integers(0, 2**16),
        generate=st.booleans())
 def test_fast_and_full_paths_send_the_same_bytes_under_every_chunking(texts, seed, generate):
+    # Through the C callable (where built), the Python byte path and the full path.
     objs = (generate_objs if generate else chat_objs)(MODEL, texts)
     lines = stream_bytes(objs)
     data = b"".join(lines)
@@ -226,7 +237,9 @@ def test_fast_and_full_paths_send_the_same_bytes_under_every_chunking(texts, see
     cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, len(lines))))
     for chunks in (lines, [data], [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])],
                    [b"".join(lines[i:i + 2]) for i in range(0, len(lines), 2)]):
-        assert _run_rw(chunks, True)[0] == _run_rw(chunks, False)[0]
+        full = _run_rw(chunks, False)[0]
+        assert _run_rw(chunks, True)[0] == full
+        assert _run_rw(chunks, True, c=hot.available())[0] == full
 
 
 def test_plain_token_lines_take_the_byte_path():
@@ -234,6 +247,44 @@ def test_plain_token_lines_take_the_byte_path():
     out, hits = _run_rw(stream_bytes(chat_objs(MODEL, texts)), True)
     assert hits >= 36
     assert seen(out) == ("thinking" + " thinking" * 19, "answer" + " answer" * 19)
+
+
+@needs_c
+@pytest.mark.parametrize("generate", [False, True])
+@pytest.mark.parametrize("stamped", [True, False])
+def test_steady_token_lines_are_answered_in_c(generate, stamped):
+    # created_at changes on every line: the C part reads it as a string slot and copies it into
+    # the reasoning line as it came; the answer's lines go as they came.
+    texts = ["<think>", "Okay"] + [" so", " it", " is\n"] * 10 + ["</think>", "Sure"] + [" it", " is\t"] * 10
+    objs = (generate_objs if generate else chat_objs)(MODEL, texts)
+    if not stamped:
+        objs = [{k: v for k, v in o.items() if k != "created_at"} for o in objs]
+    lines = stream_bytes(objs)
+    out, hits = _run_rw(lines, True, c=True)
+    assert out == _run_rw(lines, False)[0]
+    assert hits >= 45   # all but the first of the block and of the answer, and the tags'
+    assert seen(out) == ("Okay" + " so it is\n" * 9 + " so it is", "Sure" + " it is\t" * 10)   # (trimmed)
+    for e in lines[-21:-1]:   # the answer's lines
+        assert e in out
+    for k, thinking in [(15, " it"), (17, "\n so")]:   # (a line end held goes out in front of the next text)
+        want = {"model": MODEL, "created_at": created_at(k)}
+        want.update({"response": "", "thinking": thinking} if generate else
+                    {"message": {"role": "assistant", "content": "", "thinking": thinking}})
+        want["done"] = False
+        if not stamped:
+            del want["created_at"]
+        assert line(want) in out
+
+
+@needs_c
+def test_characters_go_escapes_in_reasoning_go_out_escaped_as_the_full_path_writes_them():
+    # Ollama writes `<`, `>`, `&` as \u003c ...: a line that holds them as they are (another
+    # server) still matches the learned line, and its reasoning goes out escaped.
+    lines = stream_bytes(chat_objs(MODEL, ["<think>", "a"] + [" b"] * 4 + [" x > y & z", " c"]))
+    lines[-3] = lines[-3].replace(b"\\u003e", b">").replace(b"\\u0026", b"&")
+    out, hits = _run_rw(lines, True, c=True)
+    assert out == _run_rw(lines, False)[0] and hits >= 4
+    assert b'"thinking":" x \\u003e y \\u0026 z"' in out and b">" not in out
 
 
 # == the think switch ============================================================================

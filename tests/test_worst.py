@@ -38,10 +38,8 @@ STREAMS = {("c", "deltas ending in the start of a tag (a<)"): 60, ("c", "whitesp
 JOBS = ([(f"splitter: {k}", n) for k, n in SPLITTER.items()] + [(f"sse: {k}", n) for k, n in SSE.items()]
         + [(f"ndjson: {k}", n) for k, n in NDJSON.items()]
         + [(f"{path} {surface}: {k}", n) for (path, k), n in STREAMS.items()
-           for surface in ("chat", "messages", "responses")]
-        # Ollama's lines take the Python paths (no C part for them): the byte path and the full one.
-        + [(f"{path} ollama: {k}", n) for (path, k), n in STREAMS.items() if path != "c"]
-        + [("c chat: deltas past C's cap (16 KiB)", 2)])
+           for surface in ("chat", "messages", "responses", "ollama")]
+        + [("c chat: deltas past C's cap (16 KiB)", 2), ("c ollama: a long created_at in each line", 60)])
 
 
 @pytest.fixture(scope="module")

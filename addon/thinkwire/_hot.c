@@ -2,9 +2,11 @@
  *
  * `Hot(fallback)` is the stream callable mitmproxy calls once per chunk. Armed with a spec
  * (`arm`), it answers a chunk that is exactly the spec's event with another text literal in
- * its slot, every byte and escape of which the spec's table allows: the same bytes, or the
- * spec's output template filled in. Anything else goes to `fallback(chunk)`, the Python driver,
- * which first folds in what was taken here (`take`) and then arms again or disarms.
+ * its slot, every byte and escape of which the spec's table allows, and, where the spec has a
+ * second slot, another value there: a number, or a string literal of the bytes the spec names
+ * (no escape). It sends the same bytes, or the spec's output template filled in. Anything else
+ * goes to `fallback(chunk)`, the Python driver, which first folds in what was taken here
+ * (`take`) and then arms again or disarms.
  *
  * What C knows of the splitter's rules is only what the spec says: which bytes and escapes a
  * text may hold (Python leaves out every character a tag or marker starts with, so no text
@@ -26,6 +28,7 @@
 #define PART_N 0      /* the event's sequence number */
 #define PART_N1 1     /* the next one (a second reasoning channel) */
 #define PART_BODY 2   /* the text literal's body (what is held, then the text) */
+#define PART_STR 3    /* the string slot's body, as it came */
 
 /* Sequence numbering, as thinkwire.surfaces.responses.stream._Sequencer.number does it. */
 #define SEQ_NONE 0
@@ -47,7 +50,8 @@
 typedef struct {
     const char *pre, *mid, *post;
     Py_ssize_t pre_len, mid_len, post_len;
-    int num_pos;                    /* 0: no number slot; 1: before the text; 2: after it */
+    int slot_pos;                   /* the second slot: 0 none; 1 before the text; 2 after it */
+    int str_slot;                   /* it is a string literal of `chars` (else a number) */
     int seq_mode, channels;
     int trim;                       /* whitespace at a text's end is held (reasoning) */
     int passthrough;                /* the output is the chunk (no template) */
@@ -56,6 +60,7 @@ typedef struct {
     const char *part[MAX_PARTS];    /* template: bytes, or NULL for an int code */
     Py_ssize_t part_len[MAX_PARTS]; /* its length, or the int code */
     unsigned char table[256];
+    unsigned char chars[256];       /* 1: the string slot's literal may hold the byte */
 } Spec;
 
 typedef struct {
@@ -145,18 +150,31 @@ spec_error(const char *msg)
 static int
 read_spec(PyObject *spec, Spec *s)
 {
-    PyObject *pre, *mid, *post, *table, *out;
-    if (!PyArg_ParseTuple(spec, "OiOOOpOiip:spec", &pre, &s->num_pos, &mid, &post, &table, &s->trim, &out,
-                          &s->seq_mode, &s->channels, &s->pass_same))
+    PyObject *pre, *mid, *post, *table, *out, *chars;
+    if (!PyArg_ParseTuple(spec, "OiOOOpOiipO:spec", &pre, &s->slot_pos, &mid, &post, &table, &s->trim, &out,
+                          &s->seq_mode, &s->channels, &s->pass_same, &chars))
         return -1;
-    const char *tbl;
-    Py_ssize_t tbl_len;
+    const char *tbl, *ch = NULL;
+    Py_ssize_t tbl_len, ch_len = 0;
     if (bytes_arg(pre, &s->pre, &s->pre_len, "pre") < 0 || bytes_arg(mid, &s->mid, &s->mid_len, "mid") < 0
-        || bytes_arg(post, &s->post, &s->post_len, "post") < 0 || bytes_arg(table, &tbl, &tbl_len, "table") < 0)
+        || bytes_arg(post, &s->post, &s->post_len, "post") < 0 || bytes_arg(table, &tbl, &tbl_len, "table") < 0
+        || (chars != Py_None && bytes_arg(chars, &ch, &ch_len, "chars") < 0))
         return -1;
-    if (tbl_len != 256 || s->num_pos < 0 || s->num_pos > 2 || s->seq_mode < SEQ_NONE || s->seq_mode > SEQ_NEW
-        || s->channels < 1 || s->channels > 2 || (s->seq_mode != SEQ_NONE) != (s->num_pos != 0))
+    /* The second slot is a number (numbered events) or a string literal (`chars`), not both. */
+    s->str_slot = chars != Py_None;
+    if (tbl_len != 256 || s->slot_pos < 0 || s->slot_pos > 2 || s->seq_mode < SEQ_NONE || s->seq_mode > SEQ_NEW
+        || s->channels < 1 || s->channels > 2 || (s->seq_mode != SEQ_NONE && s->str_slot)
+        || (s->seq_mode != SEQ_NONE || s->str_slot) != (s->slot_pos != 0))
         return spec_error("spec: bad table, slot or numbering");
+    /* A string slot's literal ends at its first quote, and goes out as it came: printable ASCII
+     * but the quote and the backslash (so no escape) is what it may hold. */
+    memset(s->chars, 0, sizeof s->chars);
+    for (Py_ssize_t i = 0; i < ch_len; i++) {
+        unsigned char c = (unsigned char)ch[i];
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
+            return spec_error("spec: chars may hold printable ASCII but the quote and the backslash only");
+        s->chars[c] = 1;
+    }
     for (int i = 0; i < 256; i++) {
         /* What each byte may be marked: the escapes json.dumps writes as two bytes, and of them
          * those that stand for whitespace; a printable ASCII byte, and the space as whitespace. */
@@ -183,8 +201,8 @@ read_spec(PyObject *spec, Spec *s)
         PyObject *o = PyTuple_GET_ITEM(out, i);
         if (PyLong_CheckExact(o)) {
             long code = PyLong_AsLong(o);
-            if (code < PART_N || code > PART_BODY || (code != PART_BODY && s->seq_mode == SEQ_NONE)
-                || (code == PART_N1 && s->channels < 2))
+            if (code < PART_N || code > PART_STR || ((code == PART_N || code == PART_N1) && s->seq_mode == SEQ_NONE)
+                || (code == PART_N1 && s->channels < 2) || (code == PART_STR && !s->str_slot))
                 return spec_error("spec: bad part code");
             s->part[i] = NULL;
             s->part_len[i] = code;
@@ -195,12 +213,13 @@ read_spec(PyObject *spec, Spec *s)
     return 0;
 }
 
-/* arm(spec, offset=0, last=0, held=b""). spec: (pre, num_pos, mid, post, table, trim, out,
- * seq_mode, channels, pass_same) as thinkwire.hot.spec makes it; out: None (the chunk goes as
- * it came) or a tuple of bytes and PART_* ints. offset, last: the numbering (0 or more). held:
- * the whitespace the splitter holds (escaped JSON text; reasoning that trims only). Arming with
- * the spec already armed only sets the numbering and what is held. Everything is read and
- * checked first, then committed: a spec refused leaves the armed one as it was. */
+/* arm(spec, offset=0, last=0, held=b""). spec: (pre, slot_pos, mid, post, table, trim, out,
+ * seq_mode, channels, pass_same, chars) as thinkwire.hot.spec makes it; out: None (the chunk
+ * goes as it came) or a tuple of bytes and PART_* ints. offset, last: the numbering (0 or
+ * more). held: the whitespace the splitter holds (escaped JSON text; reasoning that trims
+ * only). Arming with the spec already armed only sets the numbering and what is held.
+ * Everything is read and checked first, then committed: a spec refused leaves the armed one as
+ * it was. */
 static PyObject *
 hot_arm(Hot *self, PyObject *args)
 {
@@ -288,6 +307,30 @@ read_number(const unsigned char *p, Py_ssize_t *i, Py_ssize_t end)
     return v;
 }
 
+/* The second slot at p[*i..end): a number (its value in *seq) or a string literal of the spec's
+ * chars (its body at p[*str..*str + *str_len)); *i moved past it. -1: not one. */
+static int
+read_slot(const Spec *s, const unsigned char *p, Py_ssize_t *i, Py_ssize_t end, long long *seq, Py_ssize_t *str,
+          Py_ssize_t *str_len)
+{
+    if (!s->str_slot) {
+        *seq = read_number(p, i, end);
+        return *seq < 0 ? -1 : 0;
+    }
+    Py_ssize_t j = *i;
+    if (j >= end || p[j] != '"')
+        return -1;
+    Py_ssize_t b = ++j;
+    while (j < end && s->chars[p[j]])
+        j++;
+    if (j >= end || p[j] != '"')
+        return -1;
+    *str = b;
+    *str_len = j - b;
+    *i = j + 1;
+    return 0;
+}
+
 /* Keep a text literal's body for `take` (the caller checked it fits under CAP). */
 static int
 keep(Hot *self, const char *body, Py_ssize_t n)
@@ -325,10 +368,11 @@ fmt_number(char *dst, long long v)   /* v >= 0 */
 
 /* A matched chunk taken: the output (a list of one bytes), or NULL with an error set. `body`:
  * the literal's body up to the whitespace held at its end, `ws` that whitespace; `all_len`:
- * the whole body, kept for `take`. */
+ * the whole body, kept for `take`; `str`: the string slot's body. */
 static PyObject *
 take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, const char *ws, Py_ssize_t ws_len,
-           Py_ssize_t all_len, long long n, long long offset, long long last, long long seq)
+           Py_ssize_t all_len, const char *str, Py_ssize_t str_len, long long n, long long offset, long long last,
+           long long seq)
 {
     const Spec *s = &self->s;
     Py_ssize_t held_len = self->held_len;
@@ -347,7 +391,8 @@ take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, co
         Py_ssize_t total = 0;
         for (Py_ssize_t i = 0; i < s->nparts; i++) {
             Py_ssize_t code = s->part_len[i];
-            total += s->part[i] ? code : code == PART_BODY ? held_len + body_len : num_len[code];
+            total += s->part[i] ? code
+                     : code == PART_BODY ? held_len + body_len : code == PART_STR ? str_len : num_len[code];
         }
         out = PyBytes_FromStringAndSize(NULL, total);
         if (out == NULL)
@@ -363,6 +408,10 @@ take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, co
                     memcpy(w, self->held, held_len);
                 memcpy(w + held_len, body, body_len);
                 w += held_len + body_len;
+            } else if (code == PART_STR) {
+                if (str_len)
+                    memcpy(w, str, str_len);
+                w += str_len;
             } else {
                 memcpy(w, num[code], num_len[code]);
                 w += num_len[code];
@@ -401,11 +450,11 @@ hot_chunk(Hot *self, PyObject *chunk)
     Py_ssize_t end = len - s->post_len;   /* where the last slot must end */
     if (end < s->pre_len + 2 || memcmp(p, s->pre, s->pre_len) != 0 || memcmp(p + end, s->post, s->post_len) != 0)
         return PyObject_CallOneArg(self->fallback, chunk);
-    Py_ssize_t i = s->pre_len;
+    Py_ssize_t i = s->pre_len, str = 0, str_len = 0;
     long long seq = -1;
-    if (s->num_pos == 1) {
-        seq = read_number(p, &i, end);
-        if (seq < 0 || end - i < s->mid_len || memcmp(p + i, s->mid, s->mid_len) != 0)
+    if (s->slot_pos == 1) {
+        if (read_slot(s, p, &i, end, &seq, &str, &str_len) < 0 || end - i < s->mid_len
+            || memcmp(p + i, s->mid, s->mid_len) != 0)
             return PyObject_CallOneArg(self->fallback, chunk);
         i += s->mid_len;
     }
@@ -445,12 +494,11 @@ hot_chunk(Hot *self, PyObject *chunk)
         body_end = ws;
     }
     i = j + 1;
-    if (s->num_pos == 2) {
+    if (s->slot_pos == 2) {
         if (end - i < s->mid_len || memcmp(p + i, s->mid, s->mid_len) != 0)
             return PyObject_CallOneArg(self->fallback, chunk);
         i += s->mid_len;
-        seq = read_number(p, &i, end);
-        if (seq < 0)
+        if (read_slot(s, p, &i, end, &seq, &str, &str_len) < 0)
             return PyObject_CallOneArg(self->fallback, chunk);
     }
     if (i != end)
@@ -470,7 +518,7 @@ hot_chunk(Hot *self, PyObject *chunk)
             offset = last - seq;
     }
     return take_chunk(self, chunk, (const char *)p + b, body_end - b, (const char *)p + body_end, j - body_end,
-                      j - b, n, offset, last, seq);
+                      j - b, (const char *)p + str, str_len, n, offset, last, seq);
 }
 
 static PyObject *
@@ -551,9 +599,9 @@ hot_exec(PyObject *m)
     if (r < 0)
         return -1;
     static const struct { const char *name; int value; } constants[] = {
-        {"PART_N", PART_N}, {"PART_N1", PART_N1}, {"PART_BODY", PART_BODY}, {"SEQ_NONE", SEQ_NONE},
-        {"SEQ_OWN", SEQ_OWN}, {"SEQ_NEW", SEQ_NEW}, {"ALLOW_BYTE", ALLOW_BYTE}, {"ALLOW_ESCAPE", ALLOW_ESCAPE},
-        {"BYTE_WS", BYTE_WS}, {"ESCAPE_WS", ESCAPE_WS}, {"CAP", CAP},
+        {"PART_N", PART_N}, {"PART_N1", PART_N1}, {"PART_BODY", PART_BODY}, {"PART_STR", PART_STR},
+        {"SEQ_NONE", SEQ_NONE}, {"SEQ_OWN", SEQ_OWN}, {"SEQ_NEW", SEQ_NEW}, {"ALLOW_BYTE", ALLOW_BYTE},
+        {"ALLOW_ESCAPE", ALLOW_ESCAPE}, {"BYTE_WS", BYTE_WS}, {"ESCAPE_WS", ESCAPE_WS}, {"CAP", CAP},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
         if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0)

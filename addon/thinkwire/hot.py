@@ -5,9 +5,12 @@ plain text that changes nothing in the rewriter but its state. In Python each st
 dozen steps per chunk, and mitmproxy calls the stream callable once per chunk. So where the
 extension is built, `_hot.Hot` is that callable: armed by the driver with a *spec*, it answers
 a chunk that is exactly the learned event with another text literal itself (the same bytes, or
-an output template filled in), and hands every other chunk to the Python driver. The driver
-first folds in what Hot took (`Hot.take`, the surface's `settle`, `fold` here), then asks the
-surface for the spec that fits its new state (the surface's `hot`), or disarms.
+an output template filled in), and hands every other chunk to the Python driver. An event may
+have a second slot that changes from event to event: a number (Responses' `sequence_number`,
+renumbered) or a string literal of a few plain bytes (Ollama's `created_at`, copied as it
+came). The driver first folds in what Hot took (`Hot.take`, the surface's `settle`, `fold`
+here), then asks the surface for the spec that fits its new state (the surface's `hot`), or
+disarms.
 
 The rules stay in Python. A surface arms only where the splitter is steady (`Splitter.steady`),
 and Hot takes only texts of the characters `table` allows: none that any tag or marker starts
@@ -31,16 +34,16 @@ from .rules import WS, Rules
 from .splitter import REASONING, Splitter
 
 try:
-    from ._hot import (ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, CAP, ESCAPE_WS, PART_BODY, PART_N, PART_N1, SEQ_NEW,
-                       SEQ_NONE, SEQ_OWN, Hot)
+    from ._hot import (ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, CAP, ESCAPE_WS, PART_BODY, PART_N, PART_N1, PART_STR,
+                       SEQ_NEW, SEQ_NONE, SEQ_OWN, Hot)
 except ImportError:   # pragma: no cover - not built: Python alone
     Hot = None
-    PART_N, PART_N1, PART_BODY, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 0, 1, 2
+    PART_N, PART_N1, PART_BODY, PART_STR, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 3, 0, 1, 2
     ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, ESCAPE_WS, CAP = 1, 2, 4, 8, 16384
 
-__all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW", "ALLOW_BYTE", "ALLOW_ESCAPE",
-           "BYTE_WS", "ESCAPE_WS", "CAP", "MAX_NUMBER", "available", "table", "spec", "template", "reasoning",
-           "holding", "fold", "literal"]
+__all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "PART_STR", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW", "ALLOW_BYTE",
+           "ALLOW_ESCAPE", "BYTE_WS", "ESCAPE_WS", "CAP", "MAX_NUMBER", "available", "table", "spec", "template",
+           "reasoning", "holding", "fold", "literal"]
 
 MAX_NUMBER = (1 << 63) - 1   # the numbering Hot is armed with fits a long long (else Python numbers)
 
@@ -55,12 +58,13 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\
 
 
 @functools.lru_cache(maxsize=64)
-def table(rules: Rules, trim: bool) -> bytes:
+def table(rules: Rules, trim: bool, exclude: str = "") -> bytes:
     """What a literal Hot takes may hold, as a table of 256: each printable ASCII byte but the
     quote and the backslash (ALLOW_BYTE), and each escape json.dumps writes (ALLOW_ESCAPE, on its
-    letter), where the character it is or stands for starts no tag or marker of `rules`. With
-    `trim`, which of them are whitespace (BYTE_WS, ESCAPE_WS): held at a text's end."""
-    starts = rules.tag_starts
+    letter), where the character it is or stands for starts no tag or marker of `rules`, and is
+    not in `exclude` (characters the surface writes otherwise than json.dumps). With `trim`,
+    which of them are whitespace (BYTE_WS, ESCAPE_WS): held at a text's end."""
+    starts = rules.tag_starts | frozenset(exclude)
     t = bytearray(256)
     for b in range(0x20, 0x7F):
         c = chr(b)
@@ -81,15 +85,18 @@ def template(cut: list[bytes]) -> tuple:
 
 
 def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, trim: bool = False,
-         num_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE, channels: int = 1,
-         pass_same: bool = False) -> tuple:
+         slot_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE, channels: int = 1,
+         pass_same: bool = False, chars: bytes | None = None, exclude: str = "") -> tuple:
     """What `Hot.arm` takes. A chunk it answers is `pre`, a text literal of what `table` allows
-    (quotes included), `post`; with a number slot before it (`num_pos` 1) or after it (2), `mid`
-    between the two. `out` None: the chunk goes as it came; else the output template (bytes,
-    PART_BODY for the literal's body, PART_N / PART_N1 for the numbers `seq_mode` gives).
-    `trim`: whitespace at a text's end is held (it goes out in front of the next text).
-    `pass_same`: with nothing held, and numbered as it came, the chunk goes as it came."""
-    return (pre, num_pos, mid, post, table(rules, trim), trim, out, seq_mode, channels, pass_same)
+    (quotes included; `exclude`: characters it may not hold either), `post`; with a second slot
+    before it (`slot_pos` 1) or after it (2), `mid` between the two. That slot is a number, read
+    where `seq_mode` numbers, or else a string literal of the bytes in `chars` (printable ASCII,
+    no quote or backslash: no escape). `out` None: the chunk goes as it came; else the output
+    template (bytes, PART_BODY for the literal's body, PART_STR for the string slot's, as it came,
+    PART_N / PART_N1 for the numbers `seq_mode` gives). `trim`: whitespace at a text's end is held
+    (it goes out in front of the next text). `pass_same`: with nothing held, and numbered as it
+    came, the chunk goes as it came."""
+    return (pre, slot_pos, mid, post, table(rules, trim, exclude), trim, out, seq_mode, channels, pass_same, chars)
 
 
 def reasoning(rules: Rules) -> dict:

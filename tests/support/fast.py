@@ -1,14 +1,17 @@
 """What the tests of the shortcuts share (test_fastpath.py, test_hot.py): each surface's upstream
-stream of some text deltas, compact as servers send them, and the stream callable run over it."""
+stream of some text deltas, compact as servers send them (Ollama's: NDJSON lines as its Go server
+writes them), and the stream callable run over it."""
 
 import json
 import re
 
 from conftest import make_ctx
+from thinkwire.engine import PARSERS
 from thinkwire.marks import PREFIX
 from thinkwire.rules import Rules, TagPair
 from thinkwire.stream import StreamDriver
-from thinkwire.surfaces import chat, messages, responses
+from thinkwire.surfaces import chat, messages, ollama, responses
+from support.ollama import chat_objs, stream_bytes
 
 MODEL = "m"
 
@@ -67,9 +70,15 @@ def responses_stream(texts, obfuscation=False):
     return out
 
 
+def ollama_stream(texts):
+    """/api/chat's lines, `created_at` new on every one."""
+    return stream_bytes(chat_objs(MODEL, texts))
+
+
 SURFACES = {"chat": (chat, chat_stream), "messages": (messages, messages_stream),
             "responses": (responses, responses_stream),
-            "responses+obfuscation": (responses, lambda t: responses_stream(t, obfuscation=True))}
+            "responses+obfuscation": (responses, lambda t: responses_stream(t, obfuscation=True)),
+            "ollama": (ollama, ollama_stream)}
 
 _MARK = re.compile(re.escape(PREFIX.encode()) + rb"[A-Za-z0-9_-]+")
 
@@ -93,7 +102,7 @@ def run(surface, chunks, fast, sealer=None, request=None, c=False, **opts):
             hits.append(got[0])
             settle(got)
         rw.settle = settled
-    d = StreamDriver(rw)
+    d = StreamDriver(rw, parser=PARSERS[mod.STREAM_TYPE]())
     call = d.callable() if c else d
     assert (call is not d) == c
     out = b"".join(b for ch in chunks for b in call(ch)) + b"".join(call(b""))

@@ -8,8 +8,11 @@ the input grows linearly with it.
 from __future__ import annotations
 
 import json
+import re
 
 from conftest import make_ctx
+from support.ollama import go_json
+from thinkwire.engine import PARSERS
 from thinkwire.ndjson import NDJSONParser
 from thinkwire.splitter import Splitter, split_text
 from thinkwire.sse import SSEParser
@@ -171,12 +174,12 @@ def stream(surface: str, texts: list[str]) -> list[bytes]:
                  for t in texts]
         objs += [{"type": "content_block_stop", "index": 0}, {"type": "message_stop"}]
         return [f"event: {o['type']}\ndata: {_d(o)}\n\n".encode() for o in objs]
-    if surface == "ollama":
+    if surface == "ollama":   # (written as Ollama's Go server writes them, as the byte path and C learn them)
         line = {"model": "m", "created_at": "2025-08-20T13:48:22.164615Z", "message": {"role": "assistant"}}
-        out = [(_d(dict(line, message={"role": "assistant", "content": t}, done=False)) + "\n").encode()
+        out = [(go_json(dict(line, message={"role": "assistant", "content": t}, done=False)) + "\n").encode()
                for t in texts]
-        return out + [(_d(dict(line, message={"role": "assistant", "content": ""}, done=True,
-                                done_reason="stop")) + "\n").encode()]
+        return out + [(go_json(dict(line, message={"role": "assistant", "content": ""}, done=True,
+                                    done_reason="stop")) + "\n").encode()]
     seq = iter(range(1 << 30))
     item = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
     part = {"type": "output_text", "text": "", "annotations": []}
@@ -197,8 +200,10 @@ def stream(surface: str, texts: list[str]) -> list[bytes]:
 def _through(path: str, surface: str, chunks: list[bytes]):
     """Run `chunks` through `path`: "c" what mitmproxy calls (the C callable in front where
     built), "byte" the Python driver with its byte path, "full" every event parsed in full."""
-    def run():
-        d = StreamDriver(SURFACES[surface].StreamRewriter(make_ctx(), fast=path != "full"))
+    mod = SURFACES[surface]
+
+    def run():   # (framed as the surface's streams are: SSE, or Ollama's NDJSON lines)
+        d = StreamDriver(mod.StreamRewriter(make_ctx(), fast=path != "full"), parser=PARSERS[mod.STREAM_TYPE]())
         call = d.callable() if path == "c" else d
         for c in chunks:
             call(c)
@@ -224,3 +229,11 @@ for _surface in SURFACES:
         for _name, _texts in STREAMS.items():
             workload(f"{_path} {_surface}: {_name}")(
                 lambda n, s=_surface, p=_path, t=_texts: _through(p, s, stream(s, t(n))))
+
+
+@workload("c ollama: a long created_at in each line")
+def _long_created_at(n: int):
+    # The C part's string slot: read to its end, and copied into each reasoning line it writes.
+    lines = stream("ollama", ["<think>r"] + [" x"] * n + ["</think>a"] + [" y"] * n)
+    return _through("c", "ollama", [re.sub(rb'"created_at":"[^"]*"', b'"created_at":"' + b"1" * 2000 + b'"', line)
+                                    for line in lines])

@@ -331,8 +331,8 @@ class StreamRewriter(_ResponseState):
         shape = self._shape
         if self.passthrough or self._bytes is None or shape is None:
             return None
-        num_pos = {(_SEQ, _TEXT): 1, (_TEXT, _SEQ): 2}.get(tuple(shape.kinds))
-        plan = None if num_pos is None else self._plan or self._make_plan(shape)
+        slot_pos = {(_SEQ, _TEXT): 1, (_TEXT, _SEQ): 2}.get(tuple(shape.kinds))
+        plan = None if slot_pos is None else self._plan or self._make_plan(shape)
         if plan is None or plan[1].steady() != plan[0] or not (0 <= self.seq.offset <= hot.MAX_NUMBER
                                                                 and 0 <= self.seq.last <= hot.MAX_NUMBER):
             return None   # (numbers that do not fit C's are counted on in Python)
@@ -340,28 +340,28 @@ class StreamRewriter(_ResponseState):
         # A plan is made again after every event taken in full; the cut events it holds are kept.
         cache = self._hot
         if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
-            cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, num_pos))
+            cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, slot_pos))
         self._armed = plan
         return cache[3], self.seq.offset, self.seq.last, hot.holding(plan[1], plan[0])
 
-    def _hot_spec(self, shape: _Shape, plan: tuple, num_pos: int) -> tuple:
+    def _hot_spec(self, shape: _Shape, plan: tuple, slot_pos: int) -> tuple:
         rules = plan[1].rules
         pre = self._bytes[0].prefix   # type: ignore[index]
         mid, post = shape.consts[1].encode("utf-8", OUT), shape.consts[2].encode("utf-8", OUT) + b"\n\n"
         q = b'"'
         if plan[0] == CONTENT:
             cuts = plan[6]   # the delta event cut at its slots, in their order
-            if num_pos == 1:
+            if slot_pos == 1:
                 out = (cuts[0], hot.PART_N, cuts[1] + q, hot.PART_BODY, q + cuts[2])
             else:
                 out = (cuts[0] + q, hot.PART_BODY, q + cuts[1], hot.PART_N, cuts[2])
-            return hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_OWN,
+            return hot.spec(rules, pre, post, out, slot_pos=slot_pos, mid=mid, seq_mode=hot.SEQ_OWN,
                             pass_same=plan[4][0])
         parts: list = []
         for head, m, tail in plan[6]:   # one event per channel, cut at its number and text
             parts += [head, hot.PART_N1 if parts else hot.PART_N, m + q, hot.PART_BODY, q + tail]
         out = tuple(parts)
-        return hot.spec(rules, pre, post, out, num_pos=num_pos, mid=mid, seq_mode=hot.SEQ_NEW,
+        return hot.spec(rules, pre, post, out, slot_pos=slot_pos, mid=mid, seq_mode=hot.SEQ_NEW,
                         channels=plan[4], **hot.reasoning(rules))
 
     def settle(self, got: tuple) -> None:

@@ -138,7 +138,9 @@ def run_e2e(modes: dict, log=print) -> dict:
 
 def _surfaces() -> list[str]:
     from thinkwire import engine
-    return [name for name in engine.SURFACES if name in workload.SHAPES]
+    chosen = os.environ.get("THINKWIRE_BENCH_SURFACES")   # run.py's --surfaces
+    return [name for name in engine.SURFACES if name in workload.SHAPES
+            and (not chosen or name in chosen.split(","))]
 
 
 # -- (4) memory per open stream ------------------------------------------------------------

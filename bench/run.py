@@ -230,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
                                                "instruction counts' (default 1000 burst, 500 paced)")
     ap.add_argument("--interval-ms", type=float, help="paced mode: ms between events of a stream (default 10)")
     ap.add_argument("--rounds", type=int, help="end-to-end rounds per mode and surface (default 25 burst, 13 paced)")
+    ap.add_argument("--modes", default="burst,paced",
+                    help="end-to-end and instruction-count modes to run, comma-separated (default burst,paced); paced with "
+                         "--events 7500 takes 75 s a round, so larger-delta runs take burst only")
+    ap.add_argument("--surfaces", help="comma-separated surfaces for the end-to-end, memory, capacity and "
+                                       "instruction parts (default all: chat,messages,responses,ollama)")
     ap.add_argument("--delta-chars", type=int, help="larger deltas: --events tokens joined into deltas of up to N "
                                                     "characters, as servers that flush several tokens at once")
     args = ap.parse_args(argv)
@@ -242,15 +247,22 @@ def main(argv: list[str] | None = None) -> int:
                    args.interval_ms if args.interval_ms is not None and mode == "paced" else iv,
                    args.rounds or rounds)
     only = [x.strip() for x in args.only.split(",") if x.strip()]
+    modes = [x.strip() for x in args.modes.split(",") if x.strip()]
+    if not modes or set(modes) - {"burst", "paced"}:
+        ap.error(f"--modes takes burst and/or paced, not {args.modes!r}")
     unknown = set(only) - set(PARTS + EXTRA)
     if unknown:
         ap.error(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS + EXTRA)}")
 
+    if args.surfaces:   # (read by e2e._surfaces)
+        os.environ["THINKWIRE_BENCH_SURFACES"] = args.surfaces
     for k in list(os.environ):  # the defaults, whatever THINK_* the shell has
         if k.startswith("THINK_"):
             del os.environ[k]
 
     import e2e
+    if args.surfaces and set(args.surfaces.split(",")) - set(e2e._surfaces()):
+        ap.error(f"--surfaces: unknown surface in {args.surfaces!r}")
     import split_bench
     import surface_bench
     from thinkwire.settings import Settings
@@ -269,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         res["surfaces"] = surface_bench.run(p["surface_events"], p["surface_reps"], log)
     if "e2e" in only:
         log("3. end to end")
-        res["e2e"] = e2e.run_e2e({"burst": p["burst"], "paced": p["paced"]}, log)
+        res["e2e"] = e2e.run_e2e({m: p[m] for m in modes}, log)
     if "memory" in only:
         log("4. memory")
         res["memory_held"] = surface_bench.held(p["held_lengths"], log)
@@ -283,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         import instructions
         if instructions.available():
             log("5. instructions (callgrind)")
-            modes = {m: (args.events or n, iv) for m, (n, iv) in instructions.MODES.items()}
-            res["instructions"] = instructions.run(e2e._surfaces(), log, modes)
+            counted = {m: (args.events or n, iv) for m, (n, iv) in instructions.MODES.items() if m in modes}
+            res["instructions"] = instructions.run(e2e._surfaces(), log, counted)
         else:
             log("5. instructions: valgrind (with callgrind_control) is not installed; skipped")
     res["targets"] = targets(res)

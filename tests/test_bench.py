@@ -55,6 +55,23 @@ def test_bench_quick_runs_and_writes_every_section(tmp_path):
 
 
 @pytest.mark.e2e
+def test_bench_runs_one_mode_of_the_surfaces_asked(tmp_path):
+    out = tmp_path / "bench.json"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", "e2e", "--modes", "paced",
+                        "--surfaces", "ollama,chat", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    e = json.loads(out.read_text())["e2e"]
+    assert e["surfaces"] == ["chat", "ollama"] and "burst" not in e
+    assert set(e["paced"]) - {"streams", "events_per_stream", "interval_ms"} == {"chat", "ollama"}
+    for opts, says in ((["--modes", "fast"], "--modes takes burst and/or paced"),
+                       (["--surfaces", "chat,grpc"], "--surfaces: unknown surface")):
+        p = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", *opts],
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert p.returncode == 2 and says in p.stderr
+
+
+@pytest.mark.e2e
 @pytest.mark.skipif(os.environ.get("THINKWIRE_BENCH_CALLGRIND") != "1",
                     reason="runs mitmdump under valgrind (a minute): set THINKWIRE_BENCH_CALLGRIND=1")
 def test_bench_instructions_counts_both_proxies():

@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
 from support import drive
+from support.fast import run as fast_run
 from support.ollama import (METRICS, body_of, chat_objs, created_at, generate_objs, go_json, line,
                             stream_bytes, tool_call)
 from thinkwire import engine, hot
 from thinkwire.capabilities import Capabilities, show_url, thinks
 from thinkwire.request import thinking_switch
 from thinkwire.ndjson import NDJSONParser
-from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import ollama
 
 MODEL = "hf.co/unsloth/Qwen3-8B-GGUF:Q4_K_M"   # a GGUF pulled straight from Hugging Face
@@ -198,24 +198,7 @@ def test_crlf_lines_and_a_bom_are_read():
 def _run_rw(data_lines: list[bytes], fast: bool, c: bool = False, **values) -> tuple[bytes, int]:
     """The bytes the client gets, and how many lines the byte path answered (`c`: with the C
     callable of thinkwire.hot in front, what mitmproxy calls, the lines C answered)."""
-    rw = ollama.StreamRewriter(ctx(**values), fast=fast)
-    hits = []
-    if c:
-        settle = rw.settle
-        rw.settle = lambda got: hits.append(got[0]) or settle(got)
-    elif fast:
-        real = rw.on_chunk
-        def counted(chunk):
-            got = real(chunk)
-            hits.append(got is not None)
-            return got
-        rw.on_chunk = counted
-    d = StreamDriver(rw, parser=NDJSONParser())
-    call = d.callable() if c else d
-    assert (call is not d) == c
-    out = b"".join(b for ch in data_lines for b in call(ch)) + b"".join(call(b""))
-    assert d.failure is None
-    return out, sum(hits)
+    return fast_run("ollama", data_lines, fast, request={"model": MODEL}, c=c, **values)
 
 
 needs_c = pytest.mark.skipif(not hot.available(), reason="thinkwire._hot is not built (or THINKWIRE_HOT=0)")

@@ -111,12 +111,13 @@ SSE = {
 }
 
 
-def _sse(build, piece: int):
+def _framing(parser, build, piece: int):
+    """A stream `build(n)` fed to a new `parser` in reads of `piece` bytes."""
     def make(n: int):
         data = build(n)
 
         def run():
-            p = SSEParser()
+            p = parser()
             for i in range(0, len(data), piece):
                 p.feed(data[i:i + piece])
             p.finish()
@@ -125,7 +126,7 @@ def _sse(build, piece: int):
 
 
 for _name, (_build, _piece) in SSE.items():
-    workload("sse: " + _name)(_sse(_build, _piece))
+    workload("sse: " + _name)(_framing(SSEParser, _build, _piece))
 
 
 # -- NDJSON framing (Ollama) ---------------------------------------------------------------------
@@ -136,21 +137,8 @@ NDJSON = {
 }
 
 
-def _ndjson(build, piece: int):
-    def make(n: int):
-        data = build(n)
-
-        def run():
-            p = NDJSONParser()
-            for i in range(0, len(data), piece):
-                p.feed(data[i:i + piece])
-            p.finish()
-        return run, len(data)
-    return make
-
-
 for _name, (_build, _piece) in NDJSON.items():
-    workload("ndjson: " + _name)(_ndjson(_build, _piece))
+    workload("ndjson: " + _name)(_framing(NDJSONParser, _build, _piece))
 
 
 # -- streams, through each path ------------------------------------------------------------------

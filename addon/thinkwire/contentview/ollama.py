@@ -3,7 +3,7 @@ One row of thinkwire.contentview.read's READERS, written with its helpers."""
 
 from __future__ import annotations
 
-from .read import Readers, Reading, Section, _add, _args, _s, _usage
+from .read import Readers, Reading, Section, _add, _args, _function_calls, _s, _usage
 
 _OLLAMA_METRICS = ("prompt_eval_count", "eval_count", "total_duration", "load_duration", "prompt_eval_duration",
                    "eval_duration")
@@ -14,11 +14,7 @@ def _ollama_text(obj: dict, secs: list[Section]) -> None:
     holder = obj.get("message") if isinstance(obj.get("message"), dict) else obj
     _add(secs, "reasoning", _s(holder.get("thinking")))
     _add(secs, "answer", _s(holder.get("content") if holder is not obj else obj.get("response")))
-    for tc in holder.get("tool_calls") or []:
-        if isinstance(tc, dict):
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-            label = " · ".join(x for x in (_s(fn.get("name")), _s(tc.get("id"))) if x)
-            secs.append(Section("tool call", _args(fn.get("arguments")), label))
+    _function_calls(secs, holder.get("tool_calls"))
 
 
 def _ollama_tail(last: dict, r: Reading) -> None:

@@ -514,11 +514,17 @@ def _chat_request(obj: dict, r: Reading) -> None:
         text = _content_text(m.get("content"))
         _add(secs, "tool result" if m.get("role") == "tool" else "text", text,
              _s(m.get("tool_call_id")))
-        for tc in m.get("tool_calls") or []:
-            if isinstance(tc, dict):
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-                label = " · ".join(x for x in (_s(fn.get("name")), _s(tc.get("id"))) if x)
-                secs.append(Section("tool call", _args(fn.get("arguments")), label))
+        _function_calls(secs, m.get("tool_calls"))
+
+
+def _function_calls(secs: list[Section], calls) -> None:
+    """A message's `tool_calls` as chat and Ollama write them: `{"id"?, "function": {"name",
+    "arguments"}}`, a section each."""
+    for tc in calls or []:
+        if isinstance(tc, dict):
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            label = " · ".join(x for x in (_s(fn.get("name")), _s(tc.get("id"))) if x)
+            secs.append(Section("tool call", _args(fn.get("arguments")), label))
 
 
 def _responses_request(obj: dict, r: Reading) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import json
 import logging
 
 from mitmproxy import ctx, exceptions, http
@@ -12,6 +13,7 @@ from mitmproxy import ctx, exceptions, http
 from . import __version__, bodies, contentview, endpoints, engine, keys
 from .capabilities import Capabilities, show_url
 from .context import FlowContext
+from .decoding import BODY_MAX, BodyError, decode_body
 from .learning import Learner
 from .marks import LazySealer
 from .metrics import Metrics
@@ -281,14 +283,20 @@ class ThinkWire:
             return
         fctx = self._context(flow, surface)
         try:
-            body = flow.response.get_content(strict=True)
+            # Decoded here with a cap (mitmproxy's get_content decodes any size): a larger body
+            # passes as the upstream sent it.
+            body = decode_body(flow.response.raw_content or b"", flow.response.headers.get("content-encoding"))
+            if body is None:
+                self._finish(flow, surface.NAME, fctx, f"body left unchanged: larger than {BODY_MAX >> 20} MiB "
+                             "decoded", reason="invalid_body")
+                return
             new = surface.rewrite_body(body, fctx) if body else None
-        except ValueError as e:  # not JSON, or content we cannot decode: pass it through
-            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {e}", reason="invalid_body")
+        except (ValueError, RecursionError) as e:  # not JSON (or nested past the stack), or not decodable
+            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {_not_json(e)}", reason="invalid_body")
             return
         except Exception as e:  # a bug must not break the client: pass through, say so
             log.debug("thinkwire: body rewrite failed", exc_info=True)
-            self._finish(flow, surface.NAME, fctx, f"{type(e).__name__}: {e}")
+            self._finish(flow, surface.NAME, fctx, f"the rewrite raised {type(e).__name__}")
             return
         if bodies.wanted(ctx.options):  # [inspect] the upstream's body, to compare
             bodies.keep_upstream(flow, body, new)
@@ -352,6 +360,18 @@ class ThinkWire:
         self.metrics.flow(record, reason if fell_back else None, ended_early=bool(ended))
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
+
+
+def _not_json(e: BaseException) -> str:
+    """Why a body was left as it came, in words that quote none of it (a JSONDecodeError's text
+    is fixed, with a position; other exceptions' texts may hold body bytes)."""
+    if isinstance(e, json.JSONDecodeError):
+        return f"not JSON ({e.msg} at char {e.pos})"
+    if isinstance(e, RecursionError):
+        return "JSON nested deeper than the parser goes"
+    if isinstance(e, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return str(e) if isinstance(e, BodyError) else f"not JSON ({type(e).__name__})"
 
 
 def _show_url(flow: http.HTTPFlow) -> str:

@@ -21,6 +21,10 @@ READ_MAX = 8 * 1024 * 1024    # bytes decoded from one upstream read of a stream
 BODY_MAX = 32 * 1024 * 1024   # bytes of a whole response body, decoded (or as it came)
 
 
+class BodyError(ValueError):
+    """A body that cannot be decoded; its text quotes none of the body."""
+
+
 class TooLarge(ValueError):
     """One read decoded to more than the cap. `head`: the first `limit` bytes it made."""
 
@@ -177,8 +181,9 @@ def _zstd(limit: int) -> _Members:
 
 
 DECODERS: dict[str, Callable[[int], object]] = {
-    "gzip": lambda limit: _zlib(16 + zlib.MAX_WBITS, limit),
-    "x-gzip": lambda limit: _zlib(16 + zlib.MAX_WBITS, limit),
+    # (32 +: a zlib header is read too, as mitmproxy's own gzip decoding does)
+    "gzip": lambda limit: _zlib(32 + zlib.MAX_WBITS, limit),
+    "x-gzip": lambda limit: _zlib(32 + zlib.MAX_WBITS, limit),
     "deflate": _Deflate,
     "br": _Brotli,
     "zstd": _zstd,
@@ -196,14 +201,14 @@ def decoder_for(content_encoding: str | None, limit: int = READ_MAX):
 
 def decode_body(raw: bytes, content_encoding: str | None, limit: int = BODY_MAX) -> bytes | None:
     """A whole body decoded, or None when it is (or would decode to) more than `limit` bytes.
-    ValueError: an encoding we cannot decode, or bytes that do not decode."""
+    BodyError: an encoding we cannot decode, or bytes that do not decode."""
     enc = (content_encoding or "").strip().lower()
     if enc in ("", "identity"):
         return raw if len(raw) <= limit else None
     try:
         d = decoder_for(content_encoding, limit)
     except (KeyError, TypeError):
-        raise ValueError(f"content-encoding {content_encoding!r} is not supported") from None
+        raise BodyError(f"content-encoding {enc[:32]!r} is not supported") from None
     if d is None:
         return raw
     try:
@@ -212,5 +217,5 @@ def decode_body(raw: bytes, content_encoding: str | None, limit: int = BODY_MAX)
     except TooLarge:
         return None
     except Exception as e:   # zlib.error, brotli.error, zstd errors: not valid compressed data
-        raise ValueError(f"cannot decode the {content_encoding} body ({type(e).__name__})") from None
+        raise BodyError(f"cannot decode the {enc} body ({type(e).__name__})") from None
     return None if len(out) > limit else out

@@ -168,10 +168,19 @@ def key_pattern(key: str) -> re.Pattern:
     return re.compile(r'"%s"\s*:\s*"' % re.escape(key))
 
 
+# Characters: the most a learned shape holds around its slots. Shapes are the upstream's bytes,
+# and their patterns are compiled and kept for the process (a few caches of 64 entries each):
+# token events are a few hundred bytes around their text, and a longer one is not learned.
+SHAPE_MAX = 2048
+
+
 def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[object], object]) -> tuple[str, str] | None:
     """The data before and after the string literal that the parse read `value` from: the last
     `key` literal equal to `value` that is the one `read(parsed)` takes (a number put in its
-    place must come back there; not another key of that name, not an earlier duplicate)."""
+    place must come back there; not another key of that name, not an earlier duplicate). None
+    as well when they are longer than SHAPE_MAX together."""
+    if len(data) - len(value) > SHAPE_MAX:   # (a literal is at least as long as its text)
+        return None
     for m in reversed(list(key.finditer(data))):
         found, end = scanstring(data, m.end())  # the data parsed as JSON: a key's value is a string
         if found == value:

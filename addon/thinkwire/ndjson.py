@@ -8,7 +8,7 @@ goes back out exactly as it came in. A line of only whitespace has no data (it p
 
 from __future__ import annotations
 
-from .sse import EVENT_MAX, Event, long_piece
+from .sse import Event, long_piece
 
 _BOM = b"\xef\xbb\xbf"
 _LF = b"\n"
@@ -18,13 +18,15 @@ _CRLF = b"\r\n"
 class NDJSONParser:
     """Incremental parser with SSEParser's interface: `feed(bytes)` returns the complete lines,
     `finish()` the rest. Linear in the stream's length however it is chunked: an unterminated
-    line is kept as a list of pieces and joined once its end arrives. A line is held up to
-    EVENT_MAX bytes: past that, what it held and then the rest of it, its LF included, come out
-    as `long` pieces (`sse.long_piece`), as they arrive."""
+    line is kept as a list of pieces and joined once its end arrives. With a `limit` (the
+    proxy's is sse.EVENT_MAX) a line is held up to that many bytes: past it, what it held and
+    then the rest of it, its LF included, come out as `long` pieces (`sse.long_piece`), as they
+    arrive."""
 
-    __slots__ = ("_tail", "_started", "_held", "_skip")
+    __slots__ = ("_tail", "_started", "_held", "_skip", "limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit if limit is not None else 1 << 62
         self._tail: list[bytes] = []   # bytes of the current line, not terminated yet
         self._started = False          # the first line (which may carry a BOM) was read
         self._held = 0                 # bytes in _tail
@@ -43,7 +45,7 @@ class NDJSONParser:
         if _LF not in data:
             tail.append(data)
             self._held += len(data)
-            if self._held > EVENT_MAX:
+            if self._held > self.limit:
                 self._skip = True
                 return [long_piece(self.pending())]
             return []
@@ -53,12 +55,12 @@ class NDJSONParser:
             self._tail = tail = []
         end = data.rfind(_LF) + 1
         lines = data[:end - 1].split(_LF)
-        events = [self._line(line + _LF) if len(line) < EVENT_MAX else long_piece(line + _LF)
+        events = [self._line(line + _LF) if len(line) < self.limit else long_piece(line + _LF)
                   for line in lines]
         self._held = len(data) - end
         if end < len(data):
             tail.append(data[end:])
-            if self._held > EVENT_MAX:
+            if self._held > self.limit:
                 self._skip = True
                 events.append(long_piece(self.pending()))
         return events

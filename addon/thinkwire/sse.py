@@ -41,13 +41,15 @@ class SSEParser:
     list of pieces and joined only when a line end arrives, and the consumed lines of the event
     being read are kept as pieces too, joined once when it is dispatched.
 
-    An event is held up to EVENT_MAX bytes: past that, what it held and then the rest of it, up
-    to its blank line, come out as `long` pieces (`long_piece`), as they arrive.
+    With a `limit` (the proxy's is EVENT_MAX) an event is held up to that many bytes: past it,
+    what it held and then the rest of it, up to its blank line, come out as `long` pieces
+    (`long_piece`), as they arrive. Without one (readers of whole bodies), any length is held.
     """
 
-    __slots__ = ("_raw", "_tail", "_lines", "_bom_checked", "_held", "_skip")
+    __slots__ = ("_raw", "_tail", "_lines", "_bom_checked", "_held", "_skip", "limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit if limit is not None else 1 << 62
         self._raw: list[bytes] = []    # bytes of the current event's complete lines, line ends included
         self._tail: list[bytes] = []   # bytes of the current line, not terminated yet
         self._lines: list[bytes] = []  # complete lines of the event being read
@@ -64,7 +66,7 @@ class SSEParser:
                 return [long_piece(data)]
             return [long_piece(data[:n])] + (self.feed(data[n:], final) if n < len(data) else [])
         events = self._feed(data, final)
-        if self._held > EVENT_MAX:
+        if self._held > self.limit:
             events.append(long_piece(self._start_skip()))
         return events
 
@@ -144,7 +146,7 @@ class SSEParser:
                 self._raw.append(raw)
                 raw = b"".join(self._raw)
                 self._raw = []
-            events.append(_make_event(raw, lines, eol, self) if len(raw) <= EVENT_MAX else long_piece(raw))
+            events.append(_make_event(raw, lines, eol, self) if len(raw) <= self.limit else long_piece(raw))
             self._held = 0
             lines = []
             start = end

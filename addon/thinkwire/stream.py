@@ -51,7 +51,7 @@ class StreamDriver:
                  on_broken: Callable[[str], None] | None = None, parser=None) -> None:
         self.rewriter = rewriter
         self.decoder = decoder
-        self.parser = parser if parser is not None else SSEParser()
+        self.parser = parser if parser is not None else SSEParser(EVENT_MAX)
         self.passthrough = False
         self.on_fail = on_fail
         self.failure: str | None = None

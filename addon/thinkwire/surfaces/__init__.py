@@ -60,11 +60,11 @@ def restore(data: bytes, ctx: FlowContext, how: str, key: str,
 
 
 def event_object(data: str, ctx: FlowContext) -> dict | None:
-    """A stream event's JSON object, or None when the event passes as it came: not JSON (counted
-    as malformed for the flow's log line) or not an object."""
+    """A stream event's JSON object, or None when the event passes as it came: not JSON or nested
+    past the stack (counted as malformed for the flow's log line), or not an object."""
     try:
         obj = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):   # not JSON, or nested deeper than the stack goes
         ctx.stats.malformed_events += 1
         return None
     return obj if isinstance(obj, dict) else None

@@ -28,9 +28,14 @@ class BodyError(ValueError):
 class TooLarge(ValueError):
     """One read decoded to more than the cap. `head`: the first `limit` bytes it made."""
 
-    def __init__(self, head: bytes, limit: int) -> None:
+    def __init__(self, made: bytes, limit: int) -> None:
         super().__init__(f"one read decoded to more than {limit} bytes")
-        self.head = head
+        self._made, self._limit = made, limit
+
+    @property
+    def head(self) -> bytes:
+        """(Cut when asked: a body's caller does not need it, and it is a copy.)"""
+        return self._made[:self._limit]
 
 
 class _Members:
@@ -50,7 +55,7 @@ class _Members:
         out = self._d.decompress(data, self.limit + 1)
         while True:
             if len(out) > self.limit:
-                raise TooLarge(out[:self.limit], self.limit)
+                raise TooLarge(out, self.limit)
             if not self._d.eof:
                 if self._more():   # output left inside, past max_length
                     out += self._d.decompress(b"", self.limit + 1 - len(out))
@@ -72,7 +77,7 @@ class _Members:
             return b""
         out = flush(self.limit + 1)
         if len(out) > self.limit:
-            raise TooLarge(out[:self.limit], self.limit)
+            raise TooLarge(out, self.limit)
         return out
 
     def ended(self) -> bool:
@@ -162,7 +167,7 @@ class _Brotli:
                 break
             out += more
         if len(out) > self.limit:
-            raise TooLarge(out[:self.limit], self.limit)
+            raise TooLarge(out, self.limit)
         return out
 
     def flush(self) -> bytes:

@@ -56,10 +56,14 @@ class SSEParser:
         self._bom_checked = False
         self._held = 0                 # bytes in _raw and _tail
         # Inside a long event: None when not; else 0 inside a line, 1 at a line start, 2 right
-        # after a CR (a line start, unless a LF follows: CRLF).
+        # after a CR (a line start, unless a LF follows: CRLF); 3 ended at a CR (a LF next is its).
         self._skip: int | None = None
 
     def feed(self, data: bytes, final: bool = False) -> list[Event]:
+        if self._skip == 3 and data:   # the long event ended at a CR: a LF next is its CRLF
+            self._skip = None
+            if data[:1] == b"\n":
+                return [long_piece(b"\n")] + (self.feed(data[1:], final) if len(data) > 1 else [])
         if self._skip is not None and data:
             n = self._skip_to_end(data)
             if n < 0:
@@ -82,7 +86,7 @@ class SSEParser:
         at = pos if self._skip else -1   # where the line being read started (-1: before data)
         for m in _LINE_END.finditer(data, pos):
             if m.start() == at:   # an empty line: the event's end
-                self._skip = None
+                self._skip = 3 if m.end() == len(data) and m.group() == b"\r" else None
                 return m.end()
             at = m.end()
         self._skip = (2 if data.endswith(b"\r") else 1) if at == len(data) else 0

@@ -263,3 +263,30 @@ def test_failing_open_logs_one_warning_without_body_text_or_traceback(caplog):
     assert [r.getMessage() for r in warned] == [
         "thinkwire: stream rewrite failed, passing the rest through unchanged: an event longer than 1 MiB"]
     assert warned[0].exc_info is None and ctx.stats.fell_back == "an event longer than 1 MiB"
+
+
+# -- numbers as the upstream wrote them ----------------------------------------------------------
+NUMBERS = "[1e400,1E5,-1.5e-4,0.5,2,-0.0,1.50]"
+
+
+@pytest.mark.parametrize("surface, body", [
+    (chat, '{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant",'
+           '"content":"<think>r</think>a"},"logprobs":{"x":%s},"finish_reason":"stop"}]}'),
+    (messages, '{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"<think>r</think>a"},'
+               '{"type":"tool_use","id":"t","name":"f","input":{"x":%s}}],"stop_reason":"tool_use"}'),
+    (responses, '{"id":"r","object":"response","status":"completed","output":[{"id":"msg_1","type":"message",'
+                '"role":"assistant","content":[{"type":"output_text","text":"<think>r</think>a","annotations":[],'
+                '"logprobs":[{"x":%s}]}]}]}'),
+    (ollama, '{"model":"m","created_at":"2025-01-01T00:00:00Z","message":{"role":"assistant",'
+             '"content":"<think>r</think>a"},"done":true,"x":%s}'),
+])
+def test_a_rewritten_body_keeps_numbers_as_the_upstream_wrote_them(surface, body):
+    out = surface.rewrite_body((body % NUMBERS).encode(), make_ctx({"model": "m"}))
+    assert out is not None and NUMBERS.encode() in out and b"Infinity" not in out
+
+
+def test_a_rewritten_stream_event_keeps_numbers_as_the_upstream_wrote_them():
+    ev = b'data: {"choices":[{"index":0,"delta":{"content":"<think>r</think>a"},"logprobs":{"x":%s}}]}\n\n' % \
+        NUMBERS.encode()
+    out, d = drive(chat, make_ctx({"model": "m", "stream": True}), ev)
+    assert d.failure is None and b'"logprobs":{"x":%s}' % NUMBERS.encode() in out and b'"reasoning_content":"r"' in out

@@ -26,6 +26,7 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 from typing import Callable
 
+from .jsonnum import loads as loads_kept, written
 from .rules import Rules
 
 
@@ -43,8 +44,8 @@ def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool =
         if probe and "".join(c(sample, 0)) != enc.encode(sample):
             raise ValueError
     except Exception:  # a Python without the C encoder, or with another one
-        return enc.encode
-    return lambda obj: "".join(c(obj, 0))
+        return lambda obj: written(enc.encode(obj))
+    return lambda obj: written("".join(c(obj, 0)))
 
 
 dumps = _make_dumps()
@@ -118,8 +119,8 @@ def loads_known(data: str, literal: str, value: str) -> object | None:
     if not n or small.count("\\u") != 2 * n:
         return None
     try:
-        obj = json.loads(small)
-    except ValueError:
+        obj = loads_kept(small)
+    except (ValueError, RecursionError):
         return None
     return obj if _put_back(obj, value) == n else None
 

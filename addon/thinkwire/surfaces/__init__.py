@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from ..fastpath import OUT
+from ..jsonnum import loads
 from ..sse import dumps
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def event_object(data: str, ctx: FlowContext) -> dict | None:
     """A stream event's JSON object, or None when the event passes as it came: not JSON or nested
     past the stack (counted as malformed for the flow's log line), or not an object."""
     try:
-        obj = json.loads(data)
+        obj = loads(data)
     except (ValueError, RecursionError):   # not JSON, or nested deeper than the stack goes
         ctx.stats.malformed_events += 1
         return None

@@ -27,8 +27,8 @@ with a signature ends the block with one `signature_delta` carrying it whole, ri
 
 from __future__ import annotations
 
-import json
 
+from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, restore
@@ -88,7 +88,7 @@ def _thinking_block(text: str, pair, m: str, ctx: FlowContext) -> dict:
 # -- whole bodies ---------------------------------------------------------------------------
 def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
-    obj = json.loads(data)
+    obj = loads(data)
     if not isinstance(obj, dict) or not isinstance(obj.get("content"), list):
         return None
     content = obj["content"]

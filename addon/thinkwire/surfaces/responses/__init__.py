@@ -36,9 +36,9 @@ The way back (a client sending these items, or references to them, back) is in r
 """
 from __future__ import annotations
 
-import json
 
 from ...context import FlowContext
+from ...jsonnum import loads
 from ...fastpath import OUT
 from ...sse import dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
@@ -71,7 +71,7 @@ def looks_like(obj: dict) -> bool:
 # -- whole bodies -------------------------------------------------------------------------------
 def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
-    obj = json.loads(data)
+    obj = loads(data)
     if not isinstance(obj, dict) or not isinstance(obj.get("output"), list):
         return None
     output = obj["output"]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from conftest import CORPUS, corpus_bytes, corpus_files, make_ctx
 from harness import rechunk
-from thinkwire import engine
+from thinkwire import engine, jsonnum
 from thinkwire.marks import Sealer
 from thinkwire.rules import TagPair
 from thinkwire.sse import SSEParser
@@ -794,7 +794,13 @@ def _count_loads(monkeypatch):
     def loads(s, *a, **k):
         calls.append(s)
         return real(s, *a, **k)
-    monkeypatch.setattr(messages.json, "loads", loads)
+    monkeypatch.setattr(json, "loads", loads)
+    decode = jsonnum._DECODE
+
+    def kept(s):   # (the surfaces parse events with thinkwire.jsonnum)
+        calls.append(s)
+        return decode(s)
+    monkeypatch.setattr(jsonnum, "_DECODE", kept)
     return calls
 
 

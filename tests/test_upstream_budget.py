@@ -290,3 +290,20 @@ def test_a_rewritten_stream_event_keeps_numbers_as_the_upstream_wrote_them():
         NUMBERS.encode()
     out, d = drive(chat, make_ctx({"model": "m", "stream": True}), ev)
     assert d.failure is None and b'"logprobs":{"x":%s}' % NUMBERS.encode() in out and b'"reasoning_content":"r"' in out
+
+
+def test_a_responses_text_part_past_the_hold_cap_fails_open_on_the_clients_numbers():
+    """Responses' done events repeat a part's whole text, so a stream holds it: past 1 Mi
+    characters the stream fails open there, and the SDK still reads the whole answer."""
+    answer = "a" * (responses.HOLD_MAX + 5000)
+    chunks = ["<think>why</think>"] + [answer[i:i + 4096] for i in range(0, len(answer), 4096)]
+    data = rsup.stream_of([rsup.msg(chunks)])
+    ctx = make_ctx()
+    out, d = drive(responses, ctx, data, _chunks(data, [65536]))
+    assert d.failure == "a text part longer than 1 Mi characters"
+    snapshots = {}
+    with rsup.sdk_client(out).responses.stream(model=rsup.MODEL, input="q") as s:
+        for ev in s:
+            if ev.type == "response.output_text.delta":
+                snapshots[ev.output_index] = ev.snapshot
+    assert snapshots == {1: answer}

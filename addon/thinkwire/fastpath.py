@@ -44,12 +44,15 @@ def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool =
         if probe and "".join(c(sample, 0)) != enc.encode(sample):
             raise ValueError
     except Exception:  # a Python without the C encoder, or with another one
-        return lambda obj: written(enc.encode(obj))
+        def fallback(obj: object) -> str:
+            return written(enc.encode(obj))
+        fallback.fallback = True   # type: ignore[attr-defined]
+        return fallback
     return lambda obj: written("".join(c(obj, 0)))
 
 
 dumps = _make_dumps()
-_C_ENCODER = getattr(dumps, "__func__", None) is not json.JSONEncoder.encode   # it passed the probe
+_C_ENCODER = not getattr(dumps, "fallback", False)   # it passed the probe
 
 LONG = 1024   # characters: a string this long is written once per `sharing_dumps`
 

@@ -8,7 +8,7 @@ goes back out exactly as it came in. A line of only whitespace has no data (it p
 
 from __future__ import annotations
 
-from .sse import Event, long_piece
+from .sse import HEAD, Event, long_piece
 
 _BOM = b"\xef\xbb\xbf"
 _LF = b"\n"
@@ -47,7 +47,7 @@ class NDJSONParser:
             self._held += len(data)
             if self._held > self.limit:
                 self._skip = True
-                return [long_piece(self.pending())]
+                return [long_piece(self.pending(), HEAD)]
             return []
         if tail:
             tail.append(data)
@@ -55,14 +55,14 @@ class NDJSONParser:
             self._tail = tail = []
         end = data.rfind(_LF) + 1
         lines = data[:end - 1].split(_LF)
-        events = [self._line(line + _LF) if len(line) < self.limit else long_piece(line + _LF)
+        events = [self._line(line + _LF) if len(line) < self.limit else long_piece(line + _LF, HEAD)
                   for line in lines]
         self._held = len(data) - end
         if end < len(data):
             tail.append(data[end:])
             if self._held > self.limit:
                 self._skip = True
-                events.append(long_piece(self.pending()))
+                events.append(long_piece(self.pending(), HEAD))
         return events
 
     def finish(self) -> list[Event]:

@@ -26,12 +26,15 @@ class Event:
     data: str | None         # its `data:` lines joined with "\n"; None when there are none
     eol: bytes = b"\n"       # line ending it used, reused when it is re-serialized
     complete: bool = True    # False: the stream ended inside it (no blank line after it)
-    long: bool = False       # a piece of an event longer than EVENT_MAX, as it came (data None)
+    long: int = 0            # a piece of an event longer than the cap (data None): HEAD, or REST
 
 
-def long_piece(raw: bytes) -> Event:
-    """Bytes of an event longer than EVENT_MAX: they pass as they came, never parsed."""
-    return Event(raw, None, None, long=True)
+HEAD, REST = 1, 2   # Event.long: the first piece of a long event (its start), a piece after it
+
+
+def long_piece(raw: bytes, part: int = REST) -> Event:
+    """Bytes of an event longer than the cap: they pass as they came, never parsed whole."""
+    return Event(raw, None, None, long=part)
 
 
 class SSEParser:
@@ -71,7 +74,7 @@ class SSEParser:
             return [long_piece(data[:n])] + (self.feed(data[n:], final) if n < len(data) else [])
         events = self._feed(data, final)
         if self._held > self.limit:
-            events.append(long_piece(self._start_skip()))
+            events.append(long_piece(self._start_skip(), HEAD))
         return events
 
     def _start_skip(self) -> bytes:
@@ -150,7 +153,7 @@ class SSEParser:
                 self._raw.append(raw)
                 raw = b"".join(self._raw)
                 self._raw = []
-            events.append(_make_event(raw, lines, eol, self) if len(raw) <= self.limit else long_piece(raw))
+            events.append(_make_event(raw, lines, eol, self) if len(raw) <= self.limit else long_piece(raw, HEAD))
             self._held = 0
             lines = []
             start = end

@@ -13,22 +13,25 @@ of stream (the surface's held text flushed); the rest of the upstream's bytes ar
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import sys
 from dataclasses import replace
 from typing import Callable, Protocol
 
 from . import hot
 from .decoding import DECODERS, READ_MAX, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
-from .sse import EVENT_MAX, Event, SSEParser
+from .sse import EVENT_MAX, HEAD, Event, SSEParser
 
 _TOO_LONG = f"an event longer than {EVENT_MAX >> 20} MiB"
 
 
 def _raised(e: BaseException) -> str:
-    """Why a rewrite failed, for the log and the flow's comment: the exception's type only (its
-    text may quote the body)."""
-    return f"the rewrite raised {type(e).__name__}"
+    """Why a rewrite failed, for the log and the flow's comment: a cap's fixed `reason`, else the
+    exception's type only (its text may quote the body)."""
+    reason = getattr(e, "reason", None)
+    return reason if isinstance(reason, str) else f"the rewrite raised {type(e).__name__}"
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,35 @@ class EventRewriter(Protocol):
     # def on_chunk(self, chunk: bytes) -> list[bytes] | None: ...
     def finish(self) -> list[bytes]: ...
     def abort(self) -> list[bytes]: ...
+
+
+# -- the start of a long event, after failing open ---------------------------------------------
+_OPEN = re.compile(rb"(?:event:[^\r\n]*(?:\r\n|\r|\n))?(?:data: ?)?[ \t]*\{")
+_FIELD = re.compile(rb'\s*"([A-Za-z_]+)"\s*:\s*(-?[0-9]+|"[^"\\\x00-\x1f]*")\s*,')
+
+
+def translated_head(raw: bytes, renumbered: Callable[[dict], dict]) -> bytes:
+    """The first piece of an event too long to parse, with the top-level numbers and ids before
+    its first long value (`"type":...,"index":1,` or `..."output_index":0,"content_index":0,`)
+    set to what `renumbered(those fields)` gives; the rest as it came."""
+    m = _OPEN.match(raw)
+    if m is None:
+        return raw
+    pos, spans, fields = m.end(), [], {}
+    while (f := _FIELD.match(raw, pos)) is not None:
+        key = f.group(1).decode()
+        fields[key] = json.loads(f.group(2))
+        spans.append((key, f.start(2), f.end(2)))
+        pos = f.end()
+    new = renumbered(fields) if fields else {}
+    if not new:
+        return raw
+    out, last = [], 0
+    for key, a, b in spans:
+        if key in new:
+            out += (raw[last:a], json.dumps(new[key]).encode())
+            last = b
+    return b"".join(out) + raw[last:]
 
 
 # -- the driver ----------------------------------------------------------------------------
@@ -182,9 +214,9 @@ class StreamDriver:
     def _translate(self, ev: Event) -> list[bytes]:
         """An event after failing open, on a stream whose block or item numbers moved: the
         rewriter moves it onto the numbers the client has (thinkwire.surfaces: `translate`)."""
-        if ev.long:
-            return [ev.raw]
         try:
+            if ev.long:   # its start, moved by the numbers before its first long value
+                return [translated_head(ev.raw, self.rewriter.renumbered) if ev.long == HEAD else ev.raw]   # type: ignore[attr-defined]
             return self.rewriter.translate(ev)   # type: ignore[attr-defined]
         except Exception:   # even that failed: the rest as it came
             log.debug("thinkwire: translating after failing open failed", exc_info=True)

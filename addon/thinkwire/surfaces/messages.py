@@ -571,10 +571,18 @@ class StreamRewriter:
     def translate(self, ev: Event) -> list[bytes]:
         """An event after failing open: as it came, its block's index moved as the client has it."""
         obj = event_object(ev.data, self.ctx) if ev.data is not None else None
-        t = obj.get("type") if obj is not None else None
-        if t not in (_START, _DELTA, _STOP):
-            return [ev.raw]
-        return [self._pass(ev, obj, obj.get("index"), start=t == _START)]   # type: ignore[union-attr]
+        new = self.renumbered(obj) if obj is not None else {}
+        return [self._encode(dict(obj, **new), ev) if new else ev.raw]   # type: ignore[arg-type]
+
+    def renumbered(self, obj: dict) -> dict:
+        """The fields of an event after failing open that the client has otherwise: its index."""
+        t, u = obj.get("type"), obj.get("index")
+        if t not in (_START, _DELTA, _STOP) or type(u) is not int:
+            return {}
+        if t == _START:
+            self.moved[u] = self._take_index()
+        idx = self.moved.get(u)
+        return {"index": idx} if idx is not None and idx != u else {}
 
 
 def _learn_shape(data: str, text: str, u: int) -> tuple[str, str, int] | None:

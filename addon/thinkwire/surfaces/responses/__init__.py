@@ -42,7 +42,7 @@ from ...jsonnum import loads
 from ...fastpath import OUT
 from ...sse import dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
-    _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
+    HOLD_MAX, _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
 from .restore import restore_request  # noqa: F401  (the way back)
 from .stream import StreamRewriter, _learn  # noqa: F401  (streams)
 

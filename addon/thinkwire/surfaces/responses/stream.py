@@ -17,6 +17,7 @@ from ...sse import Event, dumps
 from .. import event_object, is_done
 from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece, _Text, ended
 
+_ABSENT = object()
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
@@ -685,27 +686,35 @@ class StreamRewriter(_ResponseState):
         return out
 
     def translate(self, ev: Event) -> list[bytes]:
-        """An event after failing open: as it came, with the client's output_index, content_index,
-        item_id and sequence_number."""
+        """An event after failing open: as it came, on the client's numbers (`renumbered`)."""
         obj = event_object(ev.data, self.ctx) if ev.data is not None and not is_done(ev.data) else None
-        t = obj.get("type") if obj is not None else None
-        if not isinstance(t, str):
+        new = self.renumbered(obj) if obj is not None else {}
+        if not new:
             return [ev.raw]
-        new = dict(obj)   # type: ignore[arg-type]
-        u = obj.get("output_index")   # type: ignore[union-attr]
+        out = dict(obj, **new)   # type: ignore[arg-type]
+        return [self._frame(out["type"], dumps(out), ev.event is not None, ev.eol)]
+
+    def renumbered(self, obj: dict) -> dict:
+        """The fields of an event after failing open that the client has otherwise: its
+        output_index, content_index, item_id and sequence_number (and a done item's id)."""
+        t = obj.get("type")
+        if not isinstance(t, str):
+            return {}
+        new: dict = {}
+        u = obj.get("output_index")
         m = self.active.get(u) if type(u) is int else None
         seg = m.cur if m is not None else None
         if isinstance(seg, _MessagePiece):
             new["output_index"] = seg.output_index
-            if seg.id is not None and "item_id" in new:
+            if seg.id is not None and "item_id" in obj:
                 new["item_id"] = seg.id
-            c = obj.get("content_index")   # type: ignore[union-attr]
+            c = obj.get("content_index")
             if type(c) is int:
                 if t == "response.content_part.added" and c not in seg.content_index_map:
                     seg.content_index_map[c] = seg.next_c
                     seg.next_c += 1
                 new["content_index"] = seg.content_index_map.get(c, c)
-            item = obj.get("item")   # type: ignore[union-attr]
+            item = obj.get("item")
             if t == "response.output_item.done":
                 if isinstance(item, dict) and seg.id is not None:
                     new["item"] = dict(item, id=seg.id)
@@ -716,9 +725,7 @@ class StreamRewriter(_ResponseState):
                 self.map[u] = self.alloc()
             if u in self.map:
                 new["output_index"] = self.map[u]
-        n = obj.get("sequence_number")   # type: ignore[union-attr]
+        n = obj.get("sequence_number")
         if type(n) is int and self.seq.last is not None:
             new["sequence_number"] = self.seq.number(n, True)
-        if new == obj:
-            return [ev.raw]
-        return [self._frame(t, dumps(new), ev.event is not None, ev.eol)]
+        return {k: v for k, v in new.items() if obj.get(k, _ABSENT) != v}

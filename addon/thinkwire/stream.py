@@ -1,12 +1,17 @@
 """Drive a surface's event rewriter over raw stream bytes, and fail open.
 
 `StreamDriver` is the callable mitmproxy's `flow.response.stream` gets: bytes in, a list of
-bytes out, `b""` once at the end. It decodes Content-Encoding incrementally, frames events
-(SSE, or NDJSON lines: the parser it is given), hands them to the surface, and never raises: on an error of the rewrite it sends what
-the surface still held, then the original bytes from that point on, unchanged (fail open).
+bytes out, `b""` once at the end. It decodes Content-Encoding incrementally (at most
+decoding.READ_MAX bytes a read), frames events (SSE, or NDJSON lines: the parser it is given,
+which holds one event up to sse.EVENT_MAX), hands them to the surface, and never raises: on an
+error of the rewrite, or at an event too long to hold, it sends what the surface still held,
+then the original bytes from that point on (fail open). Where the surface had moved block or
+item numbers (its `translating`), those bytes are the upstream's events with the client's
+numbers (its `translate`, and `translated_head` for an event too long to parse), so the
+client's SDK still reads one valid message. One WARNING a flow, with a fixed reason.
 
-A compressed stream that stops decoding part way (corrupt, or cut before its end marker) is
-not failed open: its Content-Encoding header is already gone, so the rest would reach the
+A compressed stream that stops decoding part way (corrupt, cut before its end marker, or a read
+that decodes past the cap) is not failed open: its Content-Encoding header is already gone, so the rest would reach the
 client as compressed bytes. The client gets what decoded, rewritten as usual, then a clean end
 of stream (the surface's held text flushed); the rest of the upstream's bytes are dropped.
 """
@@ -24,6 +29,8 @@ from . import hot
 from .decoding import DECODERS, READ_MAX, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
 from .sse import EVENT_MAX, HEAD, Event, SSEParser
 
+log = logging.getLogger(__name__)
+
 _TOO_LONG = f"an event longer than {EVENT_MAX >> 20} MiB"
 
 
@@ -32,8 +39,6 @@ def _raised(e: BaseException) -> str:
     exception's type only (its text may quote the body)."""
     reason = getattr(e, "reason", None)
     return reason if isinstance(reason, str) else f"the rewrite raised {type(e).__name__}"
-
-log = logging.getLogger(__name__)
 
 
 class EventRewriter(Protocol):
@@ -45,6 +50,8 @@ class EventRewriter(Protocol):
     # def on_chunk(self, chunk: bytes) -> list[bytes] | None: ...
     def finish(self) -> list[bytes]: ...
     def abort(self) -> list[bytes]: ...
+    # Optional, after failing open (see the module docstring): `translating` (set by abort),
+    # translate(ev) -> list[bytes], renumbered(fields) -> the fields the client has otherwise.
 
 
 # -- the start of a long event, after failing open ---------------------------------------------

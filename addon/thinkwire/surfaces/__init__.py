@@ -5,7 +5,6 @@ finish and abort; `fast=False` turns both shortcuts off (the tests' reference)."
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from ..fastpath import OUT
@@ -81,7 +80,7 @@ def request_list(data: bytes, key: str, parsed: dict | None = None) -> tuple[dic
     `key` (`messages`, `input`), or None when it is not JSON of that shape: such a request goes
     upstream as it came."""
     try:
-        obj = parsed if parsed is not None else json.loads(data)
+        obj = parsed if parsed is not None else loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     value = obj.get(key) if isinstance(obj, dict) else None

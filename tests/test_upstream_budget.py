@@ -98,18 +98,22 @@ def _chunks(data: bytes, sizes: list[int]) -> list[bytes]:
     return out
 
 
+def _framed(parser, data: bytes, sizes: list[int]):
+    """The events a parser frames from `data` read in `sizes`, and the most it held at once."""
+    events, held = [], 0
+    for c in _chunks(data, sizes):
+        events += parser.feed(c)
+        held = max(held, parser._held)
+    return events + parser.finish(), held
+
+
 @settings(max_examples=40, deadline=None)
 @given(eol=st.sampled_from(["\n", "\r\n", "\r"]), sizes=st.lists(st.integers(1, 70000), min_size=1, max_size=5))
 def test_an_event_past_the_cap_comes_out_as_it_came_and_the_next_is_read(eol, sizes):
     e = eol.encode()
     long_ev = b"data: " + b"x" * (EVENT_MAX + 10) + e + b"data: more" + e + e
     data = b"data: a" + e + e + long_ev + b"data: b" + e + e
-    p = SSEParser(EVENT_MAX)
-    events, held = [], 0
-    for c in _chunks(data, sizes):
-        events += p.feed(c)
-        held = max(held, p._held)
-    events += p.finish()
+    events, held = _framed(SSEParser(EVENT_MAX), data, sizes)
     assert held <= EVENT_MAX + max(sizes)
     assert b"".join(ev.raw for ev in events) == data
     assert [ev.data for ev in events if not ev.long] == ["a", "b"]
@@ -121,12 +125,7 @@ def test_an_event_past_the_cap_comes_out_as_it_came_and_the_next_is_read(eol, si
 def test_an_ndjson_line_past_the_cap_comes_out_as_it_came(sizes):
     long_line = b'{"x":"' + b"x" * (EVENT_MAX + 10) + b'"}\n'
     data = b'{"a":1}\n' + long_line + b'{"b":2}\n'
-    p = NDJSONParser(EVENT_MAX)
-    events, held = [], 0
-    for c in _chunks(data, sizes):
-        events += p.feed(c)
-        held = max(held, p._held)
-    events += p.finish()
+    events, held = _framed(NDJSONParser(EVENT_MAX), data, sizes)
     assert held <= EVENT_MAX + max(sizes)
     assert b"".join(ev.raw for ev in events) == data
     assert [ev.data for ev in events if not ev.long] == ['{"a":1}', '{"b":2}']
@@ -180,6 +179,17 @@ def test_messages_failing_open_after_renumbering_keeps_the_answer_on_its_text_bl
                                 {"type": "text", "text": "the answer"}]
 
 
+def sdk_answers(stream: bytes) -> dict[int, str]:
+    """The answer text the openai SDK's `responses.stream` has for each output_index at the end
+    (the snapshot its output_text deltas build)."""
+    snapshots = {}
+    with rsup.sdk_client(stream).responses.stream(model=rsup.MODEL, input="q") as s:
+        for ev in s:
+            if ev.type == "response.output_text.delta":
+                snapshots[ev.output_index] = ev.snapshot
+    return snapshots
+
+
 def test_responses_failing_open_after_renumbering_keeps_the_answer_on_its_message(monkeypatch):
     data = rsup.stream_of([rsup.msg(["<think>why</think>the ", "answer"])])
     real = responses.StreamRewriter.on_event
@@ -192,12 +202,7 @@ def test_responses_failing_open_after_renumbering_keeps_the_answer_on_its_messag
     ctx = make_ctx()
     out, d = drive(responses, ctx, data)
     assert d.failure == "the rewrite raised RuntimeError"
-    snapshots = {}
-    with rsup.sdk_client(out).responses.stream(model=rsup.MODEL, input="q") as s:
-        for ev in s:
-            if ev.type == "response.output_text.delta":
-                snapshots[ev.output_index] = ev.snapshot
-    assert snapshots == {1: "the answer"}   # item 0 is the reasoning item
+    assert sdk_answers(out) == {1: "the answer"}   # item 0 is the reasoning item
 
 
 # -- held reasoning ------------------------------------------------------------------------------
@@ -301,9 +306,4 @@ def test_a_responses_text_part_past_the_hold_cap_fails_open_on_the_clients_numbe
     ctx = make_ctx()
     out, d = drive(responses, ctx, data, _chunks(data, [65536]))
     assert d.failure == "a text part longer than 1 Mi characters"
-    snapshots = {}
-    with rsup.sdk_client(out).responses.stream(model=rsup.MODEL, input="q") as s:
-        for ev in s:
-            if ev.type == "response.output_text.delta":
-                snapshots[ev.output_index] = ev.snapshot
-    assert snapshots == {1: answer}
+    assert sdk_answers(out) == {1: answer}

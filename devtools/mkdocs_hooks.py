@@ -1,10 +1,14 @@
-"""mkdocs hooks (mkdocs.yml `hooks:`): links from docs/ to the repository's other files.
+"""mkdocs hooks (mkdocs.yml `hooks:`): links from docs/ to the repository's other files, and
+pipes in the code spans of tables.
 
 A page links `../bench/results.md` or `../tests/test_clients.py` so that the link works where
 the Markdown is read in the repository. The site holds docs/ only, so mkdocs would report such a
 link as not found; this hook checks that the file exists (a missing one fails the build, as any
 broken link does) and writes it as a link to the repository's copy when `repo_url` is set, else
 as the path in code.
+
+A `|` in a code span of a table row is written `\\|` so that GitHub does not end the cell there;
+Python-Markdown's tables already keep a code span's pipes, and would show the backslash.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+_CODE = re.compile(r"`[^`\n]*`")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((\.\./[^)\s#]+)(#[^)\s]*)?\)")
 
 
@@ -37,4 +42,6 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
             return f"`{rel}`"
         return f"{text} (`{rel}`)"
 
-    return _LINK.sub(repl, markdown)
+    markdown = _LINK.sub(repl, markdown)
+    return "\n".join(_CODE.sub(lambda m: m.group(0).replace("\\|", "|"), line) if line.startswith("|") else line
+                     for line in markdown.split("\n"))

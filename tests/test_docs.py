@@ -70,6 +70,10 @@ def test_the_site_builds_strictly(tmp_path):
     r = _build(ROOT, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "site" / "architecture" / "index.html").exists()
+    # A table's code spans show their pipes as written (`<|channel|>`), not GitHub's escapes.
+    tagsets = (tmp_path / "site" / "tagsets" / "index.html").read_text(encoding="utf-8")
+    assert "<code>&lt;|channel|&gt;analysis&lt;|message|&gt;</code>" in tagsets
+    assert not [p for p in (tmp_path / "site").rglob("*.html") if "\\|" in p.read_text(encoding="utf-8")]
 
 
 def test_the_copied_site_builds_as_the_real_one(tmp_path):

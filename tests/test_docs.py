@@ -74,6 +74,9 @@ def test_the_site_builds_strictly(tmp_path):
     tagsets = (tmp_path / "site" / "tagsets" / "index.html").read_text(encoding="utf-8")
     assert "<code>&lt;|channel|&gt;analysis&lt;|message|&gt;</code>" in tagsets
     assert not [p for p in (tmp_path / "site").rglob("*.html") if "\\|" in p.read_text(encoding="utf-8")]
+    # A tag named in prose outside code would be read as HTML, and vanish from the page.
+    raw = re.compile(r"</?(?:think|thinking|reasoning|reason|thought|tool_call|answer|response)>")
+    assert not [p.name for p in (tmp_path / "site").rglob("*.html") if raw.search(p.read_text(encoding="utf-8"))]
 
 
 def test_the_copied_site_builds_as_the_real_one(tmp_path):

@@ -57,12 +57,11 @@ def _copy_site(tmp_path: Path) -> Path:
     work = tmp_path / "repo"
     shutil.copytree(ROOT / "docs", work / "docs")
     shutil.copy(ROOT / "mkdocs.yml", work)
-    (work / "devtools").mkdir()
-    shutil.copy(ROOT / "devtools" / "mkdocs_hooks.py", work / "devtools")
-    shutil.copytree(ROOT / "bench", work / "bench", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    (work / "CONTRIBUTING.md").write_text("# Contributing\n")
-    (work / "tests").mkdir()
-    (work / "tests" / "test_clients.py").write_text("")
+    linked = {m for page in (ROOT / "docs").glob("*.md")
+              for m in re.findall(r"\]\(\.\./([^)\s#]+)", page.read_text(encoding="utf-8"))}
+    for rel in linked | {"devtools/mkdocs_hooks.py"}:   # what the pages link outside docs/, and the hook
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, work / rel)
     return work
 
 
@@ -76,7 +75,8 @@ def test_the_site_builds_strictly(tmp_path):
     assert not [p for p in (tmp_path / "site").rglob("*.html") if "\\|" in p.read_text(encoding="utf-8")]
     # A tag named in prose outside code would be read as HTML, and vanish from the page.
     raw = re.compile(r"</?(?:think|thinking|reasoning|reason|thought|tool_call|answer|response)>")
-    assert not [p.name for p in (tmp_path / "site").rglob("*.html") if raw.search(p.read_text(encoding="utf-8"))]
+    site = tmp_path / "site"
+    assert not [str(p.relative_to(site)) for p in site.rglob("*.html") if raw.search(p.read_text(encoding="utf-8"))]
 
 
 def test_the_copied_site_builds_as_the_real_one(tmp_path):

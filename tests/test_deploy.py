@@ -79,12 +79,12 @@ def test_the_deployment_takes_the_key_from_the_secret_with_thinkwires_options():
     assert secret["defaultMode"] == 0o440
 
 
-def test_the_readme_fleet_section_names_both_endpoints_and_every_key_option():
-    readme = (ROOT / "README.md").read_text()
-    fleet = readme[readme.index("\n## Running a fleet\n"):]
-    fleet = fleet[:fleet.index("\n## ", 1)]
+def test_the_operations_page_names_both_endpoints_and_every_key_option():
+    operations = (ROOT / "docs" / "operations.md").read_text()
     for path in (HEALTH, METRICS, "deploy/haproxy/haproxy.cfg", "deploy/kubernetes/", "Containerfile"):
-        assert path in fleet
+        assert path in operations
+    assert "replicas = " in operations
+    options = (ROOT / "docs" / "options.md").read_text()
     for name in ("think_key_file", "think_key_previous_files", "think_key_id"):
-        assert f"| `{name}` | `{BY_NAME[name].env}` |" in readme
-    assert "THINK_SIGNING_KEY_PREVIOUS" in readme and "replicas = " in fleet
+        assert f"| `{name}` | `{BY_NAME[name].env}` |" in options
+    assert "THINK_SIGNING_KEY_PREVIOUS" in options

@@ -74,7 +74,7 @@ def test_health_answers_with_the_key_id_and_never_reaches_the_upstream(keyed, up
 def test_health_answers_while_the_upstream_is_down_with_lazy_connections(proxy_factory):
     """With mitmproxy's default (eager) strategy a reverse proxy connects to the upstream as a
     client connects, so nothing is answered while the upstream is down; the fleet's commands set
-    connection_strategy=lazy (deploy/, README "Running a fleet")."""
+    connection_strategy=lazy (deploy/, docs/operations.md)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"   # (closed again before the proxy starts)

@@ -209,7 +209,7 @@ def test_node_fetch_goes_through_the_proxy_unchanged(setup):
 
 
 def test_node_20_fetch_ignores_the_proxy_variables(setup):
-    # What the README says of older Nodes, checked: fetch goes direct (and fails on the server's
+    # What docs/proxy-modes.md says of older Nodes, checked: fetch goes direct (and fails on the server's
     # untrusted certificate) rather than through the proxy.
     v = node_version()
     if v is None or node_reads_proxy_env(v):

@@ -259,7 +259,7 @@ def test_a_key_rotation_mid_conversation_replica_by_replica(fleet):
 
 
 def test_what_the_sdks_raise_when_a_stream_is_cut(proxy, up):
-    """What README "When a replica dies mid-stream" says a client sees, with the pinned SDKs: the
+    """What docs/operations.md, "When a replica dies mid-stream", says a client sees, with the pinned SDKs: the
     text that came, then an exception (the cut comes from the upstream here: to the client a
     connection that closes without the stream's end is the same, whoever closed it)."""
     cut = "peer closed connection without sending complete message body (incomplete chunked read)"

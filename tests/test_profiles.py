@@ -507,43 +507,43 @@ def test_gpt_oss_commentary_preamble_is_answer_and_a_tool_call_stays():
 # -- learning ----------------------------------------------------------------------------------------
 def test_the_learner_needs_two_responses_in_a_row_and_forgets_on_a_tagless_answer():
     L = Learner()
-    assert L.observe("up", "m", stray=True, answered=False) is None
-    assert not L.inside("up", "m")
-    msg = L.observe("up", "m", stray=True, answered=False)
-    assert L.inside("up", "m") and not L.inside("other-upstream", "m") and not L.inside("up", "m2")
+    assert L.observe("c", "up", "m", stray=True, answered=False) is None
+    assert not L.inside("c", "up", "m")
+    msg = L.observe("c", "up", "m", stray=True, answered=False)
+    assert L.inside("c", "up", "m") and not L.inside("c", "other-upstream", "m") and not L.inside("c", "up", "m2")
     assert msg.startswith("model 'm' at up wrote a closing tag with no opening tag in 2 responses in a row")
     assert msg.endswith('\n  - name: m\n    models: ["m"]\n    starts_inside: true')
-    assert L.observe("up", "m", stray=True, answered=False) is None     # said once
-    assert L.observe("up", "m", stray=False, answered=False) is None    # a tagged answer changes nothing
-    assert L.inside("up", "m")
-    assert L.observe("up", "m", stray=False, answered=True) == (
-        "model 'm' at up answered with no tag at all: its responses no longer start inside a reasoning "
-        "block (what was learned is forgotten)")
-    assert not L.inside("up", "m") and len(L) == 0
+    assert L.observe("c", "up", "m", stray=True, answered=False) is None     # said once
+    assert L.observe("c", "up", "m", stray=False, answered=False) is None    # a tagged answer changes nothing
+    assert L.inside("c", "up", "m")
+    assert L.observe("c", "up", "m", stray=False, answered=True) == (
+        "model 'm' at up answered with no tag at all: its responses to this client no longer start inside "
+        "a reasoning block (what was learned is forgotten)")
+    assert not L.inside("c", "up", "m") and len(L) == 0
 
 
 def test_a_tagless_answer_between_two_stray_closes_starts_the_count_again():
     L = Learner()
-    L.observe("up", "m", True, False)
-    L.observe("up", "m", False, True)
-    assert L.observe("up", "m", True, False) is None and not L.inside("up", "m")
+    L.observe("c", "up", "m", True, False)
+    L.observe("c", "up", "m", False, True)
+    assert L.observe("c", "up", "m", True, False) is None and not L.inside("c", "up", "m")
 
 
 def test_the_learner_is_bounded_and_forgets_the_least_recently_seen():
     L = Learner(size=3)
     for name in ("a", "b", "c", "a", "d"):
-        L.observe("up", name, True, False)
-    assert len(L) == 3 and L.inside("up", "a") and not L.inside("up", "d")
-    assert ("up", "b") not in L._strays
+        L.observe("c", "up", name, True, False)
+    assert len(L) == 3 and L.inside("c", "up", "a") and not L.inside("c", "up", "d")
+    assert ("c", "up", "b") not in L._strays
 
 
 def test_a_model_name_with_glob_characters_is_logged_as_its_exact_pattern():
     L = Learner(evidence=1)
-    msg = L.observe(None, "my*model[v2]?", True, False)
+    msg = L.observe("c", None, "my*model[v2]?", True, False)
     assert 'models: ["my[*]model[[]v2][?]"]' in msg and "at its upstream" in msg
     assert tagsets.models_pattern(("my[*]model[[]v2][?]",)).match("my*model[v2]?")
-    assert L.observe("up", None, True, False) is None
-    assert L.observe("up", "x" * 257, True, False) is None and len(L) == 1
+    assert L.observe("c", "up", None, True, False) is None
+    assert L.observe("c", "up", "x" * 257, True, False) is None and len(L) == 1
 
 
 def learning_stream(learner, request, chunks, finish="stop"):
@@ -573,7 +573,7 @@ def test_only_flows_whose_start_nothing_else_decided_teach(request_extra):
     L = Learner()
     for _ in range(3):
         learning_stream(L, {"model": "my-finetune", **request_extra}, ["plan", "</think>", "answer"])
-    assert not L.inside("http://upstream:8000", "my-finetune")
+    assert not L.inside(None, "http://upstream:8000", "my-finetune")
 
 
 def test_a_profile_that_starts_inside_is_not_relearned():

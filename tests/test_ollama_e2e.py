@@ -273,3 +273,33 @@ def test_in_upstream_mode_the_ask_goes_through_the_upstream_proxy(tmp_path, up, 
     finally:
         p.stop()
         rec.close()
+
+
+def test_in_upstream_mode_an_https_ask_tunnels_through_the_upstream_proxy_verified_as_mitmproxy_verifies(tmp_path):
+    import http.client
+    import ssl
+    from support.tls import self_signed
+    cert, key = self_signed(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+    up = Upstream(tls=server_tls)
+    strict = StrictOllama({ASKED: TURNS})
+    for path in ("/api/chat", "/api/show"):
+        up.route(path, strict.handle)
+    rec = RecordingProxy()
+    p = mitmdump(tmp_path / "conf", "--mode", f"upstream:{rec.url}", "--set", f"ssl_verify_upstream_trusted_ca={cert}")
+    try:
+        conn = http.client.HTTPSConnection("127.0.0.1", p.port, timeout=20, context=ssl._create_unverified_context())
+        conn.set_tunnel("127.0.0.1", up.port)   # (the client trusts the proxy's interception)
+        conn.request("POST", "/api/chat", body=json.dumps({"model": ASKED, "think": True, "messages": [
+            {"role": "user", "content": "hi"}]}), headers={"content-type": "application/json"})
+        r = conn.getresponse()
+        objs = [json.loads(x) for x in r.read().splitlines()]
+        conn.close()
+        assert r.status == 200 and accumulated(objs) == ("The user greets me.", "Hello! How can I help?")
+        assert rec.targets("CONNECT") == [f"127.0.0.1:{up.port}"] * 2   # the flow's tunnel and the ask's
+        assert strict.shows == [{"model": ASKED}] and "think" not in strict.bodies[-1]
+    finally:
+        p.stop()
+        rec.close()
+        up.close()

@@ -149,3 +149,39 @@ def test_https_is_verified_as_mitmproxy_verifies_it(tls_up, through_proxy):
         assert rec.targets("CONNECT") == ([f"127.0.0.1:{up.port}"] * 3 if through_proxy else [])
     finally:
         rec.close()
+
+
+# -- who a client is, for what is kept per client (addon.client_key) ------------------------------
+def client_keys(*flows_headers, mode: str = "regular", upstream_auth: str | None = None, peer="10.0.0.7"):
+    from typing import Optional
+
+    from mitmproxy.proxy import mode_specs
+    from mitmproxy.test import taddons, tflow
+    from thinkwire.addon import ThinkWire
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.options.add_option("upstream_auth", Optional[str], upstream_auth, "")
+        keys = []
+        for headers in flows_headers:
+            f = tflow.tflow()
+            f.client_conn.peername = (peer, 50000 + len(keys))
+            f.client_conn.proxy_mode = mode_specs.ProxyMode.parse(mode)
+            f.request.headers.clear()
+            f.request.headers.update(headers)
+            keys.append(tw.client_key(f))
+        return keys
+
+
+def test_clients_are_told_apart_by_their_credential_else_their_address():
+    a, a_again, b, x_key, none = client_keys({"authorization": "Bearer a"}, {"Authorization": "Bearer a"},
+                                             {"authorization": "Bearer b"}, {"x-api-key": "a"}, {})
+    assert a == a_again and len({a, b, x_key, none}) == 4
+    assert a.startswith("cred:") and len(a) == len("cred:") + 32 and "Bearer" not in a
+    assert none == "addr:10.0.0.7"   # (not the port: each connection has its own)
+
+
+def test_in_reverse_mode_with_upstream_auth_the_authorization_header_is_the_proxys_not_the_clients():
+    a, b = client_keys({"authorization": "Basic cHJveHk6cHc="}, {"authorization": "Basic cHJveHk6cHc=",
+                                                                  "x-api-key": "k"},
+                       mode="reverse:http://127.0.0.1:1", upstream_auth="proxy:pw")
+    assert a == "addr:10.0.0.7" and b.startswith("cred:")

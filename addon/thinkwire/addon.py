@@ -10,6 +10,7 @@ import logging
 import os
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
 
 from . import __version__, bodies, contentview, endpoints, engine, keys
@@ -360,14 +361,14 @@ class ThinkWire:
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
 
-
     def client_key(self, flow: http.HTTPFlow) -> str:
         """Who sent a flow, for what is kept per client (learning, servers' answers): a hash of
         the credential it sends the server, else its address. In reverse mode with mitmproxy's
         upstream_auth the Authorization header is the proxy's own (mitmproxy set it), not the
         client's."""
         creds = _credentials(flow)
-        if getattr(ctx.options, "upstream_auth", None) and isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode):
+        if getattr(ctx.options, "upstream_auth", None) and isinstance(flow.client_conn.proxy_mode,
+                                                                      mode_specs.ReverseMode):
             creds.pop("authorization", None)
         if creds:
             text = "\n".join(f"{k}:{v}" for k, v in sorted(creds.items()))
@@ -400,7 +401,6 @@ def _route(flow: http.HTTPFlow) -> Route:
     if isinstance(mode, mode_specs.UpstreamMode):
         proxy = Server(mode.scheme, *mode.address)
         if getattr(o, "upstream_auth", None):
-            from mitmproxy.addons.upstream_auth import parse_upstream_auth
             auth = parse_upstream_auth(o.upstream_auth)
     return Route(proxy, auth, bool(getattr(o, "ssl_insecure", False)),
                  getattr(o, "ssl_verify_upstream_trusted_ca", None), getattr(o, "ssl_verify_upstream_trusted_confdir", None))

@@ -92,9 +92,9 @@ class Asker:
 
     async def ask(self, server: Server, method: str, path: str, body: bytes | None = None,
                   headers: dict[str, str] | None = None, route: Route = Route()) -> Answer | None:
-        """One request to `server` (`headers`: the client's credentials, which go nowhere else),
-        answered within the deadline, else None. Busy, at once, when `max_pending` asks are in
-        flight (not a fact about the server: `Kept` does not keep it)."""
+        """One request to `server` (`headers`: the client's credentials, which go nowhere else):
+        its answer within the deadline, else None. Raises Busy at once when `max_pending` asks
+        are in flight (not a fact about the server: `Kept` does not keep it)."""
         if self.pending >= self.max_pending:
             self.refused += 1
             raise Busy(f"{self.pending} asks in flight")
@@ -104,15 +104,15 @@ class Asker:
         try:
             async with asyncio.timeout(self.deadline):
                 reader, writer = await _connect(server, route)
-                target = server.url(path) if route.proxy is not None and server.scheme == "http" else path
+                absolute = route.proxy is not None and server.scheme == "http"   # (https: tunnelled)
                 head = [("host", server.authority), ("accept-encoding", "identity"), ("connection", "close")]
-                if target != path and route.proxy_auth:
+                if absolute and route.proxy_auth:
                     head.append(("proxy-authorization", route.proxy_auth.decode("latin-1")))
                 head += list((headers or {}).items())
                 if body is not None:
                     head += [("content-type", "application/json"), ("content-length", str(len(body)))]
-                return await _exchange(reader, writer, h11.Request(method=method, target=target, headers=head),
-                                       body, self.max_body)
+                request = h11.Request(method=method, target=server.url(path) if absolute else path, headers=head)
+                return await _exchange(reader, writer, request, body, self.max_body)
         except Exception as e:   # TimeoutError, OSError, ssl.SSLError, h11 errors, a body past the cap
             log.info("thinkwire: %s %s did not answer (%s)", method, server.url(path.split("?", 1)[0]),
                      type(e).__name__)

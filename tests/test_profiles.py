@@ -12,7 +12,7 @@ import support.responses as R
 from conftest import make_ctx
 from thinkwire import engine, tagsets
 from thinkwire.context import STOP
-from thinkwire.learning import Learner
+from thinkwire.learning import LONGEST, SIZE, Learner
 from thinkwire.request import prefill, structured, thinking_switch
 from thinkwire.surfaces import chat, messages, responses
 
@@ -507,43 +507,43 @@ def test_gpt_oss_commentary_preamble_is_answer_and_a_tool_call_stays():
 # -- learning ----------------------------------------------------------------------------------------
 def test_the_learner_needs_two_responses_in_a_row_and_forgets_on_a_tagless_answer():
     L = Learner()
-    assert L.observe("up", "m", stray=True, answered=False) is None
-    assert not L.inside("up", "m")
-    msg = L.observe("up", "m", stray=True, answered=False)
-    assert L.inside("up", "m") and not L.inside("other-upstream", "m") and not L.inside("up", "m2")
+    assert L.observe("c", "up", "m", stray=True, answered=False) is None
+    assert not L.inside("c", "up", "m")
+    msg = L.observe("c", "up", "m", stray=True, answered=False)
+    assert L.inside("c", "up", "m") and not L.inside("c", "other-upstream", "m") and not L.inside("c", "up", "m2")
     assert msg.startswith("model 'm' at up wrote a closing tag with no opening tag in 2 responses in a row")
     assert msg.endswith('\n  - name: m\n    models: ["m"]\n    starts_inside: true')
-    assert L.observe("up", "m", stray=True, answered=False) is None     # said once
-    assert L.observe("up", "m", stray=False, answered=False) is None    # a tagged answer changes nothing
-    assert L.inside("up", "m")
-    assert L.observe("up", "m", stray=False, answered=True) == (
-        "model 'm' at up answered with no tag at all: its responses no longer start inside a reasoning "
-        "block (what was learned is forgotten)")
-    assert not L.inside("up", "m") and len(L) == 0
+    assert L.observe("c", "up", "m", stray=True, answered=False) is None     # said once
+    assert L.observe("c", "up", "m", stray=False, answered=False) is None    # a tagged answer changes nothing
+    assert L.inside("c", "up", "m")
+    assert L.observe("c", "up", "m", stray=False, answered=True) == (
+        "model 'm' at up answered with no tag at all: its responses to this client no longer start inside "
+        "a reasoning block (what was learned is forgotten)")
+    assert not L.inside("c", "up", "m") and len(L) == 0
 
 
 def test_a_tagless_answer_between_two_stray_closes_starts_the_count_again():
     L = Learner()
-    L.observe("up", "m", True, False)
-    L.observe("up", "m", False, True)
-    assert L.observe("up", "m", True, False) is None and not L.inside("up", "m")
+    L.observe("c", "up", "m", True, False)
+    L.observe("c", "up", "m", False, True)
+    assert L.observe("c", "up", "m", True, False) is None and not L.inside("c", "up", "m")
 
 
 def test_the_learner_is_bounded_and_forgets_the_least_recently_seen():
     L = Learner(size=3)
     for name in ("a", "b", "c", "a", "d"):
-        L.observe("up", name, True, False)
-    assert len(L) == 3 and L.inside("up", "a") and not L.inside("up", "d")
-    assert ("up", "b") not in L._strays
+        L.observe("c", "up", name, True, False)
+    assert len(L) == 3 and L.inside("c", "up", "a") and not L.inside("c", "up", "d")
+    assert ("c", "up", "b") not in L._strays
 
 
 def test_a_model_name_with_glob_characters_is_logged_as_its_exact_pattern():
     L = Learner(evidence=1)
-    msg = L.observe(None, "my*model[v2]?", True, False)
+    msg = L.observe("c", None, "my*model[v2]?", True, False)
     assert 'models: ["my[*]model[[]v2][?]"]' in msg and "at its upstream" in msg
     assert tagsets.models_pattern(("my[*]model[[]v2][?]",)).match("my*model[v2]?")
-    assert L.observe("up", None, True, False) is None
-    assert L.observe("up", "x" * 257, True, False) is None and len(L) == 1
+    assert L.observe("c", "up", None, True, False) is None
+    assert L.observe("c", "up", "x" * 257, True, False) is None and len(L) == 1
 
 
 def learning_stream(learner, request, chunks, finish="stop"):
@@ -573,7 +573,7 @@ def test_only_flows_whose_start_nothing_else_decided_teach(request_extra):
     L = Learner()
     for _ in range(3):
         learning_stream(L, {"model": "my-finetune", **request_extra}, ["plan", "</think>", "answer"])
-    assert not L.inside("http://upstream:8000", "my-finetune")
+    assert not L.inside(None, "http://upstream:8000", "my-finetune")
 
 
 def test_a_profile_that_starts_inside_is_not_relearned():
@@ -631,6 +631,72 @@ def test_mitmdump_learns_a_model_and_logs_the_profile_to_keep_it(proxy, up):
     text = proxy.log()
     assert re.search(r'- name: learn-me\n\s+models: \["learn-me"\]\n\s+starts_inside: true', text)
     assert "started inside the reasoning block (learned of this model)" in text
+
+
+def test_a_closing_tag_with_nothing_before_it_is_no_evidence():
+    # Nothing was said inside the block: a response that starts with `</think>` does not show that
+    # the template opened one (a conversation about tags, a model echoing markup).
+    L = Learner()
+    req = {"model": "my-finetune"}
+    for _ in range(3):
+        assert learning_stream(L, req, ["</think>", "answer"]) == (("", "answer"), None, None)
+        assert learning_stream(L, req, ["  \n</thi", "nk>answer"])[::2] == (("", "  \nanswer"), None)
+    ctx = make_ctx(req, surface="chat", learner=L)
+    assert chat_body(req, "</think>answer", ctx=ctx) == ("", "answer") and ctx.learn() is None
+    assert len(L) == 0
+    assert learning_stream(L, req, ["plan", "</think>", "answer"]) == (("", "plan\nanswer"), None, None)
+    assert len(L) == 1
+
+
+def test_what_is_learned_for_one_client_is_not_used_for_another():
+    L = Learner()
+    for _ in range(2):
+        L.observe("client-a", "up", "m", True, False)
+    assert L.inside("client-a", "up", "m") and not L.inside("client-b", "up", "m")
+    ctx = make_ctx({"model": "m"}, surface="chat", learner=L)
+    ctx.client = "client-b"
+    assert chat_stream({"model": "m"}, ["Just ", "an answer."], ctx=ctx) == ("", "Just an answer.")
+
+
+def test_the_learner_is_bounded_in_entries_and_in_the_length_of_each_key():
+    L = Learner()
+    longest = "m" * LONGEST
+    for i in range(3 * SIZE):
+        L.observe(f"cred:{i:032x}", "u" * LONGEST, longest[:-8] + f"{i:08d}", True, False)
+    assert len(L) == SIZE
+    assert max(sum(len(part) for part in key) for key in L._strays) <= 3 * LONGEST
+    for client, upstream, model in [("c", "up", longest + "m"), ("c", "u" * (LONGEST + 1), "m"),
+                                    ("c" * (LONGEST + 1), "up", "m")]:
+        assert L.observe(client, upstream, model, True, False) is None
+    assert len(L) == SIZE and ("c", "up", "m") not in L._strays
+
+
+@pytest.mark.e2e
+def test_one_clients_outputs_never_change_another_clients_streams(proxy, up):
+    """Client A's model writes closing tags with no opening tag (learned: A's streams of it start
+    inside). Client B, with another key, streams the same model at the same upstream: its answers
+    stay answers."""
+    from harness import post, sse_reply
+
+    def stream(key, chunks):
+        evs = [{"model": "shared-model", "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
+               for c in chunks]
+        evs.append({"model": "shared-model", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        up.route("/chat/completions", sse_reply([b"data: " + json.dumps(e).encode() + b"\n\n" for e in evs]
+                                                + [b"data: [DONE]\n\n"]))
+        r = post(proxy.url + "/v1/chat/completions", {"model": "shared-model", "stream": True},
+                 headers={"authorization": f"Bearer {key}"})
+        got = [json.loads(line[6:])["choices"][0]["delta"] for line in r.content.split(b"\n")
+               if line.startswith(b"data: {")]
+        return "".join(d.get("reasoning_content") or "" for d in got), "".join(d.get("content") or "" for d in got)
+
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")
+    proxy.wait_for(r"model 'shared-model' at http://127\.0\.0\.1:\d+ wrote a closing tag", timeout=10)
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("plan", "answer")          # A: learned
+    assert stream("sk-b", ["Just ", "an answer."]) == ("", "Just an answer.")            # B: untouched
+    assert stream("sk-b", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")        # B learns alone
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("plan", "answer")          # A still learned
 
 
 # -- gpt-oss whose special tokens the server dropped --------------------------------------------------

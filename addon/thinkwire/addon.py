@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import inspect
 import logging
+import os
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.addons.upstream_auth import parse_upstream_auth
+from mitmproxy.proxy import mode_specs
 
 from . import __version__, bodies, contentview, endpoints, engine, keys
-from .capabilities import Capabilities, show_url
+from .capabilities import Capabilities
 from .context import FlowContext
 from .learning import Learner
 from .marks import LazySealer
 from .metrics import Metrics
+from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import StreamDriver, decoder_for
@@ -62,7 +67,8 @@ class ThinkWire:
         self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
-        self.learner = Learner()               # models learned to start inside (think_learn)
+        self.learner = Learner()               # models learned to start inside, per client (think_learn)
+        self._salt = os.urandom(16)            # for client_key: a client's hash means nothing outside this process
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
 
     # -- options ----------------------------------------------------------------------------
@@ -126,6 +132,7 @@ class ThinkWire:
             self.settings = Settings.from_values(values)
         except SettingError as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
+        self.capabilities.asker.deadline = self.settings.ask_timeout
 
     def _load_keys(self) -> None:
         """A fleet's keys (anything configured) are read and checked now: a replica that would
@@ -176,7 +183,7 @@ class ThinkWire:
         r = flow.request
         return engine.new_context(self.settings, request, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
-                                  upstream=f"{r.scheme}://{r.host}:{r.port}")
+                                  upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow))
 
     @_guarded
     def request(self, flow: http.HTTPFlow):
@@ -202,8 +209,9 @@ class ThinkWire:
 
     async def _ask_then_restore(self, flow: http.HTTPFlow, body: bytes, fctx: FlowContext) -> None:
         """Ollama: the model's capabilities decide the way back (thinkwire.capabilities)."""
+        r = flow.request
         fctx.native_thinking = await self.capabilities.native_thinking(
-            _show_url(flow), fctx.model, _auth(flow), bool(getattr(ctx.options, "ssl_insecure", False)))
+            _server(flow), r.path, fctx.model, self.client_key(flow), _credentials(flow), _route(flow))
         self._restore(flow, ollama, body, fctx)
 
     def _restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext) -> None:
@@ -263,7 +271,7 @@ class ThinkWire:
             return
         model = (self._requests.get(flow.id) or {}).get("model")
         if isinstance(model, str) and b"does not support thinking" in (r.get_content(strict=False) or b""):
-            self.capabilities.forget(_show_url(flow), model)
+            self.capabilities.forget(_server(flow), flow.request.path, model, self.client_key(flow))
 
     def _response(self, flow: http.HTTPFlow) -> None:
         if _recorded(flow):  # [inspect]
@@ -353,16 +361,49 @@ class ThinkWire:
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
 
+    def client_key(self, flow: http.HTTPFlow) -> str:
+        """Who sent a flow, for what is kept per client (learning, servers' answers): a hash of
+        the credential it sends the server, else its address. In reverse mode with mitmproxy's
+        upstream_auth the Authorization header is the proxy's own (mitmproxy set it), not the
+        client's."""
+        creds = _credentials(flow)
+        if getattr(ctx.options, "upstream_auth", None) and isinstance(flow.client_conn.proxy_mode,
+                                                                      mode_specs.ReverseMode):
+            creds.pop("authorization", None)
+        if creds:
+            text = "\n".join(f"{k}:{v}" for k, v in sorted(creds.items()))
+            return "cred:" + hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16,
+                                             key=self._salt).hexdigest()
+        peer = flow.client_conn.peername
+        return f"addr:{peer[0] if peer else ''}"
 
-def _show_url(flow: http.HTTPFlow) -> str:
+
+CREDENTIALS = ("authorization", "x-api-key", "api-key")   # the headers a client's credential comes in
+
+
+def _credentials(flow: http.HTTPFlow) -> dict[str, str]:
+    """The credentials the client gives the server (for the server's answers about its models,
+    and to tell clients apart)."""
+    h = flow.request.headers
+    return {name: h[name] for name in CREDENTIALS if h.get(name)}
+
+
+def _server(flow: http.HTTPFlow) -> Server:
     r = flow.request
-    return show_url(r.scheme, r.host, r.port, r.path)
+    return Server(r.scheme, r.host, r.port)
 
 
-def _auth(flow: http.HTTPFlow) -> dict[str, str]:
-    """The credentials the client gave the server, for the server's /api/show."""
-    value = flow.request.headers.get("authorization")
-    return {"authorization": value} if value else {}
+def _route(flow: http.HTTPFlow) -> Route:
+    """How mitmproxy reaches the flow's server, for an ask of the same server: through the
+    upstream proxy of the mode the flow came in on, with mitmproxy's TLS verification."""
+    o, mode = ctx.options, flow.client_conn.proxy_mode
+    proxy = auth = None
+    if isinstance(mode, mode_specs.UpstreamMode):
+        proxy = Server(mode.scheme, *mode.address)
+        if getattr(o, "upstream_auth", None):
+            auth = parse_upstream_auth(o.upstream_auth)
+    return Route(proxy, auth, bool(getattr(o, "ssl_insecure", False)),
+                 getattr(o, "ssl_verify_upstream_trusted_ca", None), getattr(o, "ssl_verify_upstream_trusted_confdir", None))
 
 
 def _not_thinkwire(record: logging.LogRecord) -> bool:

@@ -27,6 +27,7 @@ class Stats:
     blocks: int = 0
     reasoning_chars: int = 0
     stray_closes: int = 0
+    stray_after_text: int = 0     # ... with text before them: evidence the template opened the block
     malformed_events: int = 0
     restored: int = 0
     refused: int = 0              # marks (tw1.) in a request that no key of this proxy opens
@@ -48,6 +49,7 @@ class FlowContext:
     surface: str | None = None          # the surface the request came to (what a prefill is)
     learner: object | None = None       # learning.Learner: models learned to start inside
     upstream: str | None = None         # where the flow went (the learner's key, with the model)
+    client: str | None = None           # who sent it (the learner's key too: addon.client_key)
     finish: str | None = None           # how the output ended (STOP, OTHER), once a response says
     # Why the output starts inside a reasoning block: "option", "profile", "learned", "prefill";
     # None when it starts in the answer.
@@ -110,7 +112,7 @@ class FlowContext:
             self.inside_because = "option"
         elif p.starts_inside and (switch if switch is not None else p.thinking_default):
             self.inside_because = "profile"
-        elif self.learner is not None and self.learner.inside(self.upstream, self.model):
+        elif self.learner is not None and self.learner.inside(self.client, self.upstream, self.model):
             self.inside_because = "learned"
         return self.inside_because is not None
 
@@ -156,6 +158,7 @@ class FlowContext:
         self.tagged |= tagged
         blocks = result.reasoning
         self.stats.stray_closes += strays
+        self.stats.stray_after_text += sp.stray_after_text
         self.stats.blocks += len(blocks)
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
@@ -194,22 +197,25 @@ class FlowContext:
             self.stats.blocks += sp.blocks
             self.stats.reasoning_chars += sp.reasoning_chars
             self.stats.stray_closes += sp.stray_closes
+            self.stats.stray_after_text += sp.stray_after_text
             self.tagged |= sp.markup_chars > 0 or sp.stray_closes > 0
         self._splitters.clear()
         return self.stats
 
     def learn(self) -> str | None:
-        """Tell the learner what this flow showed about its model (after `tally`): a closing tag
-        with no opening tag in output that started in the answer, or an answer given complete
-        with no tag at all. Only flows whose start nothing but the learner decided count. A
-        message to log when what is known of the model changes."""
+        """Tell the learner what this flow showed about its model, for its client (after `tally`):
+        a closing tag with no opening tag, and text before it, in output that started in the
+        answer (a closing tag first of all is no evidence: nothing was said inside the block), or
+        an answer given complete with no tag at all. Only flows whose start nothing but the
+        learner decided count. A message to log when what is known of the model changes."""
         if self.learner is None or self._rules is None or self._prefill is not None:
             return None
         p, req = self._profile, self.request
         if self.inside_because not in (None, "learned") or thinking_switch(req, p.switches) is False:  # type: ignore[union-attr]
             return None
         answered = not self.tagged and self.finish == STOP and not structured(req)
-        return self.learner.observe(self.upstream, self.model, self.stats.stray_closes > 0, answered)  # type: ignore[attr-defined]
+        return self.learner.observe(self.client, self.upstream, self.model,  # type: ignore[attr-defined]
+                                    self.stats.stray_after_text > 0, answered)
 
 
 def _unclosed(pieces: list) -> bool:

@@ -38,13 +38,15 @@ def parse_request(body: bytes | None) -> dict | None:
 
 def new_context(settings: Settings, request: dict | None, sealer: object | None = None,
                 surface: str | None = None, learner: object | None = None,
-                upstream: str | None = None) -> FlowContext:
+                upstream: str | None = None, client: str | None = None) -> FlowContext:
     """A flow's context. `surface`: the name of the surface the request came to (a trailing
     assistant message is a prefill on Messages); `learner` and `upstream`: what was learned of
-    models (the addon's, else nothing) and where this flow goes."""
+    models (the addon's, else nothing), where this flow goes and who sent it (learning is per
+    client)."""
     model = request.get("model") if request else None
     return FlowContext(settings, model=model if isinstance(model, str) and model else None,
-                       request=request, sealer=sealer, surface=surface, learner=learner, upstream=upstream)
+                       request=request, sealer=sealer, surface=surface, learner=learner, upstream=upstream,
+                       client=client)
 
 
 def media_type(content_type: str | None) -> str:

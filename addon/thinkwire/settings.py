@@ -43,6 +43,19 @@ def _choice(name: str, env: str, choices: tuple[str, ...]) -> Callable[[str], st
     return parse
 
 
+def _seconds(name: str, env: str, most: float) -> Callable[[str], float]:
+    def parse(v: str) -> float:
+        try:
+            x = float(v.strip())
+        except ValueError:
+            x = -1.0
+        if not 0 < x <= most:   # (NaN fails too)
+            raise SettingError(f"{name} (env {env}) is {v!r}; use a number of seconds above 0 and at most "
+                               f"{most:g}, e.g. 2 or 0.5")
+        return x
+    return parse
+
+
 KEY_ID_DIGITS = 16   # a key id's length in hex digits (thinkwire.keys.key_id)
 
 
@@ -109,6 +122,9 @@ OPTIONS: tuple[Option, ...] = (
          "this instance's own key in the confdir)", "str"),
     _opt("think_key_previous_files", "", "Files holding previous keys, comma-separated: they open marks, "
          "never seal them (key rotation)", "str"),
+    Option("think_ask_timeout", "THINK_ASK_TIMEOUT", "2",
+           "Seconds an ask of the flow's server (Ollama's /api/show) may take, all of it; past it the "
+           "answer is not known and the request goes as it came", _seconds("think_ask_timeout", "THINK_ASK_TIMEOUT", 60)),
     Option("think_key_id", "THINK_KEY_ID", "", "The id of the fleet's key (`thinkwire key id`): a replica "
            "whose key has another id refuses to start", _key_id, "str"),
 )
@@ -136,6 +152,7 @@ class Settings:
     learn: bool
     restore: str
     chat_restore: str
+    ask_timeout: float
     tagsets: tagsets_mod.Tagsets
 
     @classmethod
@@ -163,5 +180,6 @@ class Settings:
             trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
             starts_inside=get("think_starts_inside"), learn=get("think_learn"),
             restore=get("think_restore"), chat_restore=get("think_chat_restore"),
+            ask_timeout=get("think_ask_timeout"),
             tagsets=ts,
         )

@@ -462,3 +462,17 @@ def test_every_surface_module_provides_the_surface_protocol():
     from thinkwire.surfaces import Surface
     for name, module in engine.SURFACES.items():
         assert isinstance(module, Surface) and module.NAME == name
+
+
+@pytest.mark.parametrize("options,env,line", [
+    ({"think_signature": "bogus"}, None,
+     "thinkwire: think_signature (env THINK_SIGNATURE) is 'bogus'; use one of: signed, unsigned, off, redacted"),
+    ({}, {"THINK_TRIM": "maybe"},
+     "thinkwire: think_trim (env THINK_TRIM) is 'maybe'; use on or off (also 1/0, true/false, yes/no)"),
+])
+def test_a_bad_option_value_is_one_line_and_mitmdump_exits_before_it_listens(tmp_path, options, env, line):
+    from harness import start_fails
+    out = start_fails(options, tmp_path, env=env)
+    said = [s for s in out.splitlines() if s and not s.startswith("[")]   # not mitmproxy's timestamped lines
+    assert said == [line]
+    assert "Traceback" not in out and "listening at" not in out and out.endswith("[exit 2]")

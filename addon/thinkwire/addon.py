@@ -6,6 +6,7 @@ import functools
 import gc
 import inspect
 import logging
+import sys
 
 from mitmproxy import ctx, exceptions, http
 
@@ -62,6 +63,7 @@ class ThinkWire:
         self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
+        self._running = False                  # start-up over: a bad value is refused, the proxy runs on
         self.learner = Learner()               # models learned to start inside (think_learn)
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
 
@@ -106,6 +108,7 @@ class ThinkWire:
         # the cyclic collector's view, so the full collections that streaming traffic triggers
         # scan only what traffic made. (Measured: full-collection pauses of ~30 ms were the
         # proxy's worst per-event delays.)
+        self._running = True
         gc.freeze()
         _skip_legacy_log_event()
         try:
@@ -114,6 +117,14 @@ class ThinkWire:
             log.warning("thinkwire: %s", e)
 
     def configure(self, updated: set[str]) -> None:
+        try:
+            self._configure(updated)
+        except exceptions.OptionsError as e:
+            if not self._running and _a_mitmproxy_tool(ctx.master):
+                _refuse_to_start(str(e))
+            raise
+
+    def _configure(self, updated: set[str]) -> None:
         if self._option_errors:
             errors, self._option_errors = self._option_errors, []
             raise exceptions.OptionsError(f"thinkwire: {errors[0]}")
@@ -352,6 +363,18 @@ class ThinkWire:
         self.metrics.flow(record, reason if fell_back else None, ended_early=bool(ended))
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
+
+
+def _a_mitmproxy_tool(master) -> bool:
+    """mitmdump, mitmweb or mitmproxy itself (not a test's or an embedding program's master)."""
+    return type(master).__module__.startswith("mitmproxy.tools.")
+
+
+def _refuse_to_start(message: str) -> None:
+    """A bad option value at start-up: one line on stderr, and mitmproxy stops before it listens.
+    (Raised as OptionsError, mitmproxy would print a traceback, listen, then exit.)"""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def _show_url(flow: http.HTTPFlow) -> str:

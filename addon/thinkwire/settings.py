@@ -104,6 +104,9 @@ OPTIONS: tuple[Option, ...] = (
          "choice", ("inline", "drop", "keep")),
     _opt("think_chat_restore", "keep", "What to do with reasoning_content/reasoning in chat requests",
          "choice", ("keep", "inline", "drop")),
+    _opt("think_log", "flows", "What the log shows: flows (start-up lines, one line per flow thinkwire "
+         "handled, warnings) or all (mitmproxy's own lines too: connections and a summary of every flow)",
+         "choice", ("flows", "all")),
     # The keys for marks (thinkwire.keys). Paths and an id only: a key itself is never an option.
     _opt("think_key_file", "", "File holding the key that seals marks (else THINK_SIGNING_KEY, else "
          "this instance's own key in the confdir)", "str"),
@@ -136,6 +139,7 @@ class Settings:
     learn: bool
     restore: str
     chat_restore: str
+    log: str
     tagsets: tagsets_mod.Tagsets
 
     @classmethod
@@ -162,6 +166,6 @@ class Settings:
             responses_content=get("think_responses_content"), ollama=get("think_ollama"),
             trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
             starts_inside=get("think_starts_inside"), learn=get("think_learn"),
-            restore=get("think_restore"), chat_restore=get("think_chat_restore"),
+            restore=get("think_restore"), chat_restore=get("think_chat_restore"), log=get("think_log"),
             tagsets=ts,
         )

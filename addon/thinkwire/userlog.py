@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 
 CONNECTION_LOGGER = "mitmproxy.proxy.server"   # connects, disconnects, "Streaming response from ..."
-REVERSE_HINT_PORT = 8081                # the port start-up hints suggest beside a forward proxy on 8080
+REVERSE_HINT_PORT = 8081                # the port the hints suggest beside a forward proxy on 8080
+REVERSE_HINT = (f"run `thinkwire run --mode reverse:http://127.0.0.1:PORT --listen-port {REVERSE_HINT_PORT}` "
+                f"and give clients http://127.0.0.1:{REVERSE_HINT_PORT} as their base URL")
 
 
 class Verbosity:
@@ -59,9 +61,8 @@ def startup_lines(specs) -> list[str]:
         if isinstance(mode, RegularMode):
             lines.append(
                 "thinkwire: clients that go through this proxy (HTTPS_PROXY, or `eval \"$(thinkwire env)\"`) get "
-                "reasoning apart; local servers (localhost, 127.0.0.1) bypass it (NO_PROXY): in front of one, run "
-                f"`thinkwire run --mode reverse:http://127.0.0.1:PORT --listen-port {REVERSE_HINT_PORT}` and give "
-                f"clients http://127.0.0.1:{REVERSE_HINT_PORT} as their base URL")
+                f"reasoning apart; local servers (localhost, 127.0.0.1) bypass it (NO_PROXY): in front of one, "
+                f"{REVERSE_HINT}")
         elif isinstance(mode, ReverseMode):
             upstream = f"{mode.scheme}://{mode.address[0]}:{mode.address[1]}"
             lines.append(f"thinkwire: clients get reasoning apart when their base URL is this proxy's address "

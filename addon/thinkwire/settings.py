@@ -89,7 +89,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("think_responses", "on", "Rewrite /responses responses"),
     _opt("think_responses_summary", "on",
          "Also put reasoning into reasoning items' summary, even when the request does not ask"),
-    _opt("think_responses_content", "on", "Put reasoning text into reasoning items' content"),
+    _opt("think_responses_content", "off",
+         "Also put reasoning text into reasoning items' content (reasoning_text), beside the summary: "
+         "clients that render both (llm) show it twice"),
     _opt("think_ollama", "on", "Rewrite Ollama's native /api/chat and /api/generate responses"),
     _opt("think_tags", "", "Tag pairs replacing the tag sets, e.g. '<think> </think>,<reasoning> </reasoning>'", "str"),
     _opt("think_tagsets", "", "Path of a tag sets YAML file replacing the shipped tagsets.yaml", "str"),

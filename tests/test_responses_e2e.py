@@ -40,7 +40,8 @@ def test_create_reasoning_and_answer_become_native_items(proxy, up):
     up.route("/v1/responses", json_reply(final_response([msg(["<think>\nweigh it\n</think>\n\nhi"])])))
     r = client(proxy).responses.create(model=MODEL, input="q")
     assert shape(r.output) == [("reasoning", "weigh it"), ("message", "hi")]
-    assert r.output[0].id == "rs_1_0" and r.output[0].content[0].type == "reasoning_text"
+    assert r.output[0].id == "rs_1_0" and r.output[0].summary[0].type == "summary_text"
+    assert r.output[0].content is None   # the text in one place (think_responses_content=off)
     assert r.output_text == "hi" and r.usage.total_tokens == 12
 
 
@@ -67,7 +68,8 @@ def test_stream_events_carry_reasoning_then_answer_at_any_chunking(proxy, up):
         up.route("/v1/responses", sse_reply(rechunk(data, sizes)))
         events = list(client(proxy).responses.create(model=MODEL, input="q", stream=True))
         kinds = [(e.type, getattr(e, "delta", None)) for e in events if e.type.endswith("text.delta")]
-        reasoning = "".join(d for t, d in kinds if t == "response.reasoning_text.delta")
+        reasoning = "".join(d for t, d in kinds if t == "response.reasoning_summary_text.delta")
+        assert not any(t == "response.reasoning_text.delta" for t, _ in kinds)
         answer = "".join(d for t, d in kinds if t == "response.output_text.delta")
         assert (reasoning, answer) == ("wéighing 𝄞", "the answer"), sizes
         assert kinds.index(next(k for k in kinds if k[0] == "response.output_text.delta")) > 0
@@ -121,17 +123,18 @@ def test_summary_auto_gives_summary_events_and_a_final_summary(proxy, up):
     deltas = [e.delta for e in events if e.type == "response.reasoning_summary_text.delta"]
     assert deltas == ["plan", " it"]
     assert [e.summary_index for e in events if e.type.startswith("response.reasoning_summary")] == [0] * 5
-    assert final.output[0].summary[0].text == "plan it"
-    assert final.output[0].content[0].text == "plan it"
+    assert final.output[0].summary[0].text == "plan it" and final.output[0].content is None
     assert up.requests[-1].json()["reasoning"] == {"summary": "auto"}  # the request went out as sent
 
 
-def test_summary_by_default_even_when_not_asked(proxy, up):
-    # Clients that read only the summary (the Vercel AI SDK, Pydantic AI) show the reasoning too.
+def test_summary_by_default_even_when_not_asked_and_only_there(proxy, up):
+    # Clients that read only the summary (the Vercel AI SDK, Pydantic AI) show the reasoning too;
+    # clients that render summary and content (llm) show it once.
     up.route("/v1/responses", sse_reply(stream_of([msg(["<think>plan</think>done"])])))
     final, events = final_of(proxy)
-    assert final.output[0].summary[0].text == final.output[0].content[0].text == "plan"
+    assert final.output[0].summary[0].text == "plan" and final.output[0].content is None
     assert [e.delta for e in events if e.type == "response.reasoning_summary_text.delta"] == ["plan"]
+    assert not [e for e in events if e.type.startswith("response.reasoning_text")]
 
 
 def test_summary_not_asked_and_option_off_gives_no_summary(proxy_factory, up):

@@ -8,12 +8,13 @@ import hashlib
 import inspect
 import logging
 import os
+import sys
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
 
-from . import __version__, bodies, contentview, endpoints, engine, keys
+from . import __version__, bodies, contentview, endpoints, engine, errors, keys, userlog
 from .capabilities import Capabilities
 from .context import FlowContext
 from .learning import Learner
@@ -67,6 +68,9 @@ class ThinkWire:
         self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
+        self._running = False                  # start-up over: a bad value is refused, the proxy runs on
+        self.verbosity = userlog.Verbosity()   # how much mitmproxy itself says (think_log)
+        self.reachability = errors.Reachability()   # reverse-mode upstreams seen reachable
         self.learner = Learner()               # models learned to start inside, per client (think_learn)
         self._salt = os.urandom(16)            # for client_key: a client's hash means nothing outside this process
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
@@ -112,17 +116,28 @@ class ThinkWire:
         # the cyclic collector's view, so the full collections that streaming traffic triggers
         # scan only what traffic made. (Measured: full-collection pauses of ~30 ms were the
         # proxy's worst per-event delays.)
+        self._running = True
         gc.freeze()
         _skip_legacy_log_event()
+        for line in userlog.startup_lines(getattr(ctx.options, "mode", None)):
+            log.info("%s", line)
         try:
             self._keys()   # this instance's own key, when none is configured: made now, and said
         except keys.KeySetupError as e:
             log.warning("thinkwire: %s", e)
 
     def configure(self, updated: set[str]) -> None:
+        try:
+            self._configure(updated)
+        except exceptions.OptionsError as e:
+            if not self._running and _a_mitmproxy_tool(ctx.master):
+                _refuse_to_start(str(e))
+            raise
+
+    def _configure(self, updated: set[str]) -> None:
         if self._option_errors:
-            errors, self._option_errors = self._option_errors, []
-            raise exceptions.OptionsError(f"thinkwire: {errors[0]}")
+            refused, self._option_errors = self._option_errors, []
+            raise exceptions.OptionsError(f"thinkwire: {refused[0]}")
         if self.sealer is None or "confdir" in updated or updated.intersection(keys.OPTIONS):
             self._load_keys()
         if self.settings is not None and not any(n.startswith("think_") for n in updated):
@@ -133,6 +148,11 @@ class ThinkWire:
         except SettingError as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
         self.capabilities.asker.deadline = self.settings.ask_timeout
+        self.verbosity.apply(ctx.options, self.settings.log)
+        errors.lazy_in_reverse_mode(ctx.options)
+
+    def done(self) -> None:
+        self.verbosity.done()
 
     def _load_keys(self) -> None:
         """A fleet's keys (anything configured) are read and checked now: a replica that would
@@ -185,11 +205,46 @@ class ThinkWire:
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow))
 
+    # -- requests the proxy cannot forward (thinkwire.errors) -------------------------------------
+    @_guarded
+    def requestheaders(self, flow: http.HTTPFlow):
+        """A request to the forward proxy addressed to the proxy itself, or for a reverse-mode
+        upstream that cannot be reached, is answered here in thinkwire's words."""
+        if flow.request.path.startswith(endpoints.PREFIX):   # the proxy's own: answered in `request`
+            return None
+        message = errors.misaddressed(flow)
+        if message is not None:
+            self._refuse(flow, errors.MISADDRESSED, message)
+            return None
+        return self._check_upstream(flow)   # mitmproxy awaits it
+
+    async def _check_upstream(self, flow: http.HTTPFlow) -> None:
+        message = await self.reachability.check(flow)
+        if message is not None:
+            self._refuse(flow, errors.UNREACHABLE, message)
+
+    def _refuse(self, flow: http.HTTPFlow, status: int, message: str) -> None:
+        flow.response = errors.response(flow, status, message)
+        flow.metadata[errors.ANSWERED] = status
+        log.warning("%s %s: answered %d: %s", flow.request.method, flow.request.path.split("?", 1)[0],
+                    status, message.removeprefix("thinkwire: "))
+
+    @_guarded
+    def server_connected(self, data) -> None:
+        self.reachability.connected(data.client, data.server)
+
+    @_guarded
+    def server_connect_error(self, data) -> None:
+        """Said here (the quiet log hides mitmproxy's line), once per failed connect; the client
+        gets mitmproxy's 502, and the next request to this upstream thinkwire's (a probe)."""
+        self.reachability.failed(data.server)
+        log.warning("%s", errors.connect_failed(data.client, data.server))
+
     @_guarded
     def request(self, flow: http.HTTPFlow):
         """The way back: reasoning this proxy made, sent back by the client, is restored. (And
         the proxy's own endpoints are answered here, never forwarded.)"""
-        if endpoints.answer(flow, self._health, self.metrics.exposition):
+        if errors.ANSWERED in flow.metadata or endpoints.answer(flow, self._health, self.metrics.exposition):
             return None
         if self.settings is None or flow.request.method != "POST":
             return None
@@ -376,6 +431,18 @@ class ThinkWire:
                                              key=self._salt).hexdigest()
         peer = flow.client_conn.peername
         return f"addr:{peer[0] if peer else ''}"
+
+
+def _a_mitmproxy_tool(master) -> bool:
+    """mitmdump, mitmweb or mitmproxy itself (not a test's or an embedding program's master)."""
+    return type(master).__module__.startswith("mitmproxy.tools.")
+
+
+def _refuse_to_start(message: str) -> None:
+    """A bad option value at start-up: one line on stderr, and mitmproxy stops before it listens.
+    (Raised as OptionsError, mitmproxy would print a traceback, listen, then exit.)"""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 CREDENTIALS = ("authorization", "x-api-key", "api-key")   # the headers a client's credential comes in

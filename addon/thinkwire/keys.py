@@ -186,10 +186,9 @@ def _own_key(folder: Path, path: Path) -> bytes:
 
 def describe(ring: Keyring) -> str:
     """The start-up line: which key seals (by id and source), how many others open; never a key."""
+    if ring.own:   # one person's proxy: no word of fleets (the docs' operations page has them)
+        return f"marks are sealed with this instance's own key {ring.key_id} ({ring.source})"
     text = f"marks are sealed with key {ring.key_id} ({ring.source})"
     if ring.previous:
         text += f"; {len(ring.previous)} previous key(s) still open marks ({', '.join(key_id(k) for k in ring.previous)})"
-    if ring.own:
-        text += ("; this is this instance's own key: replicas behind a load balancer need one shared key "
-                 "(think_key_file or THINK_SIGNING_KEY, and think_key_id; README, 'Running a fleet')")
     return text

@@ -102,7 +102,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("think_responses", "on", "Rewrite /responses responses"),
     _opt("think_responses_summary", "on",
          "Also put reasoning into reasoning items' summary, even when the request does not ask"),
-    _opt("think_responses_content", "on", "Put reasoning text into reasoning items' content"),
+    _opt("think_responses_content", "off",
+         "Also put reasoning text into reasoning items' content (reasoning_text), beside the summary: "
+         "clients that render both (llm) show it twice"),
     _opt("think_ollama", "on", "Rewrite Ollama's native /api/chat and /api/generate responses"),
     _opt("think_tags", "", "Tag pairs replacing the tag sets, e.g. '<think> </think>,<reasoning> </reasoning>'", "str"),
     _opt("think_tagsets", "", "Path of a tag sets YAML file replacing the shipped tagsets.yaml", "str"),
@@ -117,6 +119,9 @@ OPTIONS: tuple[Option, ...] = (
          "choice", ("inline", "drop", "keep")),
     _opt("think_chat_restore", "keep", "What to do with reasoning_content/reasoning in chat requests",
          "choice", ("keep", "inline", "drop")),
+    _opt("think_log", "flows", "What the log shows: flows (start-up lines, one line per flow thinkwire "
+         "handled, warnings) or all (mitmproxy's own lines too: connections and a summary of every flow)",
+         "choice", ("flows", "all")),
     # The keys for marks (thinkwire.keys). Paths and an id only: a key itself is never an option.
     _opt("think_key_file", "", "File holding the key that seals marks (else THINK_SIGNING_KEY, else "
          "this instance's own key in the confdir)", "str"),
@@ -153,6 +158,7 @@ class Settings:
     restore: str
     chat_restore: str
     ask_timeout: float
+    log: str
     tagsets: tagsets_mod.Tagsets
 
     @classmethod
@@ -180,6 +186,6 @@ class Settings:
             trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
             starts_inside=get("think_starts_inside"), learn=get("think_learn"),
             restore=get("think_restore"), chat_restore=get("think_chat_restore"),
-            ask_timeout=get("think_ask_timeout"),
+            ask_timeout=get("think_ask_timeout"), log=get("think_log"),
             tagsets=ts,
         )

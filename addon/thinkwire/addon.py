@@ -9,7 +9,7 @@ import logging
 
 from mitmproxy import ctx, exceptions, http
 
-from . import __version__, bodies, contentview, endpoints, engine, keys
+from . import __version__, bodies, contentview, endpoints, engine, keys, requestbody
 from .capabilities import Capabilities, show_url
 from .context import FlowContext
 from .learning import Learner
@@ -172,7 +172,7 @@ class ThinkWire:
         # sessions are large); parsed here for flows that did not pass it (replays, GET).
         request = self._requests.get(flow.id, _UNSEEN)
         if request is _UNSEEN:
-            request = engine.parse_request(flow.request.get_content(strict=False))
+            request = engine.parse_request(requestbody.read(flow.request)[0])
         r = flow.request
         return engine.new_context(self.settings, request, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
@@ -189,7 +189,9 @@ class ThinkWire:
         surface = engine.surface_for_path(flow.request.path, self.settings)
         if surface is None:
             return None
-        body = flow.request.get_content(strict=False)
+        body, unread = requestbody.read(flow.request)
+        if unread is not None:
+            log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, unread)
         parsed = engine.parse_request(body)
         self._requests[flow.id] = parsed
         if parsed is None:

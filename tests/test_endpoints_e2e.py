@@ -22,7 +22,7 @@ from thinkwire.rules import TagPair
 
 pytestmark = pytest.mark.e2e
 
-KEY = "endpoints e2e key"
+KEY = "endpoints e2e key, 32 bytes or more"
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
 

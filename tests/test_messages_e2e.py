@@ -12,7 +12,7 @@ from thinkwire.marks import Sealer
 
 pytestmark = pytest.mark.e2e
 
-KEY = "e2e shared signing key"
+KEY = "e2e shared signing key, 32 bytes or more"
 ASK = dict(model="m", max_tokens=2048, messages=[{"role": "user", "content": "q"}])
 OMITTED = dict(ASK, thinking={"type": "adaptive", "display": "omitted"})
 

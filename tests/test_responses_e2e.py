@@ -11,7 +11,7 @@ from thinkwire.marks import Sealer
 
 pytestmark = pytest.mark.e2e
 
-KEY = "e2e-responses-key"
+KEY = "e2e-responses-key, 32 bytes or more"
 
 
 def client(proxy):

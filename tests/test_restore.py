@@ -451,8 +451,8 @@ def test_key_file_is_created_once_with_mode_0600(tmp_path):
 
 
 def test_env_key_wins_over_the_key_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("THINK_SIGNING_KEY", "shared by all instances")
-    assert load(KeyConfig.from_values({}), tmp_path).current == b"shared by all instances"
+    monkeypatch.setenv("THINK_SIGNING_KEY", "shared by all instances, 32 bytes or more")
+    assert load(KeyConfig.from_values({}), tmp_path).current == b"shared by all instances, 32 bytes or more"
     assert not (tmp_path / KEY_FILE).exists()
 
 

@@ -20,7 +20,7 @@ from thinkwire.keys import KEY_FILE
 
 pytestmark = pytest.mark.e2e
 
-KEY = "restore-e2e shared key"
+KEY = "restore-e2e shared key, 32 bytes or more"
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +240,7 @@ def test_tampered_marks_are_never_restored(r_proxy, up):
 
 
 def test_the_key_never_appears_in_the_logs(proxy_factory, up):
-    key = "do-not-log-this-key-7f3a"
+    key = "do-not-log-this-key-7f3a-32-bytes-or-more"
     p = proxy_factory(options={"termlog_verbosity": "debug", "flow_detail": "4"}, env={"THINK_SIGNING_KEY": key})
     strict = StrictAnthropic(loop_turns())
     up.route("/messages", strict.handle)

@@ -13,7 +13,7 @@ from . import __version__, bodies, contentview, endpoints, engine, keys, request
 from .capabilities import Capabilities, show_url
 from .context import FlowContext
 from .learning import Learner
-from .marks import LazySealer
+from .marks import LazySealer, client_binding
 from .metrics import Metrics
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
@@ -176,7 +176,7 @@ class ThinkWire:
         r = flow.request
         return engine.new_context(self.settings, request, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
-                                  upstream=f"{r.scheme}://{r.host}:{r.port}")
+                                  upstream=f"{r.scheme}://{r.host}:{r.port}", client=client_binding(r.headers))
 
     @_guarded
     def request(self, flow: http.HTTPFlow):
@@ -196,7 +196,7 @@ class ThinkWire:
         self._requests[flow.id] = parsed
         if parsed is None:
             return None
-        fctx = engine.new_context(self.settings, parsed, self.sealer)
+        fctx = engine.new_context(self.settings, parsed, self.sealer, client=client_binding(flow.request.headers))
         if surface is ollama and fctx.model and ollama.wants_capabilities(parsed):
             return self._ask_then_restore(flow, body, fctx)   # mitmproxy awaits it
         self._restore(flow, surface, body, fctx)

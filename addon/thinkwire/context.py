@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .marks import PREFIX
+from .marks import is_mark
 from .request import prefill, structured, thinking_switch
 from .settings import Settings
 from .rules import Rules, TagPair
@@ -29,7 +29,7 @@ class Stats:
     stray_closes: int = 0
     malformed_events: int = 0
     restored: int = 0
-    refused: int = 0              # marks (tw1.) in a request that no key of this proxy opens
+    refused: int = 0              # marks (tw2., tw1.) in a request this proxy does not open for it
     native: bool = False          # the upstream already sent native reasoning
     fell_back: str | None = None  # why the rewrite stopped and passed bytes through
     broken: str | None = None     # why a compressed stream stopped decoding part way (ended there)
@@ -41,7 +41,7 @@ class FlowContext:
     model: str | None = None            # from the request (else the response's first `model`)
     request: dict | None = None         # the parsed request body, when it was JSON
     stats: Stats = field(default_factory=Stats)
-    sealer: object | None = None        # marks.Sealer, for thinking signatures / encrypted content
+    sealer: object | None = None        # marks.Bound (the client's), for thinking signatures / encrypted content
     # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
     # None when not known. The request hook sets it; the Ollama surface's way back reads it.
     native_thinking: bool | None = None
@@ -178,13 +178,16 @@ class FlowContext:
             self.finish = finish
 
     def open_mark(self, mark: object) -> tuple[str, TagPair] | None:
-        """(text, pair) sealed in `mark` when it is this proxy's (opens with its key), else None."""
+        """(text, pair) sealed in `mark` when it is this proxy's for this client (opens with its
+        key, the client's credential, young enough), else None."""
         if self.sealer is None:
             return None
         opened = self.sealer.open(mark)
         if opened is None:
-            if isinstance(mark, str) and mark.startswith(PREFIX):
-                self.stats.refused += 1   # another key's (a replica's, a retired one's), or tampered
+            if is_mark(mark):
+                # Another key's (a replica's, a retired one's), another client's, too old, a
+                # format-1 mark, or tampered.
+                self.stats.refused += 1
             return None
         return opened.text, opened.pair
 

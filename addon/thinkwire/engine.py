@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from .context import FlowContext
-from .marks import LazySealer
+from .marks import Bound, LazySealer
 from .settings import Settings
 from .ndjson import NDJSONParser
 from .sse import SSEParser
@@ -38,13 +38,15 @@ def parse_request(body: bytes | None) -> dict | None:
 
 def new_context(settings: Settings, request: dict | None, sealer: object | None = None,
                 surface: str | None = None, learner: object | None = None,
-                upstream: str | None = None) -> FlowContext:
+                upstream: str | None = None, client: bytes = b"") -> FlowContext:
     """A flow's context. `surface`: the name of the surface the request came to (a trailing
     assistant message is a prefill on Messages); `learner` and `upstream`: what was learned of
-    models (the addon's, else nothing) and where this flow goes."""
+    models (the addon's, else nothing) and where this flow goes; `client`: what its marks are
+    bound to (marks.client_binding of its request)."""
     model = request.get("model") if request else None
+    bound = Bound(sealer, client, settings.mark_max_age) if sealer is not None else None
     return FlowContext(settings, model=model if isinstance(model, str) and model else None,
-                       request=request, sealer=sealer, surface=surface, learner=learner, upstream=upstream)
+                       request=request, sealer=bound, surface=surface, learner=learner, upstream=upstream)
 
 
 def media_type(content_type: str | None) -> str:

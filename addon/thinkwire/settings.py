@@ -54,6 +54,20 @@ def _key_id(v: str) -> str:
                        "`thinkwire key id` prints for the fleet's key, or nothing")
 
 
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(name: str, env: str) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        s = v.strip().lower()
+        number, unit = s.rstrip("smhd"), s[len(s.rstrip("smhd")):]
+        if number.isdigit() and unit in _UNITS:
+            return int(number) * _UNITS[unit]
+        raise SettingError(f"{name} (env {env}) is {v!r}; use a whole number of seconds, or with a unit: "
+                           "30d, 12h, 90m, 600s (0: no maximum)")
+    return parse
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -111,6 +125,9 @@ OPTIONS: tuple[Option, ...] = (
          "never seal them (key rotation)", "str"),
     Option("think_key_id", "THINK_KEY_ID", "", "The id of the fleet's key (`thinkwire key id`): a replica "
            "whose key has another id refuses to start", _key_id, "str"),
+    Option("think_mark_max_age", "THINK_MARK_MAX_AGE", "30d", "How long a mark this proxy made opens (the way "
+           "back): seconds, or 30d, 12h, 90m; 0: no maximum. An older one passes as the client sent it",
+           _duration("think_mark_max_age", "THINK_MARK_MAX_AGE"), "str"),
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}
@@ -137,6 +154,7 @@ class Settings:
     restore: str
     chat_restore: str
     tagsets: tagsets_mod.Tagsets
+    mark_max_age: int = 30 * 86400   # seconds (0: no maximum)
 
     @classmethod
     def from_values(cls, values: dict[str, str]) -> "Settings":
@@ -163,5 +181,5 @@ class Settings:
             trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
             starts_inside=get("think_starts_inside"), learn=get("think_learn"),
             restore=get("think_restore"), chat_restore=get("think_chat_restore"),
-            tagsets=ts,
+            tagsets=ts, mark_max_age=get("think_mark_max_age"),
         )

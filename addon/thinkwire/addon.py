@@ -182,7 +182,8 @@ class ThinkWire:
     def request(self, flow: http.HTTPFlow):
         """The way back: reasoning this proxy made, sent back by the client, is restored. (And
         the proxy's own endpoints are answered here, never forwarded.)"""
-        if endpoints.answer(flow, self._health, self.metrics.exposition):
+        if endpoints.answer(flow, self._health, self.metrics.exposition,
+                            self.settings.metrics_port if self.settings else None):
             return None
         if self.settings is None or flow.request.method != "POST":
             return None

@@ -68,6 +68,17 @@ def _duration(name: str, env: str) -> Callable[[str], int]:
     return parse
 
 
+def _port(v: str) -> int | None:
+    s = v.strip()
+    if s == "":
+        return None
+    if s.isdigit() and 1 <= int(s) <= 65535:
+        return int(s)
+    raise SettingError(f"think_metrics_port (env THINK_METRICS_PORT) is {v!r}; use a port from 1 to 65535 the "
+                       "proxy also listens on (e.g. --mode reverse:URL@9090), or nothing to answer metrics "
+                       "on every port")
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -128,6 +139,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("think_mark_max_age", "THINK_MARK_MAX_AGE", "30d", "How long a mark this proxy made opens (the way "
            "back): seconds, or 30d, 12h, 90m; 0: no maximum. An older one passes as the client sent it",
            _duration("think_mark_max_age", "THINK_MARK_MAX_AGE"), "str"),
+    Option("think_metrics_port", "THINK_METRICS_PORT", "", "The local port the metrics endpoint is answered on "
+           "(a port the proxy also listens on, kept from clients); empty: every port", _port, "str"),
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}
@@ -155,6 +168,7 @@ class Settings:
     chat_restore: str
     tagsets: tagsets_mod.Tagsets
     mark_max_age: int = 30 * 86400   # seconds (0: no maximum)
+    metrics_port: int | None = None  # the only local port metrics are answered on (None: every port)
 
     @classmethod
     def from_values(cls, values: dict[str, str]) -> "Settings":
@@ -181,5 +195,5 @@ class Settings:
             trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
             starts_inside=get("think_starts_inside"), learn=get("think_learn"),
             restore=get("think_restore"), chat_restore=get("think_chat_restore"),
-            tagsets=ts, mark_max_age=get("think_mark_max_age"),
+            tagsets=ts, mark_max_age=get("think_mark_max_age"), metrics_port=get("think_metrics_port"),
         )

@@ -81,3 +81,55 @@ def test_a_body_that_does_not_decode_is_not_read(raw, encoding, why):
 def test_a_plain_body_is_read_as_it_came():
     assert requestbody.read(_request(BODY, None)) == (BODY, None)
     assert requestbody.read(_request(BODY, "identity")) == (BODY, None)
+
+
+# -- what is kept of a request while its stream is open (finding 11) ---------------------------------
+def deep_size(obj, seen=None) -> int:
+    """Bytes an object holds, with what it refers to (tuples, strings, a dataclass's fields)."""
+    import dataclasses
+    import sys
+    seen = set() if seen is None else seen
+    if id(obj) in seen or obj is None or isinstance(obj, (bool, int)):
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if isinstance(obj, (tuple, list)):
+        size += sum(deep_size(x, seen) for x in obj)
+    elif isinstance(obj, dict):
+        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
+    elif dataclasses.is_dataclass(obj):
+        size += sum(deep_size(getattr(obj, f.name), seen) for f in dataclasses.fields(obj))
+    return size
+
+
+KEPT_MAX = 2048   # bytes kept of a request while its stream is open, but for a prefill's text
+
+
+def test_an_open_stream_keeps_a_small_record_of_its_2_mib_request_not_the_parsed_body():
+    """Finding 11: the parsed request was kept for a stream's whole life (~4.4 MiB per open
+    stream with 2 MiB requests). Now only its facts (request.Facts) are, a few hundred bytes."""
+    import json
+    from mitmproxy.test import taddons, tflow, tutils
+    from thinkwire.addon import ThinkWire
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": "x" * 2100} for i in range(1000)]
+    body = json.dumps({"model": "qwen3:8b" * 100, "stream": True, "messages": history + [{"role": "user", "content": "q"}],
+                       "chat_template_kwargs": {"enable_thinking": True, **{f"k{i}": True for i in range(1000)}},
+                       "reasoning_effort": "high"}).encode()
+    assert len(body) > 2 << 20
+    tw = ThinkWire()
+    with taddons.context(tw) as tctx:
+        tctx.configure(tw)
+        f = tflow.tflow(req=tutils.treq(method=b"POST", path=b"/v1/chat/completions", content=body),
+                        resp=tutils.tresp(headers=((b"content-type", b"text/event-stream"),), content=b""))
+        tw.request(f)
+        tw.responseheaders(f)
+        kept = tw._requests[f.id]
+        fctx = tw._streams[f.id][1]
+        assert fctx.request is None and fctx.facts is kept
+        size = deep_size(kept)
+        print(f"\nwork figure: kept of a {len(body) >> 10} KiB request while its stream is open: {size} bytes")
+        assert size <= KEPT_MAX
+        assert len(kept.model) == 256 and kept.switch(("enable_thinking",)) is True and kept.said == (
+            ("enable_thinking", True),)
+        tw.response(f)
+        assert f.id not in tw._requests

@@ -634,7 +634,7 @@ def test_a_model_name_with_glob_characters_is_logged_as_its_exact_pattern():
     L = Learner(evidence=1)
     msg = L.observe(None, "my*model[v2]?", True, False)
     assert 'models: ["my[*]model[[]v2][?]"]' in msg and "at its upstream" in msg
-    assert tagsets.models_pattern(("my[*]model[[]v2][?]",)).match("my*model[v2]?")
+    assert tagsets.Glob("my[*]model[[]v2][?]").match("my*model[v2]?")
     assert L.observe("up", None, True, False) is None
     assert L.observe("up", "x" * 257, True, False) is None and len(L) == 1
 

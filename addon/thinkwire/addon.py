@@ -12,6 +12,7 @@ from mitmproxy import ctx, exceptions, http
 from . import __version__, bodies, contentview, endpoints, engine, keys, requestbody
 from .capabilities import Capabilities, show_url
 from .context import FlowContext
+from .request import Facts
 from .learning import Learner
 from .marks import LazySealer, client_binding
 from .metrics import Metrics
@@ -57,7 +58,8 @@ class ThinkWire:
     def __init__(self) -> None:
         self.settings: Settings | None = None
         self._streams: dict[str, tuple[str, FlowContext, StreamDriver]] = {}
-        self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
+        # flow id -> what the response side reads of its request (request.Facts), until the response
+        self._requests: dict[str, Facts | None] = {}
         self.sealer: LazySealer | None = None  # the proxy's keys: loaded at start when configured, else on first use
         self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
@@ -168,13 +170,14 @@ class ThinkWire:
         return engine.surface_for_path(flow.request.path, self.settings)
 
     def _context(self, flow: http.HTTPFlow, surface) -> FlowContext:
-        # The request as the `request` hook parsed it (once per flow: bodies of long agent
+        # What the `request` hook kept of the request (parsed once per flow: bodies of long agent
         # sessions are large); parsed here for flows that did not pass it (replays, GET).
-        request = self._requests.get(flow.id, _UNSEEN)
-        if request is _UNSEEN:
-            request = engine.parse_request(requestbody.read(flow.request)[0])
+        kept = self._requests.get(flow.id, _UNSEEN)
+        if kept is _UNSEEN:
+            kept = engine.request_facts(engine.parse_request(requestbody.read(flow.request)[0]), surface.NAME,
+                                        self.settings)  # type: ignore[arg-type]
         r = flow.request
-        return engine.new_context(self.settings, request, self.sealer, surface=surface.NAME,
+        return engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=client_binding(r.headers))
 
@@ -194,7 +197,7 @@ class ThinkWire:
         if unread is not None:
             log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, unread)
         parsed = engine.parse_request(body)
-        self._requests[flow.id] = parsed
+        self._requests[flow.id] = engine.request_facts(parsed, surface.NAME, self.settings)
         if parsed is None:
             return None
         fctx = engine.new_context(self.settings, parsed, self.sealer, client=client_binding(flow.request.headers))
@@ -264,8 +267,9 @@ class ThinkWire:
         if r is None or r.status_code != 400 or self.settings is None or \
                 engine.surface_for_path(flow.request.path, self.settings) is not ollama:
             return
-        model = (self._requests.get(flow.id) or {}).get("model")
-        if isinstance(model, str) and b"does not support thinking" in (r.get_content(strict=False) or b""):
+        kept = self._requests.get(flow.id)
+        model = kept.model if kept is not None else None
+        if model is not None and b"does not support thinking" in (r.get_content(strict=False) or b""):
             self.capabilities.forget(_show_url(flow), model)
 
     def _response(self, flow: http.HTTPFlow) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .marks import is_mark
-from .request import prefill, structured, thinking_switch
+from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
 from .splitter import END, Split, Splitter, merge
@@ -39,7 +39,10 @@ class Stats:
 class FlowContext:
     settings: Settings
     model: str | None = None            # from the request (else the response's first `model`)
-    request: dict | None = None         # the parsed request body, when it was JSON
+    # The parsed request body, when it was JSON: on the way back only (the request hook's
+    # context); what the response side reads of it is `facts`.
+    request: dict | None = None
+    facts: Facts | None = None
     stats: Stats = field(default_factory=Stats)
     sealer: object | None = None        # marks.Bound (the client's), for thinking signatures / encrypted content
     # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
@@ -90,9 +93,9 @@ class FlowContext:
         first token, so it starts in the answer; a switch that turns thinking off never starts
         inside; then `think_starts_inside`, the profile (with the switches its template reads,
         else its default), and what was learned of the model."""
-        s, p, req = self.settings, self._profile, self.request
+        s, p, f = self.settings, self._profile, self.facts or _NO_FACTS
         assert p is not None
-        self._prefill = prefill(req, self.surface)
+        self._prefill = f.prefill
         self.inside_because = None
         if self._prefill is not None:
             sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
@@ -101,9 +104,9 @@ class FlowContext:
             if sp.inside:
                 self.inside_because = "prefill"
             return False
-        if structured(req):
+        if f.structured:
             return False
-        switch = thinking_switch(req, p.switches)
+        switch = f.switch(p.switches)
         if switch is False:
             return False
         if s.starts_inside:
@@ -208,11 +211,14 @@ class FlowContext:
         message to log when what is known of the model changes."""
         if self.learner is None or self._rules is None or self._prefill is not None:
             return None
-        p, req = self._profile, self.request
-        if self.inside_because not in (None, "learned") or thinking_switch(req, p.switches) is False:  # type: ignore[union-attr]
+        p, f = self._profile, self.facts or _NO_FACTS
+        if self.inside_because not in (None, "learned") or f.switch(p.switches) is False:  # type: ignore[union-attr]
             return None
-        answered = not self.tagged and self.finish == STOP and not structured(req)
+        answered = not self.tagged and self.finish == STOP and not f.structured
         return self.learner.observe(self.upstream, self.model, self.stats.stray_closes > 0, answered)  # type: ignore[attr-defined]
+
+
+_NO_FACTS = Facts()   # a request that was not JSON (or not seen)
 
 
 def _unclosed(pieces: list) -> bool:

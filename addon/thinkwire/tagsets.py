@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -195,6 +196,11 @@ class Tagsets:
     # tries every glob of every profile. Bounded (names come from clients): FOUND_NAMES names of
     # at most MODEL_CHARS characters each.
     _found: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @cached_property
+    def switch_names(self) -> tuple[str, ...]:
+        """Every template variable a profile reads (`switches`)."""
+        return tuple(dict.fromkeys(n for p in (self.default, *self.profiles) for n in p.switches or ()))
 
     def profile_for(self, model: str | None) -> Profile:
         if not model:

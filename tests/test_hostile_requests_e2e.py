@@ -102,3 +102,15 @@ def test_a_40_kb_model_name_costs_no_time_on_the_event_loop(hostile, up):
     assert results["messages"].json()["content"][0]["type"] == "thinking"
     print(f"\nwork figure: three flows, two with a 42,000-character model name: {spent:.2f} s of CPU")
     assert spent < 3, f"mitmdump spent {spent:.1f} s of CPU on three small flows"
+
+
+def test_a_long_model_name_is_logged_by_its_first_80_characters(hostile, up):
+    """Finding 12 (the request's half): model names of any length reached the log and the
+    flow's comment. A name shows by its first 80 characters and its length."""
+    name = "m" * 40_000
+    up.route(CHAT, json_reply(dict(chat_reply("reasoning</think>answer"), model=name)))
+    got = post(hostile.url + CHAT, {"model": name, "messages": [{"role": "user", "content": "q"}]})
+    assert got.json()["choices"][0]["message"]["reasoning_content"] == "reasoning"
+    line = hostile.wait_for(r"a closing tag with no opening tag was removed: if model .*", timeout=10).group(0)
+    assert f"if model {'m' * 80!r}... (a name of more than 80 characters) opens its reasoning in the prompt" in line
+    assert len(line) < 400 and "m" * 81 not in hostile.log()

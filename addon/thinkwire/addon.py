@@ -11,7 +11,7 @@ from mitmproxy import ctx, exceptions, http
 
 from . import __version__, bodies, contentview, endpoints, engine, keys, requestbody
 from .capabilities import Capabilities, show_url
-from .context import FlowContext
+from .context import FlowContext, shown_model
 from .request import Facts
 from .learning import Learner
 from .marks import LazySealer, client_binding
@@ -338,7 +338,7 @@ class ThinkWire:
             if stats.native:
                 summary += "; upstream sent native reasoning (left as is)"
             if stats.stray_closes:
-                summary += (f"; a closing tag with no opening tag was removed: if model {fctx.model!r} "
+                summary += (f"; a closing tag with no opening tag was removed: if model {shown_model(fctx.model)} "
                             "opens its reasoning in the prompt, add a profile with starts_inside: true "
                             "to tagsets.yaml")
             if fctx.inside_because == "learned":

@@ -11,7 +11,7 @@ from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
 from .splitter import END, Split, Splitter, merge
-from .tagsets import Profile
+from .tagsets import MODEL_CHARS, Profile
 
 # How an output ended, as each surface says it: an answer given in full, or something else (cut
 # off at the token limit, a tool call, a filter). Only a complete answer tells a tagless output
@@ -74,7 +74,8 @@ class FlowContext:
 
     def _pick_profile(self, response_model: object) -> Profile:
         tagsets = self.settings.tagsets
-        answered = response_model if isinstance(response_model, str) and response_model else None
+        # (Only the first MODEL_CHARS characters of a name are matched, learned of or logged.)
+        answered = response_model[:MODEL_CHARS] if isinstance(response_model, str) and response_model else None
         p = tagsets.profile_for(self.model)
         if p is tagsets.default and answered is not None:
             # An alias the server maps (llama-server's `a`, a client's own name): the response
@@ -219,6 +220,15 @@ class FlowContext:
 
 
 _NO_FACTS = Facts()   # a request that was not JSON (or not seen)
+SHOWN_CHARS = 80      # characters of a model name a log line or a flow's comment shows
+
+
+def shown_model(name: str | None) -> str:
+    """A model name as log lines and comments show it: at most its first SHOWN_CHARS characters,
+    quoted (names come from clients)."""
+    if name is None or len(name) <= SHOWN_CHARS:
+        return repr(name)
+    return f"{name[:SHOWN_CHARS]!r}... (a name of more than {SHOWN_CHARS} characters)"
 
 
 def _unclosed(pieces: list) -> bool:

@@ -54,7 +54,11 @@ def new_context(settings: Settings, request: dict | Facts | None, sealer: object
     (marks.client_binding of its request)."""
     kept = request if isinstance(request, Facts) else request_facts(request, surface, settings)
     bound = Bound(sealer, client, settings.mark_max_age) if sealer is not None else None
-    return FlowContext(settings, model=kept.model if kept else None, request=request if isinstance(request, dict) else None,
+    parsed = request if isinstance(request, dict) else None
+    # The way back has the whole name (Ollama's /api/show asks for it); a response, the first
+    # MODEL_CHARS characters its Facts keep.
+    model = parsed.get("model") if parsed is not None else (kept.model if kept else None)
+    return FlowContext(settings, model=model if isinstance(model, str) and model else None, request=parsed,
                        facts=kept, sealer=bound, surface=surface, learner=learner, upstream=upstream)
 
 

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 import support.messages as M
 import support.responses as R
@@ -145,7 +146,99 @@ def test_real_served_names_get_their_profile(name, profile):
     ("[^a]b", "^b", True), ("[a&&b]", "&", True),
 ])
 def test_a_star_never_cuts_into_a_word_or_a_number(glob, name, matches):
-    assert bool(tagsets.models_pattern((glob,)).match(name.lower())) is matches
+    assert tagsets.Glob(glob).match(name.lower()) is matches
+    assert bool(_regex_glob(glob).match(name.lower())) is matches
+
+
+# -- long and hostile model names (issue 33, finding 2) -----------------------------------------
+# The glob semantics as a backtracking regex: what thinkwire matched with before, kept here as
+# the reference the linear matcher must agree with.
+_NOT_IN_A_WORD = r"(?!(?<=[^\W\d_])[^\W\d_]|(?<=\d)\d)"
+
+
+def _regex_glob(glob: str) -> re.Pattern:
+    items = tagsets._glob_items(glob)
+    out = []
+    for k, (kind, rx) in enumerate(items):
+        if kind != "star":
+            out.append(rx)
+            continue
+        before = items[k - 1][0] if k else "lit"
+        after = items[k + 1][0] if k + 1 < len(items) else "lit"
+        out.append("(?:" + (_NOT_IN_A_WORD if before == "lit" else "") + ".*"
+                   + (_NOT_IN_A_WORD if after == "lit" else "") + ")")
+    return re.compile("(?s:" + "".join(out) + r")\Z")
+
+
+_SHIPPED_GLOBS = sorted({g for p in SHIPPED.profiles for g in p.models})
+_NAME_CHARS = "ab3-_/:. 7z\u00e9\u0663\u00bd"   # letters, digits (an Arabic-Indic one), a numeric that is no digit
+
+
+@settings(max_examples=400, deadline=None)
+@given(glob=st.one_of(st.sampled_from(_SHIPPED_GLOBS), st.text("ab3*?-[]!_", max_size=8)),
+       name=st.text(_NAME_CHARS, max_size=14))
+def test_the_linear_matcher_agrees_with_the_glob_regex(glob, name):
+    try:
+        _regex_glob(glob)
+    except re.error:   # a set no glob may hold ([3--]): refused either way
+        assume(False)
+    assert tagsets.Glob(glob).match(name) is bool(_regex_glob(glob).match(name))
+
+
+@settings(max_examples=200, deadline=None)
+@given(glob=st.sampled_from(_SHIPPED_GLOBS), name=st.sampled_from([n for n, _ in NAMES]),
+       cut=st.integers(0, 40))
+def test_the_linear_matcher_agrees_on_real_names_and_their_cuts(glob, name, cut):
+    name = name.lower()[:len(name) - cut] if cut < len(name) else name.lower()
+    assert tagsets.Glob(glob).match(name) is bool(_regex_glob(glob).match(name))
+
+
+class _Counting:
+    """A star-free piece of a glob, its searches counted (the matcher's only steps)."""
+
+    def __init__(self, pattern: re.Pattern, seen: list) -> None:
+        self.pattern, self.seen = pattern, seen
+
+    def __getattr__(self, name):
+        def call(text, *args):
+            self.seen.append(len(text))
+            return getattr(self.pattern, name)(text, *args)
+        return call
+
+
+def test_a_40_kb_model_name_costs_at_most_a_search_per_position_of_its_first_256_characters():
+    """Finding 2: `*nemotron*nano*v2*` and its like, run as backtracking regexes over a 40 KB
+    name, froze the event loop for ~25 s. Only the name's first 256 characters are matched, by
+    searches of star-free pieces, at most one per position and piece."""
+    ts = tagsets.load(tagsets.SHIPPED)
+    seen: list[int] = []
+    pieces = 0
+    for p in ts.profiles:
+        for g in p._globs:
+            g.pieces = [_Counting(x, seen) for x in g.pieces]
+            pieces += len(g.pieces)
+    name = "nemotron-nano-" * 3000            # 42,000 characters, every piece found again and again
+    assert ts.profile_for(name).name == "default"
+    assert seen and max(seen) <= tagsets.MODEL_CHARS
+    assert len(seen) <= pieces * tagsets.MODEL_CHARS
+    print(f"\nwork figure: a 42,000-character name: {len(seen)} searches of at most {max(seen)} characters")
+
+
+def test_a_long_name_is_matched_by_its_first_256_characters():
+    assert tagsets.MODEL_CHARS == 256
+    head = "deepseek-r1:8b"
+    assert SHIPPED.profile_for(head + "-" + "x" * 300).name == "deepseek-r1"
+    # A name whose only match would lie past the first 256 characters gets the default profile.
+    assert SHIPPED.profile_for("x" * 256 + "-deepseek-r1").name == "default"
+    assert SHIPPED.profile_for("x" * 200 + "-deepseek-r1").name == "deepseek-r1"
+
+
+def test_the_profile_cache_holds_a_bounded_number_of_bounded_names():
+    ts = tagsets.load(tagsets.SHIPPED)
+    for i in range(tagsets.FOUND_NAMES + 100):
+        ts.profile_for(f"{i}-" + "y" * 50_000)
+    assert len(ts._found) == tagsets.FOUND_NAMES
+    assert max(len(k) for k in ts._found) == tagsets.MODEL_CHARS
 
 
 # -- helpers: chat, Messages and Responses, as bodies and streams -------------------------------------
@@ -541,7 +634,7 @@ def test_a_model_name_with_glob_characters_is_logged_as_its_exact_pattern():
     L = Learner(evidence=1)
     msg = L.observe("c", None, "my*model[v2]?", True, False)
     assert 'models: ["my[*]model[[]v2][?]"]' in msg and "at its upstream" in msg
-    assert tagsets.models_pattern(("my[*]model[[]v2][?]",)).match("my*model[v2]?")
+    assert tagsets.Glob("my[*]model[[]v2][?]").match("my*model[v2]?")
     assert L.observe("c", "up", None, True, False) is None
     assert L.observe("c", "up", "x" * 257, True, False) is None and len(L) == 1
 

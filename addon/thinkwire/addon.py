@@ -14,11 +14,12 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
 
-from . import __version__, bodies, contentview, endpoints, engine, errors, keys, userlog
+from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog
 from .capabilities import Capabilities
-from .context import FlowContext
+from .context import FlowContext, shown_model
+from .request import Facts
 from .learning import Learner
-from .marks import LazySealer
+from .marks import LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
@@ -63,7 +64,8 @@ class ThinkWire:
     def __init__(self) -> None:
         self.settings: Settings | None = None
         self._streams: dict[str, tuple[str, FlowContext, StreamDriver]] = {}
-        self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
+        # flow id -> what the response side reads of its request (request.Facts), until the response
+        self._requests: dict[str, Facts | None] = {}
         self.sealer: LazySealer | None = None  # the proxy's keys: loaded at start when configured, else on first use
         self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
@@ -195,15 +197,17 @@ class ThinkWire:
         return engine.surface_for_path(flow.request.path, self.settings)
 
     def _context(self, flow: http.HTTPFlow, surface) -> FlowContext:
-        # The request as the `request` hook parsed it (once per flow: bodies of long agent
+        # What the `request` hook kept of the request (parsed once per flow: bodies of long agent
         # sessions are large); parsed here for flows that did not pass it (replays, GET).
-        request = self._requests.get(flow.id, _UNSEEN)
-        if request is _UNSEEN:
-            request = engine.parse_request(flow.request.get_content(strict=False))
+        kept = self._requests.get(flow.id, _UNSEEN)
+        if kept is _UNSEEN:
+            kept = engine.request_facts(engine.parse_request(requestbody.read(flow.request)[0]), surface.NAME,
+                                        self.settings)  # type: ignore[arg-type]
         r = flow.request
-        return engine.new_context(self.settings, request, self.sealer, surface=surface.NAME,
+        return engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
-                                  upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow))
+                                  upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
+                                  binding=client_binding(r.headers))
 
     # -- requests the proxy cannot forward (thinkwire.errors) -------------------------------------
     @_guarded
@@ -244,19 +248,22 @@ class ThinkWire:
     def request(self, flow: http.HTTPFlow):
         """The way back: reasoning this proxy made, sent back by the client, is restored. (And
         the proxy's own endpoints are answered here, never forwarded.)"""
-        if errors.ANSWERED in flow.metadata or endpoints.answer(flow, self._health, self.metrics.exposition):
+        if errors.ANSWERED in flow.metadata or endpoints.answer(
+                flow, self._health, self.metrics.exposition, self.settings.metrics_port if self.settings else None):
             return None
         if self.settings is None or flow.request.method != "POST":
             return None
         surface = engine.surface_for_path(flow.request.path, self.settings)
         if surface is None:
             return None
-        body = flow.request.get_content(strict=False)
+        body, unread = requestbody.read(flow.request)
+        if unread is not None:
+            log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, unread)
         parsed = engine.parse_request(body)
-        self._requests[flow.id] = parsed
+        self._requests[flow.id] = engine.request_facts(parsed, surface.NAME, self.settings)
         if parsed is None:
             return None
-        fctx = engine.new_context(self.settings, parsed, self.sealer)
+        fctx = engine.new_context(self.settings, parsed, self.sealer, binding=client_binding(flow.request.headers))
         if surface is ollama and fctx.model and ollama.wants_capabilities(parsed):
             return self._ask_then_restore(flow, body, fctx)   # mitmproxy awaits it
         self._restore(flow, surface, body, fctx)
@@ -324,8 +331,9 @@ class ThinkWire:
         if r is None or r.status_code != 400 or self.settings is None or \
                 engine.surface_for_path(flow.request.path, self.settings) is not ollama:
             return
-        model = (self._requests.get(flow.id) or {}).get("model")
-        if isinstance(model, str) and b"does not support thinking" in (r.get_content(strict=False) or b""):
+        kept = self._requests.get(flow.id)
+        model = kept.model if kept is not None else None
+        if model is not None and b"does not support thinking" in (r.get_content(strict=False) or b""):
             self.capabilities.forget(_server(flow), flow.request.path, model, self.client_key(flow))
 
     def _response(self, flow: http.HTTPFlow) -> None:
@@ -394,7 +402,7 @@ class ThinkWire:
             if stats.native:
                 summary += "; upstream sent native reasoning (left as is)"
             if stats.stray_closes:
-                summary += (f"; a closing tag with no opening tag was removed: if model {fctx.model!r} "
+                summary += (f"; a closing tag with no opening tag was removed: if model {shown_model(fctx.model)} "
                             "opens its reasoning in the prompt, add a profile with starts_inside: true "
                             "to tagsets.yaml")
             if fctx.inside_because == "learned":

@@ -33,7 +33,7 @@ FLOW_BOUND = 64 * MiB
 
 @pytest.fixture(scope="module")
 def proxy(proxy_factory):
-    return proxy_factory(env={"THINK_SIGNING_KEY": "hostile e2e key"})
+    return proxy_factory(env={"THINK_SIGNING_KEY": "hostile e2e key, 32 bytes or more, for the test"})
 
 
 def _status(pid: int, key: str) -> int:

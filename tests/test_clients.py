@@ -248,7 +248,7 @@ TOOL_RESPONSES = [dict(TOOL_CHAT[0]["function"], type="function")]
 def litellm_results(base, scripts):
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")   # no cost map fetch at import
     litellm = pytest.importorskip("litellm")
-    # The README recipe: a model missing from LiteLLM's cost map gets a faked Responses stream
+    # The docs/clients.md recipe: a model missing from LiteLLM's cost map gets a faked Responses stream
     # (one non-streamed call) unless it is registered with native streaming.
     litellm.register_model({"qwen3": {"litellm_provider": "openai", "supports_native_streaming": True}})
 

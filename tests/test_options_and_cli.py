@@ -473,6 +473,31 @@ def test_every_surface_module_provides_the_surface_protocol():
         assert isinstance(module, Surface) and module.NAME == name
 
 
+@pytest.mark.parametrize("value,want", [("2", 2.0), (" 0.25 ", 0.25), ("60", 60.0)])
+def test_the_ask_deadline_is_seconds(value, want):
+    assert make_settings(ask_timeout=value).ask_timeout == want
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "61", "nan", "inf", "2s", ""])
+def test_a_bad_ask_deadline_says_how_to_fix_it(value):
+    with pytest.raises(SettingError) as e:
+        make_settings(ask_timeout=value)
+    assert str(e.value) == (f"think_ask_timeout (env THINK_ASK_TIMEOUT) is {value!r}; use a number of seconds "
+                            "above 0 and at most 60, e.g. 2 or 0.5")
+
+
+def test_the_ask_deadline_defaults_to_2_s_and_reads_its_environment_variable(monkeypatch):
+    assert Settings.from_values({}).ask_timeout == 2.0
+    monkeypatch.setenv("THINK_ASK_TIMEOUT", "0.5")
+    assert Settings.from_values({}).ask_timeout == 0.5
+
+
+def test_a_bad_ask_deadline_stops_mitmdump_with_the_message(tmp_path):
+    from harness import start_fails
+    out = start_fails({"think_ask_timeout": "soon"}, tmp_path)
+    assert "think_ask_timeout (env THINK_ASK_TIMEOUT) is 'soon'" in out and "[exit 0]" not in out
+
+
 @pytest.mark.parametrize("options,env,line", [
     ({"think_signature": "bogus"}, None,
      "thinkwire: think_signature (env THINK_SIGNATURE) is 'bogus'; use one of: signed, unsigned, off, redacted"),

@@ -7,11 +7,12 @@ import pytest
 
 from harness import json_reply, post, rechunk, sse_reply
 from support.responses import MODEL, check_invariants, final_response, fn, msg, native, shape, stream_of
-from thinkwire.marks import Sealer
+from thinkwire.marks import Sealer, client_binding
 
 pytestmark = pytest.mark.e2e
 
-KEY = "e2e-responses-key"
+SDK_CLIENT = client_binding({"authorization": "Bearer x"})   # what the SDK clients here send (api_key="x")
+KEY = "e2e-responses-key, 32 bytes or more"
 
 
 def client(proxy):
@@ -149,14 +150,14 @@ def test_include_encrypted_content_gives_a_mark_that_opens_with_the_key(keyed_pr
     final, events = final_of(keyed_proxy, include=["reasoning.encrypted_content"],
                              reasoning={"summary": "auto"}, store=False)
     mark = final.output[0].encrypted_content
-    opened = Sealer(KEY.encode()).open(mark)
+    opened = Sealer(KEY.encode()).open(mark, SDK_CLIENT)
     assert opened is not None and opened.text == "sealed thought" and opened.pair.open == "<think>"
     assert Sealer(b"another key").open(mark) is None
     done = [e for e in events if e.type == "response.output_item.done"][0]
     assert done.item.encrypted_content == mark
     up.route("/v1/responses", json_reply(final_response([msg(["<think>whole</think>ok"])])))
     r = client(keyed_proxy).responses.create(model=MODEL, input="q", include=["reasoning.encrypted_content"])
-    assert Sealer(KEY.encode()).open(r.output[0].encrypted_content).text == "whole"
+    assert Sealer(KEY.encode()).open(r.output[0].encrypted_content, SDK_CLIENT).text == "whole"
 
 
 def test_raw_stream_through_the_proxy_keeps_the_stream_rules(proxy, up):

@@ -8,7 +8,7 @@
   thinkwire rewrite [--surface S] [--model NAME] [FILE]    what the proxy would send (S: chat, messages,
                                                            responses, ollama; default: from the input)
   thinkwire tags [--model NAME]                            the effective tag sets / a model's profile
-  thinkwire key new                                        a fresh random key for marks
+  thinkwire key new [--out FILE]                           a fresh random key for marks (FILE: mode 0600)
   thinkwire key id [--file F] [--confdir D]                the id of a key (for think_key_id)
   thinkwire health [--url URL]                             ask a running proxy's health endpoint
 
@@ -185,7 +185,11 @@ def _print_profile(p) -> None:
 # -- keys and health, for running a fleet -----------------------------------------------------
 def _cmd_key(args) -> int:
     if args.action == "new":
-        print(keys.new_key())
+        if args.out:
+            print(f"thinkwire: a new key is in {args.out} (mode 0600), id {keys.write_new_key(args.out)}",
+                  file=sys.stderr)
+        else:
+            print(keys.new_key())
         return 0
     if args.file:
         secret = keys.read_key_file(args.file, "--file")
@@ -359,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     ky.add_argument("--file", help="id: the key in this file (else the key THINK_KEY_FILE or THINK_SIGNING_KEY "
                     "gives, else this confdir's own key)")
     ky.add_argument("--confdir", default="~/.mitmproxy", help="id: mitmproxy's confdir (default ~/.mitmproxy)")
+    ky.add_argument("--out", help="new: write the key to this new file, readable by its owner only (mode 0600), "
+                    "instead of printing it")
     ky.set_defaults(func=_cmd_key)
     he = sub.add_parser("health", help=f"ask a running proxy's health endpoint ({endpoints.HEALTH}); exit 0 "
                         "when it answers 200 (for container health checks)")

@@ -36,7 +36,7 @@ class Splitter:
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
-        "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
+        "blocks", "reasoning_chars", "stray_closes", "stray_after_text", "markup_chars", "_ws_hold", "_ws_more",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None, whole: bool = False) -> None:
@@ -65,6 +65,7 @@ class Splitter:
         self.blocks = 1 if inside else 0
         self.reasoning_chars = 0
         self.stray_closes = 0
+        self.stray_after_text = 0   # ... of which with text before them (what learning counts)
         self.markup_chars = 0    # characters of tags removed (for accounting: nothing else goes)
         self.added_chars = 0     # line breaks put between answer text that would run together (trimming)
         # Only whitespace is held, and more whitespace would only be held too (trimming: at the
@@ -109,7 +110,7 @@ class Splitter:
         end is not completed by the output."""
         self.feed(text)
         self._take_held()
-        self.reasoning_chars = self.stray_closes = self.markup_chars = self.added_chars = 0
+        self.reasoning_chars = self.stray_closes = self.stray_after_text = self.markup_chars = self.added_chars = 0
 
     def plain(self, text: str) -> tuple[int, str] | None:
         """`feed(text)` for a non-empty text with no character that could start any tag or
@@ -440,6 +441,7 @@ class Splitter:
                     # A closing tag with no opening tag: the block was opened in the prompt.
                     self._emit_kept(kept, out, buf[i:j])
                     self.stray_closes += 1
+                    self.stray_after_text += not self._at_start
                     self.markup_chars += len(tag)
                     self._seen_tag = True
                     self._new_line()

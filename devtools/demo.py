@@ -312,8 +312,9 @@ def _responses_got(resp) -> Got:
     g = Got()
     for item in resp.output:
         if item.type == "reasoning":
-            g.add("reasoning item", "\n\n".join(c.text for c in item.content or []))
-            g.add("reasoning item (summary)", "\n\n".join(s.text for s in item.summary or []))
+            # The summary holds the text by default; content too with think_responses_content=on.
+            g.add("reasoning item", "\n\n".join(s.text for s in item.summary or []))
+            g.add("reasoning item (content)", "\n\n".join(c.text for c in item.content or []))
         elif item.type == "message":
             g.add("message output_text", "".join(getattr(c, "text", "") or "" for c in item.content))
         elif item.type == "function_call":

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from conftest import CORPUS, corpus_bytes, corpus_files, make_ctx
 from harness import rechunk
-from thinkwire import engine
+from thinkwire import engine, jsonnum
 from thinkwire.marks import Sealer
 from thinkwire.rules import TagPair
 from thinkwire.sse import SSEParser
@@ -446,17 +446,20 @@ def test_stream_cut_off_before_its_end_still_closes_its_blocks():
         == "unfinished thought"
 
 
-def test_stream_abort_sends_the_held_text_as_complete_blocks():
+def test_stream_abort_sends_the_held_text_and_leaves_the_text_block_open_for_the_rest():
     rw = messages.StreamRewriter(ctx_for(signature="redacted"))
     out = []
-    for ev in events(stream(text("<think>hidden", "</think>ans", "wer <"))[:-1]):
+    evs = events(stream(text("<think>hidden", "</think>ans", "wer <")))
+    for k, ev in enumerate(evs):
         out += rw.on_event(ev)
         if json.loads(ev.data)["type"] == "content_block_delta" and b"wer" in ev.raw:
             break
     out += rw.abort()
     objs = objs_of(b"".join(out))
-    assert [o["type"] for o in objs[-2:]] == ["content_block_delta", "content_block_stop"]
-    assert objs[-2]["delta"] == {"type": "text_delta", "text": "<"}
+    assert objs[-1] == {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "<"}}
+    # The upstream's own stop of its block 0 closes the client's text block 1.
+    assert rw.translating
+    assert objs_of(b"".join(rw.translate(evs[k + 1]))) == [{"type": "content_block_stop", "index": 1}]
     assert "".join(o["delta"]["text"] for o in objs if o.get("delta", {}).get("type") == "text_delta") == "answer <"
     first = next(o for o in objs if o["type"] == "content_block_start")
     assert SEALER.open(first["content_block"]["data"]).text == "hidden"
@@ -791,7 +794,13 @@ def _count_loads(monkeypatch):
     def loads(s, *a, **k):
         calls.append(s)
         return real(s, *a, **k)
-    monkeypatch.setattr(messages.json, "loads", loads)
+    monkeypatch.setattr(json, "loads", loads)
+    decode = jsonnum._DECODE
+
+    def kept(s):   # (the surfaces parse events with thinkwire.jsonnum)
+        calls.append(s)
+        return decode(s)
+    monkeypatch.setattr(jsonnum, "_DECODE", kept)
     return calls
 
 

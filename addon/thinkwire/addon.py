@@ -6,6 +6,7 @@ import functools
 import gc
 import hashlib
 import inspect
+import json
 import logging
 import os
 import sys
@@ -18,6 +19,7 @@ from . import __version__, bodies, contentview, endpoints, engine, errors, keys,
 from .capabilities import Capabilities
 from .context import FlowContext, shown_model
 from .request import Facts
+from .decoding import BODY_MAX, BodyError, decode_body
 from .learning import Learner
 from .marks import LazySealer, client_binding
 from .metrics import Metrics
@@ -352,14 +354,20 @@ class ThinkWire:
             return
         fctx = self._context(flow, surface)
         try:
-            body = flow.response.get_content(strict=True)
+            # Decoded here with a cap (mitmproxy's get_content decodes any size): a larger body
+            # passes as the upstream sent it.
+            body = decode_body(flow.response.raw_content or b"", flow.response.headers.get("content-encoding"))
+            if body is None:
+                self._finish(flow, surface.NAME, fctx, f"body left unchanged: larger than {BODY_MAX >> 20} MiB "
+                             "decoded", reason="invalid_body")
+                return
             new = surface.rewrite_body(body, fctx) if body else None
-        except ValueError as e:  # not JSON, or content we cannot decode: pass it through
-            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {e}", reason="invalid_body")
+        except (ValueError, RecursionError) as e:  # not JSON (or nested past the stack), or not decodable
+            self._finish(flow, surface.NAME, fctx, f"body left unchanged: {_not_json(e)}", reason="invalid_body")
             return
         except Exception as e:  # a bug must not break the client: pass through, say so
             log.debug("thinkwire: body rewrite failed", exc_info=True)
-            self._finish(flow, surface.NAME, fctx, f"{type(e).__name__}: {e}")
+            self._finish(flow, surface.NAME, fctx, f"the rewrite raised {type(e).__name__}")
             return
         if bodies.wanted(ctx.options):  # [inspect] the upstream's body, to compare
             bodies.keep_upstream(flow, body, new)
@@ -439,6 +447,18 @@ class ThinkWire:
                                              key=self._salt).hexdigest()
         peer = flow.client_conn.peername
         return f"addr:{peer[0] if peer else ''}"
+
+
+def _not_json(e: BaseException) -> str:
+    """Why a body was left as it came, in words that quote none of it (a JSONDecodeError's text
+    is fixed, with a position; other exceptions' texts may hold body bytes)."""
+    if isinstance(e, json.JSONDecodeError):
+        return f"not JSON ({e.msg} at char {e.pos})"
+    if isinstance(e, RecursionError):
+        return "JSON nested deeper than the parser goes"
+    if isinstance(e, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return str(e) if isinstance(e, BodyError) else f"not JSON ({type(e).__name__})"
 
 
 def _a_mitmproxy_tool(master) -> bool:

@@ -8,7 +8,7 @@ from .request import KNOWN_SWITCHES, Facts, facts
 from .marks import Bound, LazySealer
 from .settings import Settings
 from .ndjson import NDJSONParser
-from .sse import SSEParser
+from .sse import EVENT_MAX, SSEParser
 from .stream import StreamDriver
 from .surfaces import Surface, chat, messages, ollama, responses
 
@@ -85,7 +85,8 @@ def stream_driver(surface: Surface, ctx: FlowContext, decoder=None) -> StreamDri
 
     def on_broken(reason: str) -> None:
         ctx.stats.broken = reason
-    return StreamDriver(surface.StreamRewriter(ctx), decoder, on_fail, on_broken, PARSERS[surface.STREAM_TYPE]())
+    parser = PARSERS[surface.STREAM_TYPE](EVENT_MAX)
+    return StreamDriver(surface.StreamRewriter(ctx), decoder, on_fail, on_broken, parser)
 
 
 def offline_sealer(confdir: str | None = None) -> LazySealer:

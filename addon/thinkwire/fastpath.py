@@ -26,6 +26,7 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 from typing import Callable
 
+from .jsonnum import loads as loads_kept, written
 from .rules import Rules
 
 
@@ -43,12 +44,15 @@ def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool =
         if probe and "".join(c(sample, 0)) != enc.encode(sample):
             raise ValueError
     except Exception:  # a Python without the C encoder, or with another one
-        return enc.encode
-    return lambda obj: "".join(c(obj, 0))
+        def fallback(obj: object) -> str:
+            return written(enc.encode(obj))
+        fallback.fallback = True   # type: ignore[attr-defined]
+        return fallback
+    return lambda obj: written("".join(c(obj, 0)))
 
 
 dumps = _make_dumps()
-_C_ENCODER = getattr(dumps, "__func__", None) is not json.JSONEncoder.encode   # it passed the probe
+_C_ENCODER = not getattr(dumps, "fallback", False)   # it passed the probe
 
 LONG = 1024   # characters: a string this long is written once per `sharing_dumps`
 
@@ -118,8 +122,8 @@ def loads_known(data: str, literal: str, value: str) -> object | None:
     if not n or small.count("\\u") != 2 * n:
         return None
     try:
-        obj = json.loads(small)
-    except ValueError:
+        obj = loads_kept(small)
+    except (ValueError, RecursionError):
         return None
     return obj if _put_back(obj, value) == n else None
 
@@ -168,10 +172,19 @@ def key_pattern(key: str) -> re.Pattern:
     return re.compile(r'"%s"\s*:\s*"' % re.escape(key))
 
 
+# Characters: the most a learned shape holds around its slots. Shapes are the upstream's bytes,
+# and their patterns are compiled and kept for the process (a few caches of 64 entries each):
+# token events are a few hundred bytes around their text, and a longer one is not learned.
+SHAPE_MAX = 2048
+
+
 def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[object], object]) -> tuple[str, str] | None:
     """The data before and after the string literal that the parse read `value` from: the last
     `key` literal equal to `value` that is the one `read(parsed)` takes (a number put in its
-    place must come back there; not another key of that name, not an earlier duplicate)."""
+    place must come back there; not another key of that name, not an earlier duplicate). None
+    as well when they are longer than SHAPE_MAX together."""
+    if len(data) - len(value) > SHAPE_MAX:   # (a literal is at least as long as its text)
+        return None
     for m in reversed(list(key.finditer(data))):
         found, end = scanstring(data, m.end())  # the data parsed as JSON: a key's value is a string
         if found == value:

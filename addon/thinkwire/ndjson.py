@@ -8,7 +8,7 @@ goes back out exactly as it came in. A line of only whitespace has no data (it p
 
 from __future__ import annotations
 
-from .sse import Event
+from .sse import HEAD, Event, long_piece
 
 _BOM = b"\xef\xbb\xbf"
 _LF = b"\n"
@@ -18,29 +18,52 @@ _CRLF = b"\r\n"
 class NDJSONParser:
     """Incremental parser with SSEParser's interface: `feed(bytes)` returns the complete lines,
     `finish()` the rest. Linear in the stream's length however it is chunked: an unterminated
-    line is kept as a list of pieces and joined once its end arrives."""
+    line is kept as a list of pieces and joined once its end arrives. With a `limit` (the
+    proxy's is sse.EVENT_MAX) a line is held up to that many bytes: past it, what it held and
+    then the rest of it, its LF included, come out as `long` pieces (`sse.long_piece`), as they
+    arrive."""
 
-    __slots__ = ("_tail", "_started")
+    __slots__ = ("_tail", "_started", "_held", "_skip", "limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit if limit is not None else 1 << 62
         self._tail: list[bytes] = []   # bytes of the current line, not terminated yet
         self._started = False          # the first line (which may carry a BOM) was read
+        self._held = 0                 # bytes in _tail
+        self._skip = False             # inside a long line
 
     def feed(self, data: bytes) -> list[Event]:
         if not data:
             return []
+        if self._skip:
+            n = data.find(_LF) + 1
+            if not n:
+                return [long_piece(data)]
+            self._skip = False
+            return [long_piece(data[:n])] + self.feed(data[n:])
         tail = self._tail
         if _LF not in data:
             tail.append(data)
+            self._held += len(data)
+            if self._held > self.limit:
+                self._skip = True
+                return [long_piece(self.pending(), HEAD)]
             return []
         if tail:
             tail.append(data)
             data = b"".join(tail)
             self._tail = tail = []
         end = data.rfind(_LF) + 1
+        lines = data[:end - 1].split(_LF)
+        events = [self._line(line + _LF) if len(line) < self.limit else long_piece(line + _LF, HEAD)
+                  for line in lines]
+        self._held = len(data) - end
         if end < len(data):
             tail.append(data[end:])
-        return [self._line(line + _LF) for line in data[:end - 1].split(_LF)]
+            if self._held > self.limit:
+                self._skip = True
+                events.append(long_piece(self.pending(), HEAD))
+        return events
 
     def finish(self) -> list[Event]:
         """The bytes after the last line end, as a last (unterminated) line."""
@@ -48,18 +71,20 @@ class NDJSONParser:
             return []
         raw = b"".join(self._tail)
         self._tail = []
+        self._held = 0
         last = self._line(raw)
         last.complete = False
         return [last]
 
     def idle(self) -> bool:
         """Nothing pending: the next bytes start a new line."""
-        return not self._tail and self._started
+        return not self._tail and self._started and not self._skip
 
     def pending(self) -> bytes:
         """Bytes received but not yet part of a complete line (for a fail-open hand-off)."""
         buf = b"".join(self._tail)
         self._tail = []
+        self._held = 0
         return buf
 
     @staticmethod

@@ -16,6 +16,7 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 _LINES = re.compile("\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
 _SPLIT_MAX = 4096   # bytes: a read up to this long is framed with bytes.split, a longer one line by line
+EVENT_MAX = 1024 * 1024   # bytes: an event (an NDJSON line) held longer than this passes as it comes
 
 
 @dataclass(slots=True)
@@ -25,6 +26,15 @@ class Event:
     data: str | None         # its `data:` lines joined with "\n"; None when there are none
     eol: bytes = b"\n"       # line ending it used, reused when it is re-serialized
     complete: bool = True    # False: the stream ended inside it (no blank line after it)
+    long: int = 0            # a piece of an event longer than the cap (data None): HEAD, or REST
+
+
+HEAD, REST = 1, 2   # Event.long: the first piece of a long event (its start), a piece after it
+
+
+def long_piece(raw: bytes, part: int = REST) -> Event:
+    """Bytes of an event longer than the cap: they pass as they came, never parsed whole."""
+    return Event(raw, None, None, long=part)
 
 
 class SSEParser:
@@ -33,17 +43,59 @@ class SSEParser:
     Linear in the stream's length however it is chunked: the unterminated line is kept as a
     list of pieces and joined only when a line end arrives, and the consumed lines of the event
     being read are kept as pieces too, joined once when it is dispatched.
+
+    With a `limit` (the proxy's is EVENT_MAX) an event is held up to that many bytes: past it,
+    what it held and then the rest of it, up to its blank line, come out as `long` pieces
+    (`long_piece`), as they arrive. Without one (readers of whole bodies), any length is held.
     """
 
-    __slots__ = ("_raw", "_tail", "_lines", "_bom_checked")
+    __slots__ = ("_raw", "_tail", "_lines", "_bom_checked", "_held", "_skip", "limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit if limit is not None else 1 << 62
         self._raw: list[bytes] = []    # bytes of the current event's complete lines, line ends included
         self._tail: list[bytes] = []   # bytes of the current line, not terminated yet
         self._lines: list[bytes] = []  # complete lines of the event being read
         self._bom_checked = False
+        self._held = 0                 # bytes in _raw and _tail
+        # Inside a long event: None when not; else 0 inside a line, 1 at a line start, 2 right
+        # after a CR (a line start, unless a LF follows: CRLF); 3 ended at a CR (a LF next is its).
+        self._skip: int | None = None
 
     def feed(self, data: bytes, final: bool = False) -> list[Event]:
+        if self._skip == 3 and data:   # the long event ended at a CR: a LF next is its CRLF
+            self._skip = None
+            if data[:1] == b"\n":
+                return [long_piece(b"\n")] + (self.feed(data[1:], final) if len(data) > 1 else [])
+        if self._skip is not None and data:
+            n = self._skip_to_end(data)
+            if n < 0:
+                return [long_piece(data)]
+            return [long_piece(data[:n])] + (self.feed(data[n:], final) if n < len(data) else [])
+        events = self._feed(data, final)
+        if self._held > self.limit:
+            events.append(long_piece(self._start_skip(), HEAD))
+        return events
+
+    def _start_skip(self) -> bytes:
+        buf = self.pending()
+        self._skip = 2 if buf.endswith(b"\r") else 1 if buf.endswith(b"\n") else 0
+        return buf
+
+    def _skip_to_end(self, data: bytes) -> int:
+        """How many bytes of `data` are the rest of the long event, its blank line included;
+        -1 when all of them are (it goes on)."""
+        pos = 1 if self._skip == 2 and data[:1] == b"\n" else 0
+        at = pos if self._skip else -1   # where the line being read started (-1: before data)
+        for m in _LINE_END.finditer(data, pos):
+            if m.start() == at:   # an empty line: the event's end
+                self._skip = 3 if m.end() == len(data) and m.group() == b"\r" else None
+                return m.end()
+            at = m.end()
+        self._skip = (2 if data.endswith(b"\r") else 1) if at == len(data) else 0
+        return -1
+
+    def _feed(self, data: bytes, final: bool) -> list[Event]:
         tail = self._tail
         if (not tail and not self._raw and not self._lines and self._bom_checked and not final
                 and len(data) < _SPLIT_MAX and data[-2:] == b"\n\n" and b"\r" not in data):
@@ -61,12 +113,14 @@ class SSEParser:
                                        and b"\n" not in data and b"\r" not in data)):
             if data:
                 tail.append(data)  # still inside one line: nothing to do until its end arrives
+                self._held += len(data)
             return []
         if tail:
             buf = b"".join(tail) + data if len(tail) > 1 or data else tail[0]
             self._tail = []
         else:
             buf = data
+        self._held -= len(buf) - len(data)   # the old tail is in buf now
         events: list[Event] = []
         start = 0           # start of the current event's bytes not yet in _raw
         pos = 0
@@ -99,14 +153,17 @@ class SSEParser:
                 self._raw.append(raw)
                 raw = b"".join(self._raw)
                 self._raw = []
-            events.append(_make_event(raw, lines, eol, self))
+            events.append(_make_event(raw, lines, eol, self) if len(raw) <= self.limit else long_piece(raw, HEAD))
+            self._held = 0
             lines = []
             start = end
         self._lines = lines
         if pos > start:
             self._raw.append(buf[start:pos])
+            self._held += pos - start
         if pos < n:
             self._tail = [buf[pos:]]
+            self._held += n - pos
         return events
 
     def finish(self) -> list[Event]:
@@ -120,18 +177,20 @@ class SSEParser:
         if tail:
             lines.append(tail.rstrip(b"\r"))
         self._raw, self._tail, self._lines = [], [], []
+        self._held = 0
         last = _make_event(buf, lines, b"\n", self)
         last.complete = False
         return events + [last]
 
     def idle(self) -> bool:
         """Nothing pending: the next bytes start a new event."""
-        return not (self._tail or self._raw or self._lines) and self._bom_checked
+        return not (self._tail or self._raw or self._lines) and self._bom_checked and self._skip is None
 
     def pending(self) -> bytes:
         """Bytes received but not yet part of a complete event (for a fail-open hand-off)."""
         buf = b"".join(self._raw) + b"".join(self._tail)
         self._raw, self._tail, self._lines = [], [], []
+        self._held = 0
         return buf
 
     @staticmethod

@@ -1,27 +1,44 @@
 """Drive a surface's event rewriter over raw stream bytes, and fail open.
 
 `StreamDriver` is the callable mitmproxy's `flow.response.stream` gets: bytes in, a list of
-bytes out, `b""` once at the end. It decodes Content-Encoding incrementally, frames events
-(SSE, or NDJSON lines: the parser it is given), hands them to the surface, and never raises: on an error of the rewrite it sends what
-the surface still held, then the original bytes from that point on, unchanged (fail open).
+bytes out, `b""` once at the end. It decodes Content-Encoding incrementally (at most
+decoding.READ_MAX bytes a read), frames events (SSE, or NDJSON lines: the parser it is given,
+which holds one event up to sse.EVENT_MAX), hands them to the surface, and never raises: on an
+error of the rewrite, or at an event too long to hold, it sends what the surface still held,
+then the original bytes from that point on (fail open). Where the surface had moved block or
+item numbers (its `translating`), those bytes are the upstream's events with the client's
+numbers (its `translate`, and `translated_head` for an event too long to parse), so the
+client's SDK still reads one valid message. One WARNING a flow, with a fixed reason.
 
-A compressed stream that stops decoding part way (corrupt, or cut before its end marker) is
-not failed open: its Content-Encoding header is already gone, so the rest would reach the
+A compressed stream that stops decoding part way (corrupt, cut before its end marker, or a read
+that decodes past the cap) is not failed open: its Content-Encoding header is already gone, so the rest would reach the
 client as compressed bytes. The client gets what decoded, rewritten as usual, then a clean end
 of stream (the surface's held text flushed); the rest of the upstream's bytes are dropped.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import zlib
+import re
+import sys
 from dataclasses import replace
 from typing import Callable, Protocol
 
 from . import hot
-from .sse import Event, SSEParser
+from .decoding import DECODERS, READ_MAX, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
+from .sse import EVENT_MAX, HEAD, Event, SSEParser
 
 log = logging.getLogger(__name__)
+
+_TOO_LONG = f"an event longer than {EVENT_MAX >> 20} MiB"
+
+
+def _raised(e: BaseException) -> str:
+    """Why a rewrite failed, for the log and the flow's comment: a cap's fixed `reason`, else the
+    exception's type only (its text may quote the body)."""
+    reason = getattr(e, "reason", None)
+    return reason if isinstance(reason, str) else f"the rewrite raised {type(e).__name__}"
 
 
 class EventRewriter(Protocol):
@@ -33,108 +50,37 @@ class EventRewriter(Protocol):
     # def on_chunk(self, chunk: bytes) -> list[bytes] | None: ...
     def finish(self) -> list[bytes]: ...
     def abort(self) -> list[bytes]: ...
+    # Optional, after failing open (see the module docstring): `translating` (set by abort),
+    # translate(ev) -> list[bytes], renumbered(fields) -> the fields the client has otherwise.
 
 
-# -- Content-Encoding, decoded incrementally -----------------------------------------------
-class _Members:
-    """A decompressor that starts a new one after each member (gzip) or frame (zstd): both
-    formats allow several back to back."""
-
-    def __init__(self, new: Callable[[], object]) -> None:
-        self._new = new
-        self._d = new()
-        self._fed = False
-
-    def decompress(self, data: bytes) -> bytes:
-        self._fed = True
-        if self._d.eof:  # the last member ended exactly at a chunk boundary
-            self._d = self._new()
-        out = self._d.decompress(data)
-        while self._d.eof and self._d.unused_data:
-            rest = self._d.unused_data
-            self._d = self._new()
-            out += self._d.decompress(rest)
-        return out
-
-    def flush(self) -> bytes:
-        flush = getattr(self._d, "flush", None)  # zlib holds output back; zstd does not
-        return flush() if flush else b""
-
-    def ended(self) -> bool:
-        """Whether the bytes so far end where a member / frame ends (or there were none)."""
-        return self._d.eof or not self._fed
+# -- the start of a long event, after failing open ---------------------------------------------
+_OPEN = re.compile(rb"(?:event:[^\r\n]*(?:\r\n|\r|\n))?(?:data: ?)?[ \t]*\{")
+_FIELD = re.compile(rb'\s*"([A-Za-z_]+)"\s*:\s*(-?[0-9]+|"[^"\\\x00-\x1f]*")\s*,')
 
 
-def _zlib(wbits: int) -> _Members:
-    return _Members(lambda: zlib.decompressobj(wbits))
-
-
-class _Deflate:
-    """HTTP "deflate" is zlib-wrapped, but some servers send raw deflate: decide on first bytes."""
-
-    def __init__(self) -> None:
-        self._d: _Members | None = None
-        self._head = b""
-
-    def decompress(self, data: bytes) -> bytes:
-        if self._d is None:
-            self._head += data
-            if len(self._head) < 2:
-                return b""
-            data, self._head = self._head, b""
-            wrapped = (data[0] & 0x0F) == 8 and (data[0] << 8 | data[1]) % 31 == 0
-            self._d = _zlib(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
-        return self._d.decompress(data)
-
-    def flush(self) -> bytes:
-        if self._d is None:
-            return _zlib(zlib.MAX_WBITS).decompress(self._head) if self._head else b""
-        return self._d.flush()
-
-    def ended(self) -> bool:
-        return self._d.ended() if self._d is not None else not self._head
-
-
-class _Brotli:
-    def __init__(self) -> None:
-        import brotli
-        self._d = brotli.Decompressor()
-        self._fed = False
-
-    def decompress(self, data: bytes) -> bytes:
-        self._fed = True
-        return self._d.process(data)
-
-    def flush(self) -> bytes:
-        return b""
-
-    def ended(self) -> bool:
-        return self._d.is_finished() or not self._fed
-
-
-def _zstd() -> _Members:
-    try:
-        from compression import zstd  # Python 3.14
-    except ImportError:  # pragma: no cover - depends on the Python version
-        from backports import zstd  # what mitmproxy installs before 3.14
-    return _Members(zstd.ZstdDecompressor)
-
-
-DECODERS: dict[str, Callable[[], object]] = {
-    "gzip": lambda: _zlib(16 + zlib.MAX_WBITS),
-    "x-gzip": lambda: _zlib(16 + zlib.MAX_WBITS),
-    "deflate": _Deflate,
-    "br": _Brotli,
-    "zstd": _zstd,
-}
-
-
-def decoder_for(content_encoding: str | None):
-    """A fresh incremental decoder, None for identity; KeyError for one we cannot decode."""
-    enc = (content_encoding or "").strip().lower()
-    if enc in ("", "identity"):
-        return None
-    return DECODERS[enc]()
+def translated_head(raw: bytes, renumbered: Callable[[dict], dict]) -> bytes:
+    """The first piece of an event too long to parse, with the top-level numbers and ids before
+    its first long value (`"type":...,"index":1,` or `..."output_index":0,"content_index":0,`)
+    set to what `renumbered(those fields)` gives; the rest as it came."""
+    m = _OPEN.match(raw)
+    if m is None:
+        return raw
+    pos, spans, fields = m.end(), [], {}
+    while (f := _FIELD.match(raw, pos)) is not None:
+        key = f.group(1).decode()
+        fields[key] = json.loads(f.group(2))
+        spans.append((key, f.start(2), f.end(2)))
+        pos = f.end()
+    new = renumbered(fields) if fields else {}
+    if not new:
+        return raw
+    out, last = [], 0
+    for key, a, b in spans:
+        if key in new:
+            out += (raw[last:a], json.dumps(new[key]).encode())
+            last = b
+    return b"".join(out) + raw[last:]
 
 
 # -- the driver ----------------------------------------------------------------------------
@@ -144,13 +90,14 @@ class StreamDriver:
                  on_broken: Callable[[str], None] | None = None, parser=None) -> None:
         self.rewriter = rewriter
         self.decoder = decoder
-        self.parser = parser if parser is not None else SSEParser()
+        self.parser = parser if parser is not None else SSEParser(EVENT_MAX)
         self.passthrough = False
         self.on_fail = on_fail
         self.failure: str | None = None
         self.on_broken = on_broken
         self.broken: str | None = None   # why a compressed stream stopped decoding part way
         self.ended = False               # the client's stream has had its end
+        self.translating = False         # failed open, numbers still moved (see _fail)
         # The byte fast path, while it may apply: no Content-Encoding, not failed, not ended.
         on_chunk = getattr(rewriter, "on_chunk", None) if getattr(rewriter, "fast", False) else None
         self._on_chunk = on_chunk if decoder is None else None
@@ -184,7 +131,7 @@ class StreamDriver:
             else:
                 h.arm(*spec)
         except Exception as e:
-            self._fail(f"{type(e).__name__}: {e}", out, [])
+            self._fail(_raised(e), out, [])
             return self._join(out)
         return out
 
@@ -199,7 +146,7 @@ class StreamDriver:
                 log.debug("thinkwire: settling the C callable's counts failed", exc_info=True)
 
     def _step(self, chunk: bytes) -> list[bytes]:
-        if self._ready:
+        if self._ready and len(chunk) <= EVENT_MAX:   # (a longer chunk is framed, and capped)
             try:
                 got = self._on_chunk(chunk)   # type: ignore[misc]
             except Exception as e:
@@ -218,16 +165,19 @@ class StreamDriver:
         out: list[bytes] = []
         try:
             data = self._decode(chunk, final)
+        except TooLarge as e:   # a decompression bomb: what the cap let through, then the end
+            data, final = e.head, True
+            self._break(f"one read decoded to more than {READ_MAX >> 20} MiB")
         except Exception as e:  # undecodable from here: end the client's stream where it broke
             data, final = b"", True
-            self._break(f"cannot decode the compressed stream ({type(e).__name__}: {e})")
+            self._break(f"cannot decode the compressed stream ({type(e).__name__})")
         else:
             if final and self.decoder is not None and not self.decoder.ended():
                 self._break("the compressed stream ended before its end marker")
         self.ended = final
         if final:
             self._on_chunk = None
-        if self.passthrough:
+        if self.passthrough and not self.translating:
             if data:
                 out.append(data)
             return self._join(out)
@@ -236,6 +186,12 @@ class StreamDriver:
             events += self.parser.finish()
         late: list[bytes] = []
         for k, ev in enumerate(events):
+            if self.passthrough:   # failed open, translating
+                out.extend(self._translate(ev))
+                continue
+            if ev.long:   # an event too long to hold: from here on, the rest as it comes
+                self._fail(_TOO_LONG, out, events[k:])
+                break
             cut = None
             if not ev.complete:
                 # The stream ended inside this event. The rewriter sees it terminated, so any
@@ -245,8 +201,8 @@ class StreamDriver:
             try:
                 got = self.rewriter.on_event(ev)
             except Exception as e:
-                self._fail(f"{type(e).__name__}: {e}", out, [replace(ev, raw=cut)] if cut is not None else events[k:])
-                return self._join(out)
+                self._fail(_raised(e), out, [replace(ev, raw=cut)] if cut is not None else events[k:])
+                break
             if cut is not None and got == [ev.raw]:
                 got = [cut]
                 # The stream ended inside this event and it passes as it came: it goes last, so
@@ -254,13 +210,25 @@ class StreamDriver:
                 late = got
                 continue
             out.extend(got)
-        if final:
+        if final and not self.passthrough:
             try:
                 out.extend(self.rewriter.finish())
             except Exception as e:
-                self._fail(f"{type(e).__name__}: {e}", out, [])
-            out.extend(late)
+                self._fail(_raised(e), out, [])
+        out.extend(late)
         return self._join(out)
+
+    def _translate(self, ev: Event) -> list[bytes]:
+        """An event after failing open, on a stream whose block or item numbers moved: the
+        rewriter moves it onto the numbers the client has (thinkwire.surfaces: `translate`)."""
+        try:
+            if ev.long:   # its start, moved by the numbers before its first long value
+                return [translated_head(ev.raw, self.rewriter.renumbered) if ev.long == HEAD else ev.raw]   # type: ignore[attr-defined]
+            return self.rewriter.translate(ev)   # type: ignore[attr-defined]
+        except Exception:   # even that failed: the rest as it came
+            log.debug("thinkwire: translating after failing open failed", exc_info=True)
+            self.translating = False
+            return [ev.raw, self.parser.pending()]
 
     def _decode(self, chunk: bytes, final: bool) -> bytes:
         d = self.decoder
@@ -282,12 +250,14 @@ class StreamDriver:
     def _fail_before(self, e: Exception, chunk: bytes) -> list[bytes]:
         """Fail open before any of `chunk` was taken: what the rewriter held, then the chunk."""
         out: list[bytes] = []
-        self._fail(f"{type(e).__name__}: {e}", out, [])
-        out.append(chunk)
+        self._fail(_raised(e), out, [])
+        out.extend(self._rewrite(chunk))
         return self._join(out)
 
     def _fail(self, reason: str, out: list[bytes], unsent: list[Event]) -> None:
-        """Fail open: what the rewriter held, then the original bytes from here on."""
+        """Fail open: what the rewriter held, then the original bytes from here on; on a stream
+        whose numbers moved, the events from here on with the client's numbers (`_translate`).
+        One warning a flow, without any of the body's text (`reason` is a fixed text)."""
         self.failure = reason
         self.passthrough = True
         self._on_chunk = None
@@ -295,13 +265,20 @@ class StreamDriver:
         if self.hot is not None:
             self.hot.disarm()
         log.warning("thinkwire: stream rewrite failed, passing the rest through unchanged: %s",
-                    reason, exc_info=log.isEnabledFor(logging.DEBUG))
+                    reason)
+        if sys.exc_info()[1] is not None:
+            log.debug("thinkwire: the failure", exc_info=True)
         if self.on_fail:
             self.on_fail(reason)
         try:
             out.extend(self.rewriter.abort())
         except Exception:  # the held text is lost only if even this fails
             log.debug("thinkwire: abort failed too", exc_info=True)
+        self.translating = bool(getattr(self.rewriter, "translating", False))
+        if self.translating:
+            for ev in unsent:
+                out.extend(self._translate(ev))
+            return
         out.extend(ev.raw for ev in unsent)
         out.append(self.parser.pending())
 

@@ -5,10 +5,10 @@ finish and abort; `fast=False` turns both shortcuts off (the tests' reference)."
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from ..fastpath import OUT
+from ..jsonnum import loads
 from ..sse import dumps
 
 if TYPE_CHECKING:
@@ -60,11 +60,11 @@ def restore(data: bytes, ctx: FlowContext, how: str, key: str,
 
 
 def event_object(data: str, ctx: FlowContext) -> dict | None:
-    """A stream event's JSON object, or None when the event passes as it came: not JSON (counted
-    as malformed for the flow's log line) or not an object."""
+    """A stream event's JSON object, or None when the event passes as it came: not JSON or nested
+    past the stack (counted as malformed for the flow's log line), or not an object."""
     try:
-        obj = json.loads(data)
-    except ValueError:
+        obj = loads(data)
+    except (ValueError, RecursionError):   # not JSON, or nested deeper than the stack goes
         ctx.stats.malformed_events += 1
         return None
     return obj if isinstance(obj, dict) else None
@@ -80,7 +80,7 @@ def request_list(data: bytes, key: str, parsed: dict | None = None) -> tuple[dic
     `key` (`messages`, `input`), or None when it is not JSON of that shape: such a request goes
     upstream as it came."""
     try:
-        obj = parsed if parsed is not None else json.loads(data)
+        obj = parsed if parsed is not None else loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     value = obj.get(key) if isinstance(obj, dict) else None

@@ -7,8 +7,8 @@ answer keep their order. Everything the rewrite does not own passes through as i
 
 from __future__ import annotations
 
-import json
 
+from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, is_done, restore
@@ -45,7 +45,7 @@ def _has_native(d: dict) -> bool:
 # -- whole bodies ---------------------------------------------------------------------------
 def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
-    obj = json.loads(data)
+    obj = loads(data)
     if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
         return None
     changed = False
@@ -234,7 +234,7 @@ class StreamRewriter:
         bytes (one run) or built in full."""
         runs = st.runs(st.splitter.feed(text))
         if len(runs) > 1:  # a block boundary inside this delta: several chunks, built in full
-            obj = json.loads(data)
+            obj = loads(data)
             ch = obj["choices"][0]
             return self._chunks(obj, ev, [self._emit(ch, ch["delta"], runs)])
         if not runs:

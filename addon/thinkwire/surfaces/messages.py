@@ -27,8 +27,8 @@ with a signature ends the block with one `signature_delta` carrying it whole, ri
 
 from __future__ import annotations
 
-import json
 
+from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
 from . import event_object, restore
@@ -87,7 +87,7 @@ def _thinking_block(text: str, pair, m: str, ctx: FlowContext) -> dict:
 # -- whole bodies ---------------------------------------------------------------------------
 def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
-    obj = json.loads(data)
+    obj = loads(data)
     if not isinstance(obj, dict) or not isinstance(obj.get("content"), list):
         return None
     content = obj["content"]
@@ -152,13 +152,14 @@ _TEXT_DELTA = '"text_delta","text":'             # a delta's type and text key, 
 _THINKING_DELTA = '"thinking_delta","thinking":'
 _LIVE = frozenset({"signed", "unsigned", "off"})       # thinking text streams as it comes
 _SEALED = frozenset({"signed", "omitted", "redacted"})  # ... is held for the mark at the block end
+HOLD_MAX = 1 << 20   # characters of reasoning one block holds for its mark (past it: unsigned)
 
 
 class _TextBlock:
     """One upstream text block being split into output blocks."""
 
     __slots__ = ("upstream", "splitter", "template", "start_raw", "kind", "index", "reasoning",
-                 "reasoning_lits", "emitted")
+                 "reasoning_lits", "emitted", "held", "unsealed")
 
     def __init__(self, upstream: int, splitter: Splitter, template: dict,
                  start_raw: bytes | None) -> None:
@@ -171,6 +172,8 @@ class _TextBlock:
         self.reasoning: list[str] = []    # reasoning text held for a mark
         self.reasoning_lits: list[str] = []   # ... and its JSON literal (bodies), not to escape it again
         self.emitted = False              # some output block was started for it
+        self.held = 0                     # characters in `reasoning`
+        self.unsealed = False             # its thinking block held past HOLD_MAX: it ends unsigned
 
 
 def _delta_bytes(index: int, head: str, literal: str, eol: bytes) -> bytes:
@@ -193,6 +196,7 @@ class StreamRewriter:
         self.native = False
         self.raw = False                    # native from the start: everything passes as it came
         self.changed = False                # something went out that differs from what came in
+        self.translating = False            # failed open with indexes moved (abort, translate)
         self.eol = b"\n"
         # The text around the text literal of the last text_delta parsed in full (_learn_shape).
         self._shape: tuple[str, str, int] | None = None
@@ -232,8 +236,7 @@ class StreamRewriter:
         elif st.kind == _THINK and self._live:
             lit = literal_body(text, got)
             if self._sealed:
-                st.reasoning.append(text)
-                st.reasoning_lits.append(lit.decode())
+                self._hold(st, text, lit.decode())   # (live: it sends nothing)
             self.changed = True
             return [lit.join(self._cut(st.index, _THINKING_DELTA))]
         out = self._pieces(chunk, st, u, [piece], text, None)
@@ -280,8 +283,7 @@ class StreamRewriter:
             self.changed = True
         text, lit = hot.fold(st.splitter, kind, got, kind == REASONING and self._sealed)
         if kind == REASONING and self._sealed:
-            st.reasoning.append(text)
-            st.reasoning_lits.append(lit)
+            self._hold(st, text, lit)   # (live: it sends nothing)
 
     def on_event(self, ev: Event) -> list[bytes]:
         if self.raw or ev.data is None:
@@ -400,11 +402,10 @@ class StreamRewriter:
                 if st.kind != _THINK:
                     out += self._open(st, _THINK)
                 lit = literal if literal is not None and value == text else dumps(value)
-                if self._live:
+                if self._live or st.unsealed:
                     out.append(self._delta_event(st.index, _THINKING_DELTA, lit))
                 if self._sealed:
-                    st.reasoning.append(value)
-                    st.reasoning_lits.append(lit[1:-1])
+                    out += self._hold(st, value, lit[1:-1])
             elif kind == END:
                 if st.kind == _THINK:
                     out += self._close_block(st, value)
@@ -413,6 +414,30 @@ class StreamRewriter:
                     out += self._open(st, _TEXT)
                 out.append(self._delta_event(st.index, _TEXT_DELTA,
                                              literal if literal is not None and value == text else dumps(value)))
+        return out
+
+    def _hold(self, st: _TextBlock, text: str, lit: str) -> list[bytes]:
+        """Keep reasoning for the block's mark, up to HOLD_MAX characters: past that the block
+        goes out unsigned (an empty signature, as under think_signature=unsigned), and the
+        text held back (omitted, redacted) goes out now as a thinking_delta, the rest as it comes."""
+        if st.unsealed:
+            return []
+        st.reasoning.append(text)
+        st.reasoning_lits.append(lit)
+        st.held += len(text)
+        if st.held <= HOLD_MAX:
+            return []
+        st.unsealed = True
+        held = '"' + "".join(st.reasoning_lits) + '"'
+        st.reasoning, st.reasoning_lits = [], []
+        if self._live:   # (signed: its text went out already)
+            return []
+        out: list[bytes] = []
+        if st.index is None:   # redacted: nothing of the block went out yet
+            st.index = self._take_index()
+            out.append(self._created(_START, {"type": _START, "index": st.index,
+                                             "content_block": {"type": "thinking", "thinking": "", "signature": ""}}))
+        out.append(self._delta_event(st.index, _THINKING_DELTA, held))
         return out
 
     def _cut(self, index: int, head: str) -> list[bytes]:
@@ -461,9 +486,13 @@ class StreamRewriter:
             return []
         pair = pair or self.ctx.rules().pairs[0]
         text, literal = "".join(st.reasoning), "".join(st.reasoning_lits)
-        st.reasoning, st.reasoning_lits = [], []
+        st.reasoning, st.reasoning_lits, st.held = [], [], 0
         out: list[bytes] = []
-        if self.mode == "redacted":
+        if st.unsealed:   # held past HOLD_MAX: it ends unsigned
+            st.unsealed = False
+            out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
+                "type": "signature_delta", "signature": ""}}))
+        elif self.mode == "redacted":
             idx = self._take_index()
             out.append(self._created(_START, {"type": _START, "index": idx, "content_block": {
                 "type": "redacted_thinking", "data": self.ctx.sealer.seal(text, pair, literal)}}))
@@ -522,11 +551,37 @@ class StreamRewriter:
         return self._close_all()
 
     def abort(self) -> list[bytes]:
-        """Fail open: what is still held goes out as complete blocks; the rest passes raw."""
+        """Fail open: what is still held goes out, and each text block still open stays open
+        as a text block: the upstream's next events of that block land on it (`translate`)."""
+        out: list[bytes] = []
         try:
-            return self._close_all()
+            for st in list(self.texts.values()):
+                out += self._emit(st, st.splitter.finish())
+                if st.kind != _TEXT:
+                    out += self._open(st, _TEXT)
+                self.moved[st.upstream] = st.index   # type: ignore[assignment]
         finally:
             self.texts.clear()
+        # The rest passes as it came, unless a block's index moved: then every block event
+        # still needs the client's index, or a text_delta would land on a thinking block.
+        self.translating = not self.raw and any(u != i for u, i in self.moved.items())
+        return out
+
+    def translate(self, ev: Event) -> list[bytes]:
+        """An event after failing open: as it came, its block's index moved as the client has it."""
+        obj = event_object(ev.data, self.ctx) if ev.data is not None else None
+        new = self.renumbered(obj) if obj is not None else {}
+        return [self._encode(dict(obj, **new), ev) if new else ev.raw]   # type: ignore[arg-type]
+
+    def renumbered(self, obj: dict) -> dict:
+        """The fields of an event after failing open that the client has otherwise: its index."""
+        t, u = obj.get("type"), obj.get("index")
+        if t not in (_START, _DELTA, _STOP) or type(u) is not int:
+            return {}
+        if t == _START:
+            self.moved[u] = self._take_index()
+        idx = self.moved.get(u)
+        return {"index": idx} if idx is not None and idx != u else {}
 
 
 def _learn_shape(data: str, text: str, u: int) -> tuple[str, str, int] | None:

@@ -26,6 +26,7 @@ import re
 from json.decoder import scanstring
 
 from .. import hot
+from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
 from ..fastpath import OUT, key_pattern, learn_literal, literal_body, slot_text, text_slot
 from ..ndjson import NDJSONParser
@@ -119,7 +120,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     of several NDJSON lines (a stream some servers send as `application/json`) is rewritten line
     by line, as a stream."""
     try:
-        obj = json.loads(data)
+        obj = loads(data)
     except ValueError:
         if not _lines_of_objects(data):
             raise

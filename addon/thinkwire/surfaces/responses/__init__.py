@@ -37,13 +37,13 @@ The way back (a client sending these items, or references to them, back) is in r
 """
 from __future__ import annotations
 
-import json
 
 from ...context import FlowContext
+from ...jsonnum import loads
 from ...fastpath import OUT
 from ...sse import dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
-    _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
+    HOLD_MAX, _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
 from .restore import restore_request  # noqa: F401  (the way back)
 from .stream import StreamRewriter, _learn  # noqa: F401  (streams)
 
@@ -72,7 +72,7 @@ def looks_like(obj: dict) -> bool:
 # -- whole bodies -------------------------------------------------------------------------------
 def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
-    obj = json.loads(data)
+    obj = loads(data)
     if not isinstance(obj, dict) or not isinstance(obj.get("output"), list):
         return None
     output = obj["output"]

@@ -118,6 +118,15 @@ class _ResponseState:
         return self.ctx.splitter(self.model)
 
 
+HOLD_MAX = 1 << 20   # characters of one upstream text part a stream holds (its done events repeat it)
+
+
+class HeldTooLong(Exception):
+    """A text part longer than HOLD_MAX: the stream fails open there (thinkwire.stream), the
+    rest reaching the client as it comes, on the client's numbers."""
+    reason = f"a text part longer than {HOLD_MAX >> 20} Mi characters"
+
+
 class _UpstreamPart:
     """An upstream output_text part being read."""
     __slots__ = ("content_index", "template", "added", "splitter", "fed", "made", "reasoned", "brought", "size")
@@ -140,9 +149,12 @@ class _UpstreamPart:
         self.came_literal(encode_basestring(text)[1:-1])
 
     def came_literal(self, lit: str) -> None:
-        """The body of a delta's literal, as it came."""
+        """The body of a delta's literal, as it came. HeldTooLong past HOLD_MAX (raised before
+        the text is fed anywhere, or after all of it was: no text is lost or sent twice)."""
         self.brought.add(lit)
         self.size += len(lit)
+        if self.size > HOLD_MAX:
+            raise HeldTooLong()
 
     def known(self) -> tuple[str, str]:
         """(the literal, the text) of what its deltas brought, for fastpath.loads_known: the text

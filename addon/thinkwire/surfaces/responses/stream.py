@@ -9,7 +9,7 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 
 from ...context import FlowContext
-from ...fastpath import (ASCII_SLOT, LONG, NUMBER_SLOT, OUT, ByteShape, canonical_head, loads_known,
+from ...fastpath import (ASCII_SLOT, LONG, NUMBER_SLOT, OUT, SHAPE_MAX, ByteShape, canonical_head, loads_known,
                          sharing_dumps, slot_text, text_slot)
 from ... import hot
 from ...splitter import CONTENT, REASONING, Rules
@@ -17,6 +17,7 @@ from ...sse import Event, dumps
 from .. import event_object, is_done
 from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece, _Text, ended
 
+_ABSENT = object()
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
@@ -115,6 +116,8 @@ def _learn(ev: Event, obj: dict) -> _Shape | None:
     consts = [data[:spans[0][0]]]
     consts += [data[a[1]:b[0]] for a, b in zip(spans, spans[1:])]
     consts.append(data[spans[-1][1]:])
+    if sum(map(len, consts)) > SHAPE_MAX:
+        return None   # (its bytes would be a pattern kept for the process: see fastpath.SHAPE_MAX)
     shape = _Shape(ev.event, consts, keys, obj)
     # The probe: other values in the slots must read back as exactly those values.
     probe_vals = [seq + 1 if k == _SEQ else text + "\x01" if k == _TEXT else encode_basestring(obj[key] + "\x01")
@@ -201,6 +204,7 @@ class StreamRewriter(_ResponseState):
         super().__init__(ctx)
         self.fast = fast               # False: no shortcut, every event parsed in full
         self.passthrough = False
+        self.translating = False       # failed open with numbers moved (abort, translate)
         self.map: dict = {}            # upstream output_index -> ours, for items passed through
         self.active: dict = {}         # upstream output_index -> _Message still open
         self.records: dict = {}        # message key -> the items it became (changed ones only)
@@ -665,7 +669,63 @@ class StreamRewriter(_ResponseState):
         return self._flush()
 
     def abort(self) -> list[bytes]:
+        """Fail open: what is held goes out, and each message still open is left on a message
+        item with its text part open: the upstream's next events of it land there (`translate`)."""
         if self.passthrough:
             return []
         self.passthrough = True
-        return self._flush()
+        out = self._flush()
+        for m in self.active.values():
+            seg = m._ensure_seg()
+            if m.part is not None and seg.dpart is None:
+                m._open_dpart(seg)
+        out += self._send(None)
+        # Items or event numbers moved: the rest needs the client's numbers (or the SDK files
+        # answer text under a reasoning item).
+        self.translating = self.dirty
+        return out
+
+    def translate(self, ev: Event) -> list[bytes]:
+        """An event after failing open: as it came, on the client's numbers (`renumbered`)."""
+        obj = event_object(ev.data, self.ctx) if ev.data is not None and not is_done(ev.data) else None
+        new = self.renumbered(obj) if obj is not None else {}
+        if not new:
+            return [ev.raw]
+        out = dict(obj, **new)   # type: ignore[arg-type]
+        return [self._frame(out["type"], dumps(out), ev.event is not None, ev.eol)]
+
+    def renumbered(self, obj: dict) -> dict:
+        """The fields of an event after failing open that the client has otherwise: its
+        output_index, content_index, item_id and sequence_number (and a done item's id)."""
+        t = obj.get("type")
+        if not isinstance(t, str):
+            return {}
+        new: dict = {}
+        u = obj.get("output_index")
+        m = self.active.get(u) if type(u) is int else None
+        seg = m.cur if m is not None else None
+        if isinstance(seg, _MessagePiece):
+            new["output_index"] = seg.output_index
+            if seg.id is not None and "item_id" in obj:
+                new["item_id"] = seg.id
+            c = obj.get("content_index")
+            if type(c) is int:
+                if t == "response.content_part.added" and c not in seg.content_index_map:
+                    seg.content_index_map[c] = seg.next_c
+                    seg.next_c += 1
+                new["content_index"] = seg.content_index_map.get(c, c)
+            item = obj.get("item")
+            if t == "response.output_item.done":
+                if isinstance(item, dict) and seg.id is not None:
+                    new["item"] = dict(item, id=seg.id)
+                del self.active[u]
+                self.map[u] = seg.output_index
+        elif type(u) is int:
+            if t == "response.output_item.added" and u not in self.map:
+                self.map[u] = self.alloc()
+            if u in self.map:
+                new["output_index"] = self.map[u]
+        n = obj.get("sequence_number")
+        if type(n) is int and self.seq.last is not None:
+            new["sequence_number"] = self.seq.number(n, True)
+        return {k: v for k, v in new.items() if obj.get(k, _ABSENT) != v}

@@ -6,7 +6,7 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from thinkwire.rules import Rules, TagPair, partial_tag_len
+from thinkwire.rules import Rules, TagPair, Written, partial_tag_len
 from thinkwire.splitter import CONTENT, END, REASONING, Split, Splitter, merge, split_text
 
 THINK = TagPair("<think>", "</think>")
@@ -56,7 +56,8 @@ def test_longer_tag_wins_over_its_prefix():
 def test_every_block_is_handled_in_order():
     assert whole("<think>a</think>b<think>c</think>d") == (["a", "c"], "b\nd")
     assert stream(["<think>a</think>b<think>c</think>d"]) == [
-        (REASONING, "a"), (END, THINK), (CONTENT, "b"), (REASONING, "c"), (END, THINK), (CONTENT, "\nd")]
+        (REASONING, "a"), (END, THINK), (CONTENT, "b"), (REASONING, "c"),
+        (END, Written("<think>", "</think>", 1)), (CONTENT, "\nd")]   # (the line break put there: 1)
 
 
 def test_closing_tag_of_another_pair_does_not_close_the_block():
@@ -210,7 +211,8 @@ def test_tags_anywhere_option_counts_mid_sentence_tags():
 # -- unclosed and stray tags --------------------------------------------------------------
 def test_unclosed_block_at_end_stays_reasoning():
     assert whole("<think>cut off by max_tokens") == (["cut off by max_tokens"], "")
-    assert stream(["<think>cut off"])[-1] == (END, THINK)
+    # (its END says what the model wrote around the text: no closing tag, cut off)
+    assert stream(["<think>cut off"])[-1] == (END, TagPair("<think>", ""))
 
 
 def test_unclosed_block_ending_in_a_partial_closing_tag_keeps_that_text():
@@ -480,7 +482,8 @@ def test_a_tag_that_begins_a_longer_tag_waits_until_the_text_tells_them_apart():
     s = Splitter(GEMMA)
     assert s.feed("<|channel>") == []
     assert s.feed("tho") == []
-    assert merge(s.feed("ught\nx<channel|>y") + s.finish()) == [(REASONING, "x"), (END, GEMMA.pairs[0]), (CONTENT, "y")]
+    assert merge(s.feed("ught\nx<channel|>y") + s.finish()) == [(REASONING, "x"), (END, TagPair("<|channel>thought\n", "<channel|>")),
+                                                     (CONTENT, "y")]
 
 
 def test_the_shorter_tag_counts_when_the_longer_one_does_not_follow():
@@ -609,3 +612,52 @@ def test_a_tool_block_inside_reasoning_goes_to_the_answer_and_the_reasoning_goes
         ["r"], "<|tools_prefix|>[]<|tools_suffix|>")
     assert whole("<|inner_prefix|>r<|inner_suffix|>a <|tools_suffix|> b", APERTUS_TOOLS) == (
         ["r"], "a <|tools_suffix|> b")
+
+
+# -- the way back: the markup as written ------------------------------------------------------------
+def _as_written(pieces: list) -> str:
+    """The text the pieces say the model wrote: each block's END markup around its text, the
+    line breaks thinkwire put after a block taken out."""
+    out, reasoning, cut = [], [], 0
+    for kind, value in pieces:
+        if kind == REASONING:
+            reasoning.append(value)
+        elif kind == END:
+            out.append(value.open + "".join(reasoning) + value.close)
+            reasoning, cut = [], value.added if isinstance(value, Written) else 0
+        else:
+            out.append(value[cut:])
+            cut = 0
+    return "".join(out)
+
+
+_WS_RUN = st.sampled_from(["", " ", "\n", "\n\n", "\t", " \n  ", "\r\n"])
+_WORD = st.sampled_from(["a", "b c", "x.y", "ü"])
+
+
+@st.composite
+def _written_text(draw):
+    parts = [draw(_WS_RUN)]
+    for _ in range(draw(st.integers(1, 3))):
+        parts += ["<think>", draw(_WS_RUN), draw(_WORD), draw(_WS_RUN), "</think>", draw(_WS_RUN)]
+        parts += [draw(st.sampled_from(["", draw(_WORD)])), draw(_WS_RUN)]
+    return "".join(parts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_written_text(), data=st.data())
+def test_the_end_pieces_hold_what_the_model_wrote_byte_for_byte_at_any_chunking(text, data):
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(text) - 1)), max_size=6))))
+    chunks = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+    s = Splitter(Rules(PAIRS))
+    got = []
+    for c in chunks:
+        got += s.feed(c)
+    got += s.finish()
+    assert _as_written(got) == text
+
+
+def test_the_end_piece_of_a_cut_off_block_holds_no_closing_tag():
+    s = Splitter(Rules(PAIRS))
+    assert merge(s.feed("\n<think>\n plan \n") + s.finish()) == [(REASONING, "plan"),
+                                                                   (END, TagPair("\n<think>\n ", " \n"))]

@@ -25,6 +25,15 @@ class TagPair:
 
 
 @dataclass(frozen=True, slots=True)
+class Written(TagPair):
+    """A reasoning block's markup as the model wrote it (thinkwire.splitter's END), where the
+    answer after it starts with `added` characters thinkwire put there (a line break between answer
+    text that would run together): the way back takes them out again."""
+
+    added: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class _Scan:
     """What to look for inside a reasoning block: its closing tag(s), the markers that end it,
     and, in a block the template opened, the opening tag the model may write anyway."""

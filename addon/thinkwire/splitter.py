@@ -10,7 +10,8 @@ a body can look ahead: see `split_text`). Where a tag counts depends on the line
 Pieces are tuples `(kind, value)`:
   (REASONING, text)  reasoning text, in order
   (CONTENT, text)    answer text, in order
-  (END, TagPair)     a reasoning block ended (closed, or cut off by the end of output)
+  (END, TagPair)     a reasoning block ended (closed, or cut off by the end of output): the
+                     markup as the model wrote it on each side of the block's text, for the way back
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lines import Lines
-from .rules import WS, Rules, TagPair, cut_off_marker, partial_tag_len
+from .rules import WS, Rules, TagPair, Written, cut_off_marker, partial_tag_len
 
 REASONING = 0
 CONTENT = 1
@@ -37,6 +38,7 @@ class Splitter:
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
         "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
+        "_w_open", "_w_close", "_pend", "_lead_ws",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None, whole: bool = False) -> None:
@@ -72,6 +74,17 @@ class Splitter:
         # goes to _ws_more without re-reading what is held: linear in a long whitespace run.
         self._ws_hold = False
         self._ws_more: list[str] = []
+        # The way back, byte for byte: what the model wrote before the open block's text that does
+        # not go out (the whitespace trimmed ahead of it at the output's start, its opening tag, the
+        # whitespace trimmed after it), and, once it closed, what it wrote after the text (the
+        # whitespace trimmed before the closing tag, the tag, the whitespace trimmed after it). The
+        # END piece carries both as a TagPair; it goes out once the answer's next text (or a block,
+        # or the end) says no more whitespace is trimmed (`_pend`). A block the template opened
+        # starts with the pair's opening tag, which the prompt holds.
+        self._w_open = rules.pairs[0].open if inside else ""
+        self._w_close = ""
+        self._pend = False
+        self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
 
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list:
@@ -85,7 +98,7 @@ class Splitter:
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
                     return [self._plain_reasoning(text)]
-            elif not self._at_start and not self._gap:
+            elif not self._at_start and not self._gap and not self._pend:
                 if self.rules._plain_re.search(text) is None:
                     self._plain_answer(text)
                     return [(CONTENT, text)]
@@ -109,6 +122,9 @@ class Splitter:
         end is not completed by the output."""
         self.feed(text)
         self._take_held()
+        self._pend = False   # (the prefill's block, which the client has)
+        self._w_open = (self._pair or self.rules.pairs[0]).open if self._inside else ""
+        self._w_close = self._lead_ws = ""
         self.reasoning_chars = self.stray_closes = self.markup_chars = self.added_chars = 0
 
     def plain(self, text: str) -> tuple[int, str] | None:
@@ -120,7 +136,7 @@ class Splitter:
         if self._skip_ws:
             return None
         if not self._inside:
-            if self._held or self._at_start or self._gap:
+            if self._held or self._at_start or self._gap or self._pend:
                 return None
             self._plain_answer(text)
             return (CONTENT, text)
@@ -156,7 +172,7 @@ class Splitter:
         if self._inside:
             # (A start pair's tags are words: no table of characters holds them.)
             return None if self.held_ws() is None or self._pair in self.rules.start_pairs or self._rsep else REASONING
-        return None if self._at_start or self._held or self._gap else CONTENT
+        return None if self._at_start or self._held or self._gap or self._pend else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
@@ -198,8 +214,9 @@ class Splitter:
         held = self._take_held()
         if held:
             self._run(held, out, final=True)
-        if self._inside:
-            out.append((END, self._pair or self.rules.pairs[0]))
+        self._flush_end(out)
+        if self._inside:   # cut off: no closing tag was written
+            out.append((END, TagPair(self._w_open, self._w_close)))
             self._inside = False
         return out
 
@@ -229,6 +246,7 @@ class Splitter:
             while j < n and buf[j] in WS:
                 j += 1
             self._ln.read(buf, i, j)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
+            self._w_open += buf[i:j]
             if j == n:
                 return -1  # all whitespace so far: dropped
             i = j
@@ -256,7 +274,7 @@ class Splitter:
             if tag == close:
                 # In code it is text; in a fence the block still closes at a line's start.
                 if not ln.in_code() or (ln.fence and not ln.span and ln.blank):
-                    self._end_block(buf[i:j], rules._by_close[tag] if self._pair is None else self._pair, out)
+                    self._end_block(buf[i:j], out, tag)
                     self.markup_chars += len(tag)
                     return j + len(tag)
             elif self._lead_open and tag in rules._by_open:
@@ -264,6 +282,8 @@ class Splitter:
                     # The template opened the block, and the model wrote the tag anyway: drop it.
                     self._emit_reasoning(buf[i:j], out)
                     self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
+                    if self._fresh:
+                        self._w_open += tag
                     # Reasoning on both sides with no whitespace between gets a line break.
                     self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
                     self._pair = rules._by_open[tag]
@@ -273,7 +293,7 @@ class Splitter:
             elif self._ends_here(buf, j, tag):
                 # A marker that ends reasoning (a tool call, a channel header): it stays in the output.
                 pair = self._pair or rules.pairs[0]
-                self._end_block(buf[i:j], pair, out)
+                self._end_block(buf[i:j], out)
                 resume = rules._resume_of.get(tag)
                 self._resume = (resume, pair) if resume is not None else None
                 return j
@@ -291,6 +311,8 @@ class Splitter:
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
         body = rest[: len(rest) - hold]
+        if final:
+            self._w_close = rest[len(body.rstrip(WS) if rules.trim else body):]   # what the end drops
         if rules.trim:
             kept = body.rstrip(WS)
             self._held = "" if final else body[len(kept):] + rest[len(body):]
@@ -337,17 +359,29 @@ class Splitter:
         self._ahead = (buf, at)
         return at >= 0
 
-    def _end_block(self, text: str, pair: TagPair, out: list) -> None:
-        if self.rules.trim:
-            text = text.rstrip(WS)
-        self._emit_reasoning(text, out)
-        out.append((END, pair))
+    def _end_block(self, text: str, out: list, tag: str = "") -> None:
+        """The open block ends before `tag` (its closing tag; "" for a marker that stays in the
+        output), `text` its last text."""
+        kept = text.rstrip(WS) if self.rules.trim else text
+        self._emit_reasoning(kept, out)
+        self._w_close = text[len(kept):] + tag
+        self._pend = True
+        if not self.rules.trim:
+            self._flush_end(out)   # nothing after it is trimmed
         self._inside = False
         self._pair = None
         self._lead_open = False
         self._seen_tag = True
         self._new_line()
         self._skip_ws = self.rules.trim
+
+    def _flush_end(self, out: list, added: int = 0) -> None:
+        """The END of the block that closed, once what it dropped after its closing tag is known
+        (`added`: the characters put in front of the answer's text that follows)."""
+        if self._pend:
+            self._pend = False
+            out.append((END, Written(self._w_open, self._w_close, added) if added
+                        else TagPair(self._w_open, self._w_close)))
 
     def _emit_reasoning(self, text: str, out: list) -> None:
         if text:
@@ -368,6 +402,8 @@ class Splitter:
             while j < n and buf[j] in WS:
                 j += 1
             self._ln.read(buf, i, j)   # (whitespace: read again if held, it leaves the same state)
+            if self._answer_ws or (final and j == n):
+                self._w_close += buf[i:j]   # trimmed after the block (kept between answer texts)
             if j == n:
                 if not self._answer_ws and not final:
                     # The answer may go on, after text that does not end in whitespace: this
@@ -410,6 +446,8 @@ class Splitter:
                 self.markup_chars += len(tag)
                 if self._boundary:  # a wrapper opening the answer: trim after it as after a block
                     self._emit_kept(kept, out, buf[i:j])
+                    if self._pend:
+                        self._w_close += tag   # (written after the block: the way back has it)
                     self._skip_ws = rules.trim
                     return j + len(tag)
                 i = pos = seen = self._remove(buf, i, j, tag, kept, final)
@@ -421,13 +459,13 @@ class Splitter:
                 # The end of a tool block inside reasoning: the reasoning goes on after it.
                 end = j + len(tag)
                 self._emit_kept(kept, out, buf[i:end], before_block=True)
-                self._open_block(self._resume[1])
+                self._open_block(self._resume[1], out, "")
                 return end
             pair = rules._by_open.get(tag)
             if pair is not None:
                 if self._opening_counts(tag):
                     self._emit_kept(kept, out, buf[i:j], before_block=True)
-                    self._open_block(pair)
+                    self._open_block(pair, out, tag)
                     self.markup_chars += len(tag)
                     return j + len(tag)
                 if not ln.in_code():
@@ -495,7 +533,8 @@ class Splitter:
             return None
         for pair in self.rules.start_pairs:
             if rest.startswith(pair.open):
-                self._open_block(pair)
+                self._lead_ws = buf[i:j]
+                self._open_block(pair, out, pair.open)
                 self.markup_chars += len(pair.open)
                 return j + len(pair.open)
         if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
@@ -518,6 +557,8 @@ class Splitter:
         # after the block itself (only whitespace was kept since).
         at_start = self._boundary and self._answer_ws and not self._gap
         if at_start:
+            if self._pend:   # right after a block: what is dropped here is written after it
+                self._w_close += "".join(p if isinstance(p, str) else p[0] for p in kept) + tag
             kept.clear()
         elif isinstance(kept[-1], tuple) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
             return end
@@ -526,6 +567,8 @@ class Splitter:
         while k < n and buf[k] in WS:
             k += 1
         self._ln.read(buf, end, k)
+        if at_start and self._pend and (k < n or final):
+            self._w_close += buf[end:k]
         if k == n:
             if final:
                 return n
@@ -537,7 +580,12 @@ class Splitter:
             kept.append((buf[end:k], 0) if k > end else (_SEPARATOR, len(_SEPARATOR)))
         return k
 
-    def _open_block(self, pair: TagPair) -> None:
+    def _open_block(self, pair: TagPair, out: list, tag: str) -> None:
+        """A block of `pair` opens after `tag`, as written ("": a marker that resumes reasoning)."""
+        self._flush_end(out)
+        # (Whitespace between two blocks is trimmed: the model's part of it, not a line break put there.)
+        self._w_open = self._lead_ws + ("" if self._gap_added else self._gap) + tag
+        self._w_close = self._lead_ws = ""
         self._inside = True
         self._pair = pair
         self._fresh = True
@@ -596,8 +644,10 @@ class Splitter:
     def _emit_content(self, text: str, out: list, before_block: bool) -> None:
         if not text:
             return
+        self._flush_end(out, self._gap_added)
         if self._at_start:
             if before_block and self.rules.trim and text.strip(WS) == "":
+                self._lead_ws += text
                 return  # whitespace ahead of the first block is trimmed
             if text.strip(WS):
                 self._at_start = False

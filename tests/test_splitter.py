@@ -275,7 +275,21 @@ def test_starts_inside_with_no_close_is_all_reasoning():
 
 # -- whitespace ---------------------------------------------------------------------------
 def test_whitespace_at_block_edges_and_after_close_is_trimmed():
+    assert whole("<think>\n\nx y \n</think>\n\nhi ") == (["x y"], "hi ")
+    assert whole("<think> x y </think>  hi ") == (["x y"], "hi ")   # (on the tag's line: it goes)
+
+
+def test_trimming_keeps_the_first_lines_indentation():
+    # Blank lines go; the first line's indentation stays where it makes code (four columns, a
+    # tab): an indented code block keeps its shape. Less means nothing in Markdown: it goes.
     assert whole("<think>\n  x y \n</think>\n\n  hi ") == (["x y"], "hi ")
+    assert whole("<think>\n    x y \n</think>\n\n     hi ") == (["    x y"], "     hi ")
+    assert whole("<think>plan</think>\n\n    $ make install\n    $ make test") == (
+        ["plan"], "    $ make install\n    $ make test")
+    assert whole("<think>\n\tcode\n</think>\n\t\tmore") == (["\tcode"], "\t\tmore")
+    for text in ("<think>plan</think>\n\n    $ make install\n    $ make test", "<think>\n  x</think>\n \n  y"):
+        for cut in range(1, len(text)):
+            assert stream([text[:cut], text[cut:]]) == stream([text]), (text, cut)
 
 
 def test_trim_off_keeps_all_whitespace():
@@ -515,18 +529,17 @@ def test_a_new_header_ends_a_block_whose_end_marker_was_dropped():
         assert result(stream([text[:k], text[k:]], HARMONY)) == (["Thinking..."], "Hello world"), k
 
 
-def test_in_code_a_strip_marker_cut_anywhere_is_held_then_removed():
-    # In code only strip markers count: a piece of one at a text's end waits for the rest.
-    text = "<|start|>assistant<|channel|>final<|message|>Hi\n```\nx <|return|> y\n```\n"
-    assert whole(text, HARMONY) == ([], "Hi\n```\nx  y\n```\n")
+def test_in_code_a_strip_marker_is_text_cut_anywhere():
+    # A special token in a fence or a code span of the answer is text (an answer showing a format).
+    text = "<|start|>assistant<|channel|>final<|message|>Hi\n```\nx <|return|> y\n```\nand `<|end|>`."
+    assert whole(text, HARMONY) == ([], "Hi\n```\nx <|return|> y\n```\nand `<|end|>`.")
     for k in range(len(text) + 1):
         assert result(stream([text[:k], text[k:]], HARMONY)) == whole(text, HARMONY), k
-    assert partial_tag_len("x <|ret", HARMONY._strip_prefixes, HARMONY._longest) == len("<|ret")
-    # The start of the opening tag, which is no strip marker's: in code it does not wait.
-    assert partial_tag_len("x <|channel|>an", HARMONY._strip_prefixes, HARMONY._longest) == 0
     s = Splitter(HARMONY)
     s.feed("<|start|>assistant<|channel|>final<|message|>Hi `x")
-    assert s.feed(" <|channel|>an") == [(CONTENT, " <|channel|>an")]
+    assert s.feed(" <|channel|>an") == [(CONTENT, " <|channel|>an")]   # (in code nothing waits)
+    # Outside code it is markup, as before.
+    assert whole("<|start|>assistant<|channel|>final<|message|>Hi<|return|>", HARMONY) == ([], "Hi")
 
 
 FIELD_RULES = [

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lines import Lines
+from .lines import Lines, indent
 from .rules import WS, Rules, TagPair, Written, cut_off_marker, partial_tag_len
 
 REASONING = 0
@@ -38,7 +38,7 @@ class Splitter:
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
         "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
-        "_w_open", "_w_close", "_pend", "_lead_ws",
+        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None, whole: bool = False) -> None:
@@ -85,6 +85,7 @@ class Splitter:
         self._w_close = ""
         self._pend = False
         self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
+        self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
 
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list:
@@ -242,15 +243,14 @@ class Splitter:
         rules = self.rules
         n = len(buf)
         if self._skip_ws:
-            j = i
-            while j < n and buf[j] in WS:
-                j += 1
-            self._ln.read(buf, i, j)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
-            self._w_open += buf[i:j]
+            j, keep = self._trim_end(buf, i, final)
+            self._ln.read(buf, i, keep)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
+            self._w_open += buf[i:keep]
             if j == n:
+                self._held = "" if final else buf[keep:]   # (perhaps the first line's indentation)
                 return -1  # all whitespace so far: dropped
-            i = j
-            self._skip_ws = False
+            i = keep
+            self._skip_ws = self._ws_nl = False
         if self._rsep:   # (see the opening tag dropped below)
             self._rsep = False
             if buf[i] not in WS:
@@ -273,7 +273,7 @@ class Splitter:
             close = self._pair.close if self._pair is not None else (tag if tag in rules._by_close else None)
             if tag == close:
                 # In code it is text; in a fence the block still closes at a line's start.
-                if not ln.in_code() or (ln.fence and not ln.span and ln.blank):
+                if ln.close_counts():
                     self._end_block(buf[i:j], out, tag)
                     self.markup_chars += len(tag)
                     return j + len(tag)
@@ -353,7 +353,7 @@ class Splitter:
                 continue
             ln.read(buf, seen, m.start())
             seen = m.start()
-            if not ln.in_code() or (ln.fence and not ln.span and ln.blank):
+            if ln.close_counts():
                 at = m.start()
                 break
         self._ahead = (buf, at)
@@ -398,19 +398,25 @@ class Splitter:
         rules = self.rules
         n = len(buf)
         if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
-            j = i
-            while j < n and buf[j] in WS:
-                j += 1
-            self._ln.read(buf, i, j)   # (whitespace: read again if held, it leaves the same state)
+            j, keep = self._trim_end(buf, i, final)
+            if not self._answer_ws:
+                keep = j   # (kept whole, between answer texts)
             if self._answer_ws or (final and j == n):
-                self._w_close += buf[i:j]   # trimmed after the block (kept between answer texts)
+                self._w_close += buf[i:keep]   # trimmed after the block (kept between answer texts)
+            if j == n and not self._answer_ws and not final:
+                # The answer may go on, after text that does not end in whitespace: this
+                # whitespace then stays (no words glued together). (Held: it is read when it goes.)
+                self._held = buf[i:]
+                self._ws_hold = not rules._ws_lead
+                return -1
+            self._ln.read(buf, i, keep)   # (what is held is read when it goes out)
             if j == n:
-                if not self._answer_ws and not final:
-                    # The answer may go on, after text that does not end in whitespace: this
-                    # whitespace then stays (no words glued together).
-                    self._held = buf[i:]
+                if not final and keep < n:
+                    self._held = buf[keep:]   # perhaps the first line's indentation
                     self._ws_hold = not rules._ws_lead
                 return -1
+            if self._answer_ws:
+                j = keep   # the first line's indentation stays
             if not self._answer_ws:
                 # It goes out in front of the answer's next text, if any; where the model wrote no
                 # whitespace on either side, a line break does (words never run together).
@@ -420,13 +426,15 @@ class Splitter:
                     self._gap += _SEPARATOR
                     self._gap_added += len(_SEPARATOR)
             i = j
-            self._skip_ws = False
+            self._skip_ws = self._ws_nl = False
         if rules.start_pairs and self._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
                 return got
         pattern = rules._content_re
         ln = self._ln
+        # (Whitespace held at the start is read again when it goes out: the state from before it.)
+        ln0 = ln.copy() if self._at_start and rules.trim and not final else None
         pos = i
         seen = i       # line and code state are up to date to here
         kept: list[str] = []  # answer text between removed markers, emitted as one piece
@@ -442,7 +450,7 @@ class Splitter:
                 break
             self._observe(buf, seen, j)  # line and code state up to the candidate
             seen = j
-            if tag in rules._strip:
+            if tag in rules._strip and not ln.in_code():   # (in code, a marker is text)
                 self.markup_chars += len(tag)
                 if self._boundary:  # a wrapper opening the answer: trim after it as after a block
                     self._emit_kept(kept, out, buf[i:j])
@@ -468,10 +476,10 @@ class Splitter:
                     self._open_block(pair, out, tag)
                     self.markup_chars += len(tag)
                     return j + len(tag)
-                if not ln.in_code():
-                    # An opening tag kept as text (mid-sentence): its closing tag is text too.
+                if not ln.in_code() or ln.indented_code():
+                    # An opening tag kept as text (mid-sentence, an example): its closing tag is text too.
                     self._literal[pair.close] = self._literal.get(pair.close, 0) + 1
-            elif tag in rules._by_close and not ln.in_code():
+            elif tag in rules._by_close and ln.close_counts(in_fence=False):
                 if self._literal.get(tag):
                     self._literal[tag] -= 1          # closes a pair written as text: text
                 elif not self._seen_tag:
@@ -502,16 +510,14 @@ class Splitter:
             cut = n - partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
                                        rules._longest, rules._first_re)
         self._observe(buf, seen, cut)
-        if cut < n and ln.in_code():
-            # In code only a strip marker counts: no need to wait for anything else (and at the end,
-            # a marker cut off there is text).
-            hold = 0 if final or not rules._strip else partial_tag_len(buf[cut:], rules._strip_prefixes,
-                                                                        rules._longest)
-            self._observe(buf, cut, n - hold)
-            cut = n - hold
+        if cut < n and ln.in_code() and not ln.indented_code():
+            # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
+            self._observe(buf, cut, n)
+            cut = n
         if not final and self._at_start and rules.trim and buf[rest_start:cut].strip(WS) == "" and not any(
                 p.strip(WS) for p in kept):   # (at the start no gap is kept: the answer is empty)
             # Only whitespace so far: wait, it is dropped if a block opens next.
+            self._ln = ln0
             self._held = "".join(kept) + buf[rest_start:]
             self._ws_hold = cut == n and bool(self._held) and not rules._ws_lead
             return -1
@@ -521,6 +527,27 @@ class Splitter:
         else:
             self._held = buf[cut:]
         return -1
+
+    def _trim_end(self, buf: str, i: int, final: bool) -> tuple[int, int]:
+        """Trimming the whitespace at buf[i:] (a block's start, the answer's after it): (where it
+        ends, where what stays of it starts). Blank lines go; the first line's indentation (what
+        follows the run's last line break) stays where it makes indented code (CommonMark: four
+        columns, a tab), so code keeps its shape. Whitespace on the tag's own line goes.
+        While only whitespace has come, what follows its last line break is kept for now (the
+        caller holds it): it may be that indentation."""
+        n = len(buf)
+        j = i
+        while j < n and buf[j] in WS:
+            j += 1
+        nl = max(buf.rfind("\n", i, j), buf.rfind("\r", i, j))
+        if nl >= 0:
+            self._ws_nl = True
+        if not self._ws_nl or (final and j == n):
+            return j, j
+        start = nl + 1 if nl >= 0 else i
+        if j < n and indent(buf[start:j]) < 4:
+            return j, j   # (less than code's indentation means nothing in Markdown: it goes)
+        return j, start
 
     def _start_pair(self, buf: str, i: int, out: list, final: bool) -> int | None:
         """At the very start of the output (after whitespace): the opening tag of a start pair
@@ -566,16 +593,17 @@ class Splitter:
         k = end
         while k < n and buf[k] in WS:
             k += 1
-        self._ln.read(buf, end, k)
         if at_start and self._pend and (k < n or final):
             self._w_close += buf[end:k]
         if k == n:
             if final:
+                self._ln.read(buf, end, k)
                 return n
-            self._held = buf[end:]
+            self._held = buf[end:]   # (read when it goes out)
             self._ws_hold = bool(self._held) and not self.rules._ws_lead
             self._skip_ws = True
             return -1
+        self._ln.read(buf, end, k)
         if not at_start:
             kept.append((buf[end:k], 0) if k > end else (_SEPARATOR, len(_SEPARATOR)))
         return k

@@ -277,10 +277,9 @@ _wrong("documented (`ended-as-answer`): as above, a complete answer with no tag 
     "sglang/nemotron_3/test_force_nonempty_content_no_thinking_tokens"])
 
 # Documented rules a user still reads as wrong.
-_wrong("documented (`no-markup`: every later closing tag with no block open is removed, outside backtick code): a "
-       "`</think>` the model wrote as text in its answer after the block is gone (`before <code>\\n</code> after`, "
-       "`answer:literal  tail`: the whitespace on both sides stays, as written)", [
-    "sglang/iquest_q1/test_streaming_answer_keeps_literal_think_end",
+_wrong("documented (`no-markup`: a later closing tag with no block open is removed outside code, but where prose "
+       "names it, after a space or a quote mid-line): a `</think>` the model wrote as text right after an HTML tag in "
+       "its answer after the block is gone (`before <code></code> after`)", [
     "sglang/qwen3/test_streaming_mid_text_think_end_is_preserved"])
 _wrong("documented (`partial-tag-kept`: a marker missing its last token stays text): Kimi K3's think-close marker "
        "without its `<|sep|>` stays in the reasoning (`thought<|close|>think`)", [

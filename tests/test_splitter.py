@@ -157,10 +157,9 @@ def test_answer_pieces_that_meet_across_a_block_with_no_whitespace_get_a_line_br
 
 def test_whitespace_after_a_removed_closing_tag_stays_where_the_answer_goes_on():
     assert whole("Hello</think>\n\nWorld") == ([], "Hello\n\nWorld")
-    assert whole("Hello </think> World") == ([], "Hello World")
     # In the middle of the answer too (a closing tag after a block), and at any cut.
     for text, want in (("<think>a</think>b</think>c", "b\nc"), ("<think>a</think>b</think> c", "b c"),
-                       ("<think>a</think>b </think> c", "b  c"), ("<think>a</think>b</think>\n<think>d</think>", "b"),
+                       ("<think>a</think>b\n</think> c", "b\n c"), ("<think>a</think>b</think>\n<think>d</think>", "b"),
                        ("<think>a</think>b</think></think>c", "b\nc")):
         assert whole(text) == (whole(text)[0], want), text
         for k in range(len(text) + 1):
@@ -229,14 +228,33 @@ def test_closing_tag_without_opening_in_a_body_is_removed_and_the_text_before_it
 
 def test_stray_closing_tag_in_a_stream_never_reaches_the_client():
     s = Splitter(RULES)
-    out = s.feed("already sent ") + s.feed("</think>\n\nanswer") + s.finish()
-    assert merge(out) == [(CONTENT, "already sent answer")]
+    out = s.feed("already sent.") + s.feed("</think>\n\nanswer") + s.finish()
+    assert merge(out) == [(CONTENT, "already sent.\n\nanswer")]
     assert s.stray_closes == 1
 
 
 def test_stray_closing_tag_after_a_block_is_removed():
-    assert whole("<think>a</think>b </think> c") == (["a"], "b  c")
-    assert stream(["<think>a</think>b </th", "ink> c"]) == stream(["<think>a</think>b </think> c"])
+    assert whole("<think>a</think>b.</think> c") == (["a"], "b. c")
+    assert stream(["<think>a</think>b.</th", "ink> c"]) == stream(["<think>a</think>b.</think> c"])
+
+
+def test_a_closing_tag_prose_names_mid_line_is_text():
+    # After a space or a quote in the middle of a line, with no block open: prose names the tag,
+    # before any block (it does not make the text before it reasoning) and after one.
+    for text in ("The reasoning block ends with </think> and the answer follows it.",
+                 'Write "</think>" to end it.', "<think>a</think>It ends with </think> then."):
+        want = text.split("</think>", 1)[1] if text.startswith("<think>") else text
+        assert whole(text)[1] == want, text
+        for k in range(len(text) + 1):
+            assert result(stream([text[:k], text[k:]])) == whole(text), (text, k)
+    # Unless the text after it is glued to it, as markup is (a duplicated closing token).
+    text = "<think>a</think>part1 </think>part2"
+    assert whole(text) == (["a"], "part1 part2")
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]])) == whole(text), (text, k)
+    # Glued to the text, at a line's start, or at the start: markup, as before.
+    assert whole("Reasoning here.</think>Answer") == ([], "Reasoning here.\nAnswer")
+    assert whole("Reasoning here.\n</think>\n\nAnswer") == ([], "Reasoning here.\nAnswer")
 
 
 def test_second_closing_tag_of_a_prompt_opened_block_is_removed():

@@ -480,8 +480,14 @@ class Splitter:
                     # An opening tag kept as text (mid-sentence, an example): its closing tag is text too.
                     self._literal[pair.close] = self._literal.get(pair.close, 0) + 1
             elif tag in rules._by_close and ln.close_counts(in_fence=False):
+                prose = False if self._tag_counts(tag) else self._prose_close(buf, j + len(tag), final)
                 if self._literal.get(tag):
                     self._literal[tag] -= 1          # closes a pair written as text: text
+                elif prose is None:
+                    cut = j                          # what follows it decides: wait
+                    break
+                elif prose:
+                    pass                             # prose that names the tag: text
                 elif not self._seen_tag:
                     # A closing tag with no opening tag: the block was opened in the prompt.
                     self._emit_kept(kept, out, buf[i:j])
@@ -631,13 +637,27 @@ class Splitter:
         line's start, right after its text on the line ("Sure.<think>"), and a special token
         (`<|...|>`) anywhere; never in code. Prose names a tag after a space or a quote ("what
         does <think> do?"): that stays text."""
+        return not self._ln.in_code() and self._tag_counts(tag)
+
+    def _tag_counts(self, tag: str) -> bool:
+        """Outside code, where a model writes a tag in the answer (an opening tag, a closing tag
+        with no block open): at the start or right after a block, at a line's start, right after
+        its text on the line ("Reasoning.</think>"), a special token anywhere. After a space or a
+        quote in the middle of a line, prose names it ("ends with </think> and"): text."""
         if self.rules.anywhere:
             return True
         ln = self._ln
-        if ln.in_code():
-            return False
         return ((self._boundary and not self._inside) or ln.blank or tag in self.rules._special
                 or ln.glued())
+
+    @staticmethod
+    def _prose_close(buf: str, end: int, final: bool) -> bool | None:
+        """A closing tag with no block open, after a space or a quote mid-line, ending at `end`:
+        prose names it ("ends with </think> and", '"</think>"'), unless the text after it is
+        glued to it, as markup is ("part1 </think>part2"). None: nothing follows it yet."""
+        if end == len(buf):
+            return None if not final else True
+        return not buf[end].isalnum()
 
     def _new_line(self) -> None:
         """After a block or a closing tag: the answer starts afresh there."""

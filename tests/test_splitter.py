@@ -116,8 +116,24 @@ def test_an_opening_tag_glued_to_the_text_before_it_counts():
     assert whole("<think>first</think>mid<think>second</think>end") == (["first", "second"], "mid\nend")
 
 
-def test_after_a_block_a_mid_line_tag_after_a_space_stays_text():
-    assert whole("<think>a</think>ok <think>b</think>c") == (["a"], "ok <think>b</think>c")
+def test_after_a_block_a_whole_pair_on_the_line_is_a_block_even_after_a_space():
+    # (A second block's secret must not show; a tag prose names has no closing tag on its line.)
+    assert whole("<think>a</think>ok <think>b</think>c") == (["a", "b"], "ok c")
+    assert whole("<think>a</think>ok <think> opens one.\nIt </think>closes.") == (
+        ["a"], "ok <think> opens one.\nIt </think>closes.")
+    text = "R1</think>V1 <think>SECRET</think> V2"
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]])) == (["SECRET"], "R1\nV1 V2"), k
+
+
+def test_a_pair_after_a_block_is_looked_for_within_a_bound():
+    from thinkwire.splitter import PAIR_ON_LINE
+    far = "<think>a</think>ok <think>" + "x" * PAIR_ON_LINE + "</think>c"
+    assert whole(far) == (["a"], far[len("<think>a</think>"):])
+    s = Splitter(RULES)
+    s.feed("<think>a</think>ok <think>")
+    assert s.feed("x" * (PAIR_ON_LINE - 1)) == []          # held while the pair may still close
+    assert s.feed("x")[0][0] == CONTENT                     # the bound: it is text
 
 
 def test_prose_naming_a_tag_after_an_empty_block_keeps_its_words():

@@ -26,7 +26,10 @@ CONTENT = 1
 END = 2
 
 _SEPARATOR = "\n"   # between answer pieces that meet across a removed block or tag with no whitespace
-_HELD_WS = " \t\r\n\f"   # the whitespace thinkwire.hot carries: its JSON escapes are short
+_HELD_WS = " \t\r\n\f"
+# After a first block, an opening tag mid-line whose closing tag follows on its line within this
+# many characters is a block (a stream holds that much at most, from the tag, to tell).
+PAIR_ON_LINE = 2000   # the whitespace thinkwire.hot carries: its JSON escapes are short
 
 
 class Splitter:
@@ -471,7 +474,11 @@ class Splitter:
                 return end
             pair = rules._by_open.get(tag)
             if pair is not None:
-                if self._opening_counts(tag):
+                whole = self._seen_tag and not ln.in_code() and self._pair_follows(buf, j + len(tag), pair, final)
+                if whole is None:
+                    cut = j                  # a pair after a first block? what follows decides: wait
+                    break
+                if whole or self._opening_counts(tag):
                     self._emit_kept(kept, out, buf[i:j], before_block=True)
                     self._open_block(pair, out, tag)
                     self.markup_chars += len(tag)
@@ -649,6 +656,20 @@ class Splitter:
         ln = self._ln
         return ((self._boundary and not self._inside) or ln.blank or tag in self.rules._special
                 or ln.glued())
+
+    @staticmethod
+    def _pair_follows(buf: str, start: int, pair: TagPair, final: bool) -> bool | None:
+        """After a first block, an opening tag where prose would name it ("V1 <reasoning>"):
+        whether its closing tag follows on the same line, within PAIR_ON_LINE characters (a
+        whole pair is markup: a second block, not prose). None: the text so far cannot tell."""
+        end = min(len(buf), start + PAIR_ON_LINE)
+        close = buf.find(pair.close, start, end)
+        line = buf.find("\n", start, end)
+        if close >= 0 and (line < 0 or close < line):
+            return True
+        if line >= 0 or end < len(buf) or final or end == start + PAIR_ON_LINE:
+            return False
+        return None
 
     @staticmethod
     def _prose_close(buf: str, end: int, final: bool) -> bool | None:

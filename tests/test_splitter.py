@@ -496,14 +496,16 @@ def test_a_special_token_tool_marker_follows_the_same_rule():
     assert whole(text, TOOLS) == (["plan"], "<|tool_calls_section_begin|>[]<|tool_calls_section_end|>done\nfinal")
 
 
-def test_in_a_body_a_tool_call_marker_before_the_blocks_own_close_is_reasoning():
-    # The model wrote out a call inside its reasoning, then closed the block: a body sees that.
+def test_a_tool_call_written_inside_the_reasoning_reaches_the_answer_in_a_body_as_in_a_stream():
+    # The model wrote its call inside its reasoning, then thought on and closed the block: the
+    # call goes to the answer (for the tool parser), and what follows it is reasoning again.
+    rules = Rules(PAIRS, ends=("<tool_call>",), resumes=(("<tool_call>", "</tool_call>"),))
     text = "<think>Plan:\n<tool_call>\n{}\n</tool_call>\nno, wait.\n</think>\n\nanswer"
-    assert whole(text, TOOLS) == (["Plan:\n<tool_call>\n{}\n</tool_call>\nno, wait."], "answer")
-    # A stream cannot wait for the close: it ends the block at the call, as it must for a real one.
-    assert result(stream(list(text), TOOLS)) == (["Plan:"], "<tool_call>\n{}\n</tool_call>\nno, wait.\n\n\nanswer")
-    # In code the body's look ahead does not take the close.
-    assert whole("<think>x\n<tool_call>\n`</think>`", TOOLS) == (["x"], "<tool_call>\n`</think>`")
+    assert whole(text, rules) == (["Plan:", "no, wait."], "<tool_call>\n{}\n</tool_call>\n\nanswer")
+    assert result(stream(list(text), rules)) == whole(text, rules)
+    # Without a resume marker the rest of the block follows the call into the answer.
+    assert whole(text, TOOLS) == (["Plan:"], "<tool_call>\n{}\n</tool_call>\nno, wait.\n\n\nanswer")
+    assert result(stream(list(text), TOOLS)) == whole(text, TOOLS)
 
 
 def test_a_tool_call_marker_in_the_answer_is_answer_text():

@@ -33,18 +33,17 @@ PAIR_ON_LINE = 2000   # the whitespace thinkwire.hot carries: its JSON escapes a
 
 
 class Splitter:
-    """Incremental splitter for one stream of model output text. `whole`: the text comes in one
-    `feed` (a body), so a marker that ends reasoning can be checked against what follows it."""
+    """Incremental splitter for one stream of model output text (a body is one `feed`)."""
 
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
-        "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
+        "_seen_tag", "_lead_open", "_fresh", "_literal",
         "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
         "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl",
     )
 
-    def __init__(self, rules: Rules, starts_inside: bool | None = None, whole: bool = False) -> None:
+    def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
         self.rules = rules
         inside = rules.starts_inside if starts_inside is None else starts_inside
         self._held = ""          # undecided text, carried into the next feed
@@ -65,8 +64,6 @@ class Splitter:
         self._lead_open = inside
         self._fresh = inside     # the open block has no text yet
         self._literal: dict[str, int] = {}  # closing tag -> opening tags of its pair kept as text
-        self._whole = whole
-        self._ahead: tuple = (None, -1)   # (buffer, where the open block's closing tag is in it, -1: none)
         self.blocks = 1 if inside else 0
         self.reasoning_chars = 0
         self.stray_closes = 0
@@ -330,37 +327,13 @@ class Splitter:
     def _ends_here(self, buf: str, j: int, tag: str) -> bool:
         """Whether a marker that ends reasoning does so at buf[j]: only where a tool call starts
         (the block's start, a line's start, right after the reasoning's text), never in code or
-        where prose names it (after a space or a quote), and in a whole text not when the block's
-        closing tag comes later (the model wrote the call, or its name, while thinking)."""
+        where prose names it (after a space or a quote). In a body as in a stream: a call written
+        before the block's closing tag goes to the answer too, for a tool parser."""
         ln = self._ln
         if ln.in_code() or not (ln.blank or ln.glued()):
             return False
-        # (A special token is no name prose uses: the call is structure, and where a resume marker
-        # follows it the reasoning goes on after the call, `Rules.resumes`.)
-        return not (self._whole and tag not in self.rules._special and self._closes_later(buf, j + len(tag)))
-
-    def _closes_later(self, buf: str, start: int) -> bool:
-        """In a whole text: whether the open block's closing tag counts somewhere after `start`
-        (one look ahead per block, so a text of many markers stays linear)."""
-        seen_buf, at = self._ahead
-        if seen_buf is buf and (at < 0 or at >= start):
-            return at >= 0
-        rules = self.rules
-        closes = rules.scan(self._pair, False)
-        ln = self._ln.copy()
-        seen = start
-        at = -1
-        for m in closes.regex.finditer(buf, start):
-            tag = m.group()
-            if tag != self._pair.close if self._pair is not None else tag not in rules._by_close:
-                continue
-            ln.read(buf, seen, m.start())
-            seen = m.start()
-            if ln.close_counts():
-                at = m.start()
-                break
-        self._ahead = (buf, at)
-        return at >= 0
+        # (Where a resume marker follows the call, the reasoning goes on after it: `Rules.resumes`.)
+        return True
 
     def _end_block(self, text: str, out: list, tag: str = "") -> None:
         """The open block ends before `tag` (its closing tag; "" for a marker that stays in the
@@ -636,7 +609,6 @@ class Splitter:
         self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
         self._resume = None
         self._ln.reset()
-        self._ahead = (None, -1)
         self.blocks += 1
 
     def _opening_counts(self, tag: str) -> bool:
@@ -757,12 +729,10 @@ class Split:
 
 
 def split_text(text: str, rules: Rules) -> Split:
-    """Split a whole output as a stream of it is split, but where the whole text tells more: a
-    marker that ends reasoning (not a special token) before the block's own closing tag is part
-    of the reasoning. (A closing tag with no opening tag is removed, and the text before it stays
-    answer, as a stream has already sent it: only a profile that starts inside makes that text
-    reasoning, in bodies and streams alike.)"""
-    s = Splitter(rules, whole=True)
+    """Split a whole output as a stream of it is split. (A closing tag with no opening tag is
+    removed, and the text before it stays answer, as a stream has already sent it: only a profile
+    that starts inside makes that text reasoning here; thinkwire.context re-splits a body.)"""
+    s = Splitter(rules)
     return Split(merge(s.feed(text) + s.finish()), s.stray_closes)
 
 

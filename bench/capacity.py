@@ -1,6 +1,6 @@
 """(6) One proxy process's capacity: the events per second one thinkwire mitmdump sustains, per
-surface, while the delay it adds stays under 5 ms at p99. A fleet is sized from it (README,
-"Running a fleet": streams x tokens per second / capacity = replicas).
+surface, while the delay it adds stays under 5 ms at p99. A fleet is sized from it (docs/operations.md,
+"Sizing": streams x tokens per second / capacity = replicas).
 
 The load is what a team's clients put on a proxy: `streams` streams open at any moment, each of
 `tps` tokens a second (one event per token, stamped by the upstream) and `length_s` long, one

@@ -41,6 +41,7 @@ class Reply:
     gate: threading.Event | None = None
     gate_at: int = 0
     opened: bool | None = None
+    stop: threading.Event | None = None   # once set, the connection is dropped before the next chunk
 
 
 def json_reply(obj: object, status: int = 200, gzip_it: bool = False) -> Reply:
@@ -109,7 +110,8 @@ class Upstream:
                     for i, c in enumerate(reply.chunks):
                         if reply.gate is not None and i == reply.gate_at:
                             reply.opened = reply.gate.wait(10)
-                        if reply.close_after is not None and i >= reply.close_after:
+                        if reply.close_after is not None and i >= reply.close_after or \
+                                reply.stop is not None and reply.stop.is_set():
                             self.close_connection = True
                             self.connection.shutdown(socket.SHUT_RDWR)
                             return

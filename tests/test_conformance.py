@@ -10,7 +10,7 @@ chunkings), and:
    for a body and for a stream, per surface where a surface differs from how it shows the blocks
    (runs.SHOWS). Every chunking of a stream gives the same result.
 2. agrees exactly with what the peer's test asserts, or is listed in
-   tests/conformance/differences.json under a rule of the README section "Where thinkwire differs
+   tests/conformance/differences.json under a rule of the docs/conformance.md section "Where thinkwire differs
    from vLLM and SGLang": the rule is the argument for the difference, the stored result is the
    check. A case whose peer asserts no value (only relations, or only substrings) is counted apart.
 
@@ -36,7 +36,7 @@ from support.stored import HOW, WRITE, stored
 from thinkwire.surfaces import chat
 
 HERE = Path(__file__).parent / "conformance"
-README = Path(__file__).parent.parent / "README.md"
+PAGE = Path(__file__).parent.parent / "docs" / "conformance.md"
 PEERS = ("vllm", "sglang", "llamacpp", "vercel-ai", "litellm")
 RESULTS = stored(HERE / "results.json")
 DIFFERENCES = stored(HERE / "differences.json")
@@ -204,8 +204,8 @@ def figures() -> tuple[Counter, Counter]:
 
 @functools.cache
 def readme_section() -> str:
-    """The README section "Where thinkwire differs from vLLM and SGLang"."""
-    text = README.read_text(encoding="utf-8").split("## Where thinkwire differs from vLLM and SGLang", 1)[1]
+    """The section "Where thinkwire differs from vLLM and SGLang" of docs/conformance.md."""
+    text = PAGE.read_text(encoding="utf-8").split("## Where thinkwire differs from vLLM and SGLang", 1)[1]
     return text.split("\n## ", 1)[0]
 
 
@@ -231,7 +231,7 @@ def _wrong(what: str, ids: list[str]) -> None:
 
 
 # Documented: a stream cannot take back what it sent.
-_wrong("documented (README \"A closing tag with no opening tag\", `stray-close`): a model not known to open its "
+_wrong("documented (docs/behaviour.md \"A closing tag with no opening tag\", `stray-close`): a model not known to open its "
        "reasoning block (no profile says so, nothing learned yet) writes only a closing tag. The body is right; the "
        "stream sent the reasoning as answer before the tag came, so its answer starts with the reasoning, a line "
        "break, then the answer (`This is a reasoning section\\nThis is the rest`). Later streams of the model at that "
@@ -252,7 +252,7 @@ _wrong("documented (`stray-close`): the request turned thinking off and the mode
        "never starts inside, and learning does not count it", [
     "vllm/glm45/glm47_template_honors_thinking_disable", "vllm/holo2/thinking_disabled_with_close_tag_stream",
     "llamacpp/parser-tnk-unopened-none"])
-_wrong("documented (README \"How the output ended\", `ended-as-answer`): a model whose template opens the block "
+_wrong("documented (docs/behaviour.md \"How the output ended\", `ended-as-answer`): a model whose template opens the block "
        "answers complete with no tag at all. Chat, Messages and Responses bodies give the answer; the stream has sent "
        "the text as reasoning before the end says the output was complete, so its answer is empty, and nothing makes "
        "later streams right. (Responses and Ollama have no prefill: there a chat request's continued message "
@@ -287,11 +287,11 @@ _wrong("documented (`partial-tag-kept`: a marker missing its last token stays te
     "sglang/kimi_k3/test_streaming_recovers_missing_think_separator"])
 _wrong("no tag set knows Seed's budget note: after the block, `<seed:cot_budget_reflect>...</seed:cot_budget_reflect>` "
        "stays in the answer, markup and all", ["llamacpp/chat-seed-oss-L1998"])
-_wrong("no profile knows Inkling's typed blocks (README: not profiled): `<|content_thinking|>...<|end_message|>` and "
+_wrong("no profile knows Inkling's typed blocks (docs/tagsets.md: not profiled): `<|content_thinking|>...<|end_message|>` and "
        "the reasoning stay in the answer", ["sglang/inkling/test_single_chunk_matches_one_shot",
                                             "sglang/inkling/test_token_chunking_matches_one_shot"])
 
-# Wrong by the README's own rules: bugs. (None known.)
+# Wrong by the documented rules: bugs. (None known.)
 
 
 # -- the tests -----------------------------------------------------------------------------------------
@@ -336,14 +336,14 @@ def test_stored_results_are_the_cases():
     assert set(KNOWN_WRONG) <= set(IDS)
 
 
-def test_every_rule_is_stated_in_the_readme_with_its_figures():
+def test_every_rule_is_stated_in_the_docs_with_its_figures():
     verdicts, rules = figures()
     section = readme_section()
     want = [f"| {name} | {verdicts[name]} |" for name in (AGREES, DIFFERS, SUBSTRINGS, NOTHING)]
     names = sorted(set(rules) | set(readme_rules()))
     want += [f"- `{name}` ({rules[name]} case{'s' if rules[name] != 1 else ''}):" for name in names]
     missing = [line for line in want if line not in section]
-    assert not missing, "the README's figures are not the stored ones; write:\n" + "\n".join(missing)
+    assert not missing, "docs/conformance.md's figures are not the stored ones; write:\n" + "\n".join(missing)
 
 
 def test_a_case_agrees_only_when_its_substring_checks_hold_too():

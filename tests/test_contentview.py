@@ -25,7 +25,7 @@ from harness import ADDON, post, sse, sse_reply
 from devtools import demo
 from thinkwire import bodies, contentview, engine
 from thinkwire.addon import ThinkWire
-from thinkwire.contentview import UPSTREAM_KEY, ThinkwireContentview, read_request, read_response, render
+from thinkwire.contentview import UPSTREAM_KEY, ThinkwireContentview, _wrapped, read_request, read_response, render
 
 SSE = "text/event-stream"
 JSON = "application/json"
@@ -143,8 +143,8 @@ def test_responses_stream_reads_deltas_by_output_index():
 
 @pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
 def test_responses_reasoning_in_both_summary_and_content_is_shown_once(stream):
-    # thinkwire's default: the same text in both. A differing summary still shows (test above).
-    ctx = make_ctx({"model": "m"})
+    # The same text in both (think_responses_content=on). A differing summary still shows (test above).
+    ctx = make_ctx({"model": "m"}, responses_content="on")
     out = demo.responses_reply("<think>plan it</think>done", False, stream)
     if stream:
         driver = engine.stream_driver(engine.SURFACES["responses"], ctx)
@@ -209,7 +209,10 @@ def test_each_surface_rewritten_shows_reasoning_before_answer_and_the_tool_call(
         data = mod.rewrite_body(json.dumps(out).encode(), ctx)
     text = view(data, SSE if stream else JSON)
     reasoning, _, rest = demo.TOOL.removeprefix("<think>").partition("</think>")
-    assert sections(text)[:3] == [("reasoning", reasoning), ("answer", rest),
+    # By default Responses reasoning is in the summary only (think_responses_content=off); the
+    # view folds long lines at WRAP columns (mitmweb does not wrap them).
+    label = "reasoning summary" if surface == "responses" else "reasoning"
+    assert sections(text)[:3] == [(label, "\n".join(_wrapped(reasoning))), ("answer", rest),
                                   (sections(text)[2][0], json.dumps(json.loads(demo.TOOL_ARGS), indent=2))]
     assert demo.TOOL_NAME in sections(text)[2][0]
 
@@ -428,3 +431,12 @@ def test_the_flow_record_round_trips_and_a_malformed_one_is_ignored():
     assert FlowRecord.of(f) is None
     f.metadata["thinkwire"] = "garbage"
     assert FlowRecord.of(f) is None
+
+
+def test_a_long_line_of_reasoning_is_folded_at_spaces_and_a_long_word_is_cut():
+    words = " ".join(["scattering"] * 20)                        # 219 columns
+    text = view(json.dumps({"choices": [{"index": 0, "message": {
+        "reasoning_content": words + "\n" + "x" * 170, "content": "hi"}}]}).encode())
+    [(_, reasoning), _answer] = sections(text)
+    assert reasoning.split("\n") == [" ".join(["scattering"] * 7)] * 2 + [" ".join(["scattering"] * 6),
+                                                                         "x" * 80, "x" * 80, "x" * 10]

@@ -56,7 +56,7 @@ def sample_output(path: Path) -> tuple[str | None, str]:
 # Stored results a user would call wrong (the review's findings, for those who change the rules).
 # Documented: a stream cannot take back what it sent. The body (and the sample as recorded, a body)
 # is right.
-_STRAY = ("documented (README \"A closing tag with no opening tag\"): served under a name no profile matches "
+_STRAY = ("documented (docs/behaviour.md \"A closing tag with no opening tag\"): served under a name no profile matches "
           "(`gpt-3.5-turbo-0613`), the model writes only a closing tag (its template opened the block). The body "
           "splits at it; the stream sent the reasoning as answer before the tag came, so its answer starts with the "
           "reasoning, a line break, then the answer ({}). Later streams of the model at that upstream are right once "

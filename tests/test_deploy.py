@@ -47,12 +47,16 @@ def test_the_deployment_probes_thinkwires_health_on_the_images_port():
     pod = dep["spec"]["template"]
     c = pod["spec"]["containers"][0]
     port = listen_port(final_stage())
-    assert c["ports"] == [{"name": "http", "containerPort": port}]
+    assert c["ports"] == [{"name": "http", "containerPort": port}, {"name": "metrics", "containerPort": 9090}]
     for probe in ("readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"] == {"path": HEALTH, "port": "http"}
-    assert pod["metadata"]["annotations"] == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
+    assert pod["metadata"]["annotations"] == {"prometheus.io/scrape": "true", "prometheus.io/port": "9090",
                                               "prometheus.io/path": METRICS}
     assert c["args"][0] == final_stage().exec_form("CMD")[0] == "--mode"   # args replace the image's CMD
+    # The metrics are answered on their own port only (issue 33, finding 7), which the Service leaves out.
+    upstream = c["args"][1]
+    assert c["args"] == ["--mode", upstream, "--mode", f"{upstream}@9090"]
+    assert {e["name"]: e["value"] for e in c["env"]}["THINK_METRICS_PORT"] == "9090"
     assert dep["spec"]["replicas"] >= 2
     service = resources()["Service"]
     assert service["spec"]["ports"] == [{"name": "http", "port": port, "targetPort": "http"}]
@@ -63,7 +67,8 @@ def test_the_deployment_takes_the_key_from_the_secret_with_thinkwires_options():
     pod = resources()["Deployment"]["spec"]["template"]["spec"]
     c = pod["containers"][0]
     env = {e["name"]: e["value"] for e in c["env"]}
-    assert set(env) == {BY_NAME[n].env for n in ("think_key_file", "think_key_previous_files", "think_key_id")}
+    assert set(env) == {BY_NAME[n].env for n in ("think_key_file", "think_key_previous_files", "think_key_id",
+                                                 "think_metrics_port")}
     mount = next(m for m in c["volumeMounts"] if m["name"] == "keys")
     secret = next(v for v in pod["volumes"] if v["name"] == "keys")["secret"]
     assert mount["readOnly"] and secret["secretName"] == "thinkwire-keys"
@@ -79,12 +84,12 @@ def test_the_deployment_takes_the_key_from_the_secret_with_thinkwires_options():
     assert secret["defaultMode"] == 0o440
 
 
-def test_the_readme_fleet_section_names_both_endpoints_and_every_key_option():
-    readme = (ROOT / "README.md").read_text()
-    fleet = readme[readme.index("\n## Running a fleet\n"):]
-    fleet = fleet[:fleet.index("\n## ", 1)]
+def test_the_operations_page_names_both_endpoints_and_every_key_option():
+    operations = (ROOT / "docs" / "operations.md").read_text()
     for path in (HEALTH, METRICS, "deploy/haproxy/haproxy.cfg", "deploy/kubernetes/", "Containerfile"):
-        assert path in fleet
+        assert path in operations
+    assert "replicas = " in operations
+    options = (ROOT / "docs" / "options.md").read_text()
     for name in ("think_key_file", "think_key_previous_files", "think_key_id"):
-        assert f"| `{name}` | `{BY_NAME[name].env}` |" in readme
-    assert "THINK_SIGNING_KEY_PREVIOUS" in readme and "replicas = " in fleet
+        assert f"| `{name}` | `{BY_NAME[name].env}` |" in options
+    assert "THINK_SIGNING_KEY_PREVIOUS" in options

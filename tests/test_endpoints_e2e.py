@@ -6,12 +6,13 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import Reply, json_reply, post, sse, sse_reply
+from harness import Proxy, Reply, Upstream, json_reply, post, sse, sse_reply
 from devtools.process import LISTENING, ToolProcess, child_env, tool
 from harness import ADDON
 from thinkwire import __version__
@@ -22,7 +23,7 @@ from thinkwire.rules import TagPair
 
 pytestmark = pytest.mark.e2e
 
-KEY = "endpoints e2e key"
+KEY = "endpoints e2e key, 32 bytes or more"
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
 
@@ -74,7 +75,7 @@ def test_health_answers_with_the_key_id_and_never_reaches_the_upstream(keyed, up
 def test_health_answers_while_the_upstream_is_down_with_lazy_connections(proxy_factory):
     """With mitmproxy's default (eager) strategy a reverse proxy connects to the upstream as a
     client connects, so nothing is answered while the upstream is down; the fleet's commands set
-    connection_strategy=lazy (deploy/, README "Running a fleet")."""
+    connection_strategy=lazy (deploy/, docs/operations.md)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"   # (closed again before the proxy starts)
@@ -83,22 +84,87 @@ def test_health_answers_while_the_upstream_is_down_with_lazy_connections(proxy_f
     assert post(p.url + CHAT, {"model": "m"}).status == 502
 
 
-def test_regular_mode_answers_for_itself_and_for_any_host(up, tmp_path):
+def regular_proxy(tmp_path, *args: str) -> tuple[ToolProcess, int]:
     p = ToolProcess([tool("mitmdump"), "--listen-host", "127.0.0.1", "--set", "listen_port=0",
-                     "--set", f"confdir={tmp_path}", "-s", str(ADDON)], child_env({"THINK_SIGNING_KEY": KEY}))
-    try:
-        port = int(p.wait_for(LISTENING, timeout=30).group(1))
-        own = post(f"http://127.0.0.1:{port}{HEALTH}", method="GET")   # origin form: to the proxy itself
+                     "--set", f"confdir={tmp_path}", "-s", str(ADDON), *args], child_env({"THINK_SIGNING_KEY": KEY}))
+    return p, int(p.wait_for(LISTENING, timeout=30).group(1))
+
+
+def through(port: int, target: str, tunnel: tuple[str, int] | None = None) -> tuple[int, str]:
+    """GET `target` through the forward proxy on `port` (absolute form; or, with `tunnel`, inside a
+    CONNECT tunnel to that host, as a browser fetches an https:// page)."""
+    if tunnel is None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("GET", f"{up.url}{METRICS}")   # absolute form, through the proxy to the upstream's host
-        through = conn.getresponse()
-        body = through.read().decode()
-        conn.close()
+    else:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ssl._create_unverified_context())
+        conn.set_tunnel(*tunnel)
+    conn.request("GET", target)
+    r = conn.getresponse()
+    body = r.read().decode()
+    conn.close()
+    return r.status, body
+
+
+def test_regular_mode_answers_for_itself_and_forwards_requests_for_other_hosts(up, tmp_path):
+    """Finding 7 of issue 33: a forward proxy answered the endpoints for any host, so a page
+    fetched through it read other users' traffic counts. Now only a request addressed to the
+    proxy's own address is answered; one for another host goes on to that host."""
+    up.route(METRICS, json_reply({"the upstream's": "metrics"}))
+    p, port = regular_proxy(tmp_path)
+    try:
+        own = post(f"http://127.0.0.1:{port}{HEALTH}", method="GET")   # origin form: to the proxy itself
+        absolute_own = through(port, f"http://127.0.0.1:{port}{METRICS}")
+        by_name = through(port, f"http://localhost:{port}{HEALTH}")
+        other = through(port, f"{up.url}{METRICS}")    # absolute form, for the upstream's host
     finally:
         p.stop()
     assert own.status == 200 and own.json()["key_id"] == key_id(KEY.encode())
-    assert through.status == 200 and "thinkwire_open_streams" in body
-    assert up.requests == []
+    assert absolute_own[0] == 200 and "thinkwire_open_streams" in absolute_own[1]
+    assert by_name[0] == 200 and json.loads(by_name[1])["status"] == "ok"
+    assert other == (200, '{"the upstream\'s": "metrics"}')
+    assert [(r.method, r.path) for r in up.requests] == [("GET", METRICS)]
+
+
+def test_inside_an_intercepted_https_tunnel_the_endpoints_are_the_hosts(tmp_path):
+    from test_env_e2e import HOST, self_signed
+    cert, key = self_signed(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    tls_up = Upstream(HOST, ctx)
+    tls_up.route(METRICS, json_reply({"the site's": "page"}))
+    tls_up.route(HEALTH, json_reply({"the site's": "health"}))
+    p, port = regular_proxy(tmp_path, "--set", "ssl_insecure=true")
+    try:
+        metrics = through(port, METRICS, tunnel=(HOST, tls_up.port))
+        health = through(port, HEALTH, tunnel=(HOST, tls_up.port))
+    finally:
+        p.stop()
+        tls_up.close()
+    assert metrics == (200, '{"the site\'s": "page"}') and health == (200, '{"the site\'s": "health"}')
+    assert [r.path for r in tls_up.requests] == [METRICS, HEALTH]
+
+
+def test_with_a_metrics_port_metrics_are_answered_there_only(up, tmp_path):
+    """A fleet exposes one port to clients (the Service, HAProxy) and lets Prometheus scrape
+    another (deploy/kubernetes): think_metrics_port names it; health is answered on both."""
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        client_port, metrics_port = a.getsockname()[1], b.getsockname()[1]
+    p = Proxy(up.url, tmp_path, {"think_metrics_port": str(metrics_port)}, port=client_port,
+              extra_args=["--mode", f"reverse:{up.url}@{metrics_port}"])
+    try:
+        clients = f"http://127.0.0.1:{client_port}"
+        scrapes = f"http://127.0.0.1:{metrics_port}"
+        hidden = post(clients + METRICS, method="GET")
+        scraped = post(scrapes + METRICS, method="GET")
+        healths = [post(u + HEALTH, method="GET").status for u in (clients, scrapes)]
+    finally:
+        p.stop()
+    assert hidden.status == 404 and hidden.json() == {
+        "error": f"no such endpoint: {METRICS}; try {HEALTH}"}
+    assert scraped.status == 200 and "thinkwire_open_streams" in scraped.content.decode()
+    assert healths == [200, 200] and up.requests == []
 
 
 def test_metrics_count_what_each_flow_did(proxy_factory, up):
@@ -169,6 +235,48 @@ def test_metrics_speak_openmetrics_when_asked(keyed):
 
 
 # -- in process: what answer() does with each request -----------------------------------------------
+def to_the_proxy(f, sockname=("127.0.0.1", 8080)):
+    """A test flow as a request to a forward proxy listening at `sockname`, for its own address."""
+    f.client_conn.sockname = sockname
+    f.request.host, f.request.port = sockname
+    return f
+
+
+@pytest.mark.parametrize("mode,host,port,answered", [
+    ("regular", "127.0.0.1", 8080, True), ("regular", "localhost", 8080, True), ("regular", "LOCALHOST", 8080, True),
+    ("regular", "127.0.0.1", 8081, False), ("regular", "127.0.0.2", 8080, False),
+    ("regular", "evil.example", 8080, False),           # a name is that host's, whatever it resolves to
+    ("regular", "::ffff:127.0.0.1", 8080, True), ("upstream:http://10.0.0.1:3128", "127.0.0.1", 8080, True),
+    ("upstream:http://10.0.0.1:3128", "api.example", 443, False), ("socks5", "api.example", 443, False),
+    ("reverse:http://model:8000", "model", 8000, True),  # reverse mode: every request is to the proxy
+])
+def test_which_requests_are_addressed_to_the_proxy(mode, host, port, answered):
+    from mitmproxy.proxy.mode_specs import ProxyMode
+    from mitmproxy.test import tflow, tutils
+    from thinkwire.endpoints import answer
+    f = tflow.tflow(req=tutils.treq(method=b"GET", path=HEALTH.encode(), content=b""))
+    f.client_conn.proxy_mode = ProxyMode.parse(mode)
+    f.client_conn.sockname = ("127.0.0.1", 8080)
+    f.request.host, f.request.port = host, port
+    assert answer(f, lambda: {"status": "ok"}, lambda accept: (b"", "text/plain")) is answered
+    assert (f.response is not None) is answered
+
+
+@pytest.mark.parametrize("value,port", [("", None), (" 9090 ", 9090), ("1", 1), ("65535", 65535)])
+def test_the_metrics_port_option(value, port):
+    from thinkwire.settings import Settings
+    assert Settings.from_values({"think_metrics_port": value}).metrics_port == port
+
+
+@pytest.mark.parametrize("value", ["0", "65536", "http", "-1", "90 90"])
+def test_a_metrics_port_that_cannot_be_one_is_refused(value):
+    from thinkwire.settings import SettingError, Settings
+    with pytest.raises(SettingError) as e:
+        Settings.from_values({"think_metrics_port": value})
+    assert str(e.value) == (f"think_metrics_port (env THINK_METRICS_PORT) is {value!r}; use a port from 1 to "
+                            "65535 the proxy also listens on (e.g. --mode reverse:URL@9090), or nothing to "
+                            "answer metrics on every port")
+
 @pytest.mark.parametrize("method,path,status", [
     ("GET", HEALTH, 200), ("HEAD", HEALTH, 200), ("GET", METRICS + "?x=1", 200), ("DELETE", HEALTH, 405),
     ("POST", METRICS, 405), ("GET", "/.well-known/thinkwire/", 404), ("GET", "/.well-known/thinkwire/health/x", 404)])
@@ -178,7 +286,7 @@ def test_every_request_under_the_prefix_is_answered_in_process(method, path, sta
     tw = ThinkWire()
     with taddons.context(tw) as tctx:
         tctx.configure(tw)
-        f = tflow.tflow(req=tutils.treq(method=method.encode(), path=path.encode(), content=b""))
+        f = to_the_proxy(tflow.tflow(req=tutils.treq(method=method.encode(), path=path.encode(), content=b"")))
         tw.request(f)
     assert f.response is not None and f.response.status_code == status
     assert (f.response.content == b"") == (method == "HEAD")
@@ -193,6 +301,6 @@ def test_other_paths_are_left_to_go_on():
     with taddons.context(tw) as tctx:
         tctx.configure(tw)
         for path in ("/v1/chat/completions", "/.well-known/other", "/well-known/thinkwire/health"):
-            f = tflow.tflow(req=tutils.treq(method=b"GET", path=path.encode(), content=b""))
+            f = to_the_proxy(tflow.tflow(req=tutils.treq(method=b"GET", path=path.encode(), content=b"")))
             tw.request(f)
             assert f.response is None

@@ -12,8 +12,6 @@ for a remote API host, an address NO_PROXY does not name.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import re
 import shutil
@@ -26,33 +24,13 @@ import pytest
 
 from harness import ADDON, Upstream, sse, sse_reply
 from devtools.process import LISTENING, ToolProcess, child_env, tool
+from support.tls import self_signed
 
 pytestmark = pytest.mark.e2e
 
 CHAT = "/v1/chat/completions"
 HOST = "127.0.0.2"
 BIN = Path(sys.executable).parent   # thinkwire and python of this environment
-
-
-def self_signed(dirpath: Path) -> tuple[Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "model server")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
-    cert_file, key_file = dirpath / "server.pem", dirpath / "server.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_file, key_file
 
 
 def chunk(delta: dict, finish: str | None = None) -> dict:
@@ -66,7 +44,7 @@ def setup(tmp_path_factory):
         if shutil.which(needed) is None:
             pytest.skip(f"{needed} is not installed")
     tmp = tmp_path_factory.mktemp("env")
-    cert, key = self_signed(tmp)
+    cert, key = self_signed(tmp, HOST)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)
     try:
@@ -209,7 +187,7 @@ def test_node_fetch_goes_through_the_proxy_unchanged(setup):
 
 
 def test_node_20_fetch_ignores_the_proxy_variables(setup):
-    # What the README says of older Nodes, checked: fetch goes direct (and fails on the server's
+    # What docs/proxy-modes.md says of older Nodes, checked: fetch goes direct (and fails on the server's
     # untrusted certificate) rather than through the proxy.
     v = node_version()
     if v is None or node_reads_proxy_env(v):

@@ -196,6 +196,17 @@ def fleet(tmp_path_factory):
         up.close()
 
 
+def test_clients_of_the_load_balancer_cannot_read_the_replicas_endpoints(fleet):
+    """Finding 7 of issue 33: HAProxy passed the metrics (traffic counts, the key id) to every
+    client. Its frontend now refuses the endpoints' path; its own health checks, which ask each
+    replica directly, keep the replicas up."""
+    for path in (METRICS, "/.well-known/thinkwire/health", "/.well-known/thinkwire/x"):
+        got = httpx.get(fleet.lb + path, timeout=5)
+        assert got.status_code == 404 and "thinkwire" not in got.text
+    assert all(httpx.get(p.url + METRICS, timeout=5).status_code == 200 for p in fleet.replicas.values())
+    assert fleet.status() == {"replica1": "UP", "replica2": "UP", "BACKEND": "UP"}
+
+
 def test_turns_alternate_between_replicas_and_each_restores_what_the_other_made(fleet):
     served = [fleet.turn() for _ in range(2)]
     # Round robin: each surface's two turns went one to each replica, and the second restored
@@ -259,7 +270,7 @@ def test_a_key_rotation_mid_conversation_replica_by_replica(fleet):
 
 
 def test_what_the_sdks_raise_when_a_stream_is_cut(proxy, up):
-    """What README "When a replica dies mid-stream" says a client sees, with the pinned SDKs: the
+    """What docs/operations.md, "When a replica dies mid-stream", says a client sees, with the pinned SDKs: the
     text that came, then an exception (the cut comes from the upstream here: to the client a
     connection that closes without the stream's end is the same, whoever closed it)."""
     cut = "peer closed connection without sending complete message body (incomplete chunked read)"

@@ -8,11 +8,12 @@ import pytest
 from harness import json_reply, post, rechunk, sse_reply
 from support.messages import (body, native_thinking, redacted, stream, stream_objs, sse_event, text,
                            tool)
-from thinkwire.marks import Sealer
+from thinkwire.marks import Sealer, client_binding
 
 pytestmark = pytest.mark.e2e
 
-KEY = "e2e shared signing key"
+SDK_CLIENT = client_binding({"authorization": "Bearer x"})   # what the SDK clients here send (api_key="x")
+KEY = "e2e shared signing key, 32 bytes or more"
 ASK = dict(model="m", max_tokens=2048, messages=[{"role": "user", "content": "q"}])
 OMITTED = dict(ASK, thinking={"type": "adaptive", "display": "omitted"})
 
@@ -107,7 +108,7 @@ def test_signature_redacted_sends_sealed_marks_only(proxies, up):
     for msg in (whole, s):
         assert [b["type"] for b in msg["content"]] == ["redacted_thinking", "text"]
         assert "private plan" not in json.dumps(msg)
-        assert sealer.open(msg["content"][0]["data"]).text == "private plan"
+        assert sealer.open(msg["content"][0]["data"], SDK_CLIENT).text == "private plan"
 
 
 def test_display_omitted_gives_empty_thinking_with_a_mark(proxies, up):
@@ -116,7 +117,7 @@ def test_display_omitted_gives_empty_thinking_with_a_mark(proxies, up):
     for msg in (whole, s):
         block = msg["content"][0]
         assert block["type"] == "thinking" and block["thinking"] == ""
-        assert sealer.open(block["signature"]).text == "unseen"
+        assert sealer.open(block["signature"], SDK_CLIENT).text == "unseen"
         assert msg["content"][1] == {"type": "text", "text": "hi"}
 
 

@@ -31,7 +31,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import (AcceptConnection, CloseConnection, Message, Ping, Request,
                             TextMessage)
 
-from harness import ADDON, ROOT, post, sse, sse_reply
+from harness import ADDON, ROOT, json_reply, post, sse, sse_reply
 from devtools.process import LISTENING, ToolProcess, tool
 
 pytestmark = pytest.mark.e2e
@@ -200,6 +200,27 @@ def _chat_stream() -> list[bytes]:
     return sse(*chunks, "[DONE]")
 
 
+def response_view(page: CDP, web: Mitmweb, password: str, screenshot: str) -> str:
+    """The text of the chat flow's Response tab in mitmweb, as a user opens it (a screenshot
+    kept in test-artifacts/)."""
+    page.call("Page.enable")
+    page.call("Page.navigate", url=f"{web.web}/?token={password}")
+    row = "[...document.querySelectorAll('.flow-table tbody tr')].find(r => r.innerText.includes('/v1/chat/completions'))"
+    page.wait_for(f"!!({row})", what="the flow in mitmweb's flow list")
+    page.click(row)
+    tab = "[...document.querySelectorAll('.flow-detail nav a')].find(a => a.innerText.trim() === 'Response')"
+    page.wait_for(f"!!({tab})", what="the flow's Response tab")
+    page.click(tab)
+    body = page.wait_for(
+        f"(() => {{ const t = document.querySelector('.flow-detail')?.innerText || '';"
+        f" return t.includes({json.dumps(ANSWER)}) && t.includes('reasoning') ? t : ''; }})()",
+        what="the thinkwire view of the response")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = page.call("Page.captureScreenshot", format="png")
+    (ARTIFACTS / screenshot).write_bytes(base64.b64decode(shot["data"]))
+    return body
+
+
 def test_mitmweb_shows_reasoning_and_answer_of_a_streamed_flow(up, tmp_path):
     password = secrets.token_hex(12)
     up.route("/chat/completions", sse_reply(_chat_stream()))
@@ -215,22 +236,7 @@ def test_mitmweb_shows_reasoning_and_answer_of_a_streamed_flow(up, tmp_path):
 
         browser = Chromium()
         page = browser.page()
-        page.call("Page.enable")
-        page.call("Page.navigate", url=f"{web.web}/?token={password}")
-        row = "[...document.querySelectorAll('.flow-table tbody tr')].find(r => r.innerText.includes('/v1/chat/completions'))"
-        page.wait_for(f"!!({row})", what="the flow in mitmweb's flow list")
-        page.click(row)
-        tab = "[...document.querySelectorAll('.flow-detail nav a')].find(a => a.innerText.trim() === 'Response')"
-        page.wait_for(f"!!({tab})", what="the flow's Response tab")
-        page.click(tab)
-        body = page.wait_for(
-            f"(() => {{ const t = document.querySelector('.flow-detail')?.innerText || '';"
-            f" return t.includes({json.dumps(ANSWER)}) && t.includes('reasoning') ? t : ''; }})()",
-            what="the thinkwire view of the response")
-
-        ARTIFACTS.mkdir(exist_ok=True)
-        shot = page.call("Page.captureScreenshot", format="png")
-        (ARTIFACTS / "mitmweb-thinkwire-view.png").write_bytes(base64.b64decode(shot["data"]))
+        body = response_view(page, web, password, "mitmweb-thinkwire-view.png")
 
         assert "thinkwire" in body                                # the view mitmweb picked
         assert "Content is missing" not in body                   # the streamed body is kept
@@ -247,7 +253,42 @@ def test_mitmweb_shows_reasoning_and_answer_of_a_streamed_flow(up, tmp_path):
                                      headers={"Authorization": f"Bearer {password}"})
         with urllib.request.urlopen(req, timeout=10) as r:
             original = json.load(r)["text"]
-        assert f"<think>{REASONING}</think>{ANSWER}" in original
+        assert f"<think>{REASONING}</think>{ANSWER}" in " ".join(original.split())   # (folded at 80 columns)
+    finally:
+        if page:
+            page.close()
+        if browser:
+            browser.stop()
+        web.stop()
+
+
+LONG_REASONING = ("Air molecules are much smaller than the wavelength of visible light, so they scatter it by "
+                  "Rayleigh scattering, whose strength goes as the inverse fourth power of the wavelength, "
+                  "which means blue light at about 450 nm is scattered several times more than red light at "
+                  "about 700 nm, and the scattered blue reaches the eye from every part of the sky.")
+
+
+def test_mitmweb_wraps_a_long_line_of_reasoning_inside_the_pane(up, tmp_path):
+    """One paragraph of reasoning is one line: mitmweb shows views unwrapped (white-space: pre),
+    so the view folds it; no element of the flow's detail pane scrolls sideways."""
+    password = secrets.token_hex(12)
+    base = {"id": "chatcmpl-long", "object": "chat.completion", "model": "sky-reasoner"}
+    up.route("/chat/completions", json_reply(dict(base, choices=[
+        {"index": 0, "message": {"role": "assistant", "content": f"<think>{LONG_REASONING}</think>{ANSWER}"},
+         "finish_reason": "stop"}])))
+    web = Mitmweb(up.url, tmp_path / "confdir", password)
+    browser = page = None
+    try:
+        assert post(web.url + "/v1/chat/completions", {"model": "sky-reasoner", "messages": []}).status == 200
+        browser = Chromium()
+        page = browser.page()
+        body = response_view(page, web, password, "mitmweb-thinkwire-long-line.png")
+        reasoning = body.split("── reasoning ", 1)[1].split("── answer", 1)[0].split("\n", 1)[1].strip()
+        assert " ".join(reasoning.split()) == LONG_REASONING and reasoning.count("\n") >= 3
+        overflow = page.js(
+            "[...document.querySelectorAll('.flow-detail *')].filter(e => e.clientWidth > 0)"
+            ".map(e => e.scrollWidth - e.clientWidth).reduce((a, b) => Math.max(a, b), 0)")
+        assert overflow <= 1
     finally:
         if page:
             page.close()

@@ -16,7 +16,8 @@ from support.fast import run as fast_run
 from support.ollama import (METRICS, body_of, chat_objs, created_at, generate_objs, go_json, line,
                             stream_bytes, tool_call)
 from thinkwire import engine, hot
-from thinkwire.capabilities import Capabilities, show_url, thinks
+from thinkwire.capabilities import Capabilities, show_path, thinks
+from thinkwire.outbound import Answer, Server
 from thinkwire.request import thinking_switch
 from thinkwire.ndjson import NDJSONParser
 from thinkwire.surfaces import ollama
@@ -370,48 +371,76 @@ def test_the_capabilities_are_asked_only_when_the_way_back_depends_on_them(reque
 
 
 # == /api/show ===================================================================================
-def test_show_url_is_beside_the_request_path():
-    assert show_url("http", "127.0.0.1", 11434, "/api/chat") == "http://127.0.0.1:11434/api/show"
-    assert show_url("https", "::1", 443, "/ollama/api/generate?x=1") == "https://[::1]:443/ollama/api/show"
+def test_show_path_is_beside_the_request_path():
+    assert show_path("/api/chat") == "/api/show"
+    assert show_path("/ollama/api/generate?x=1") == "/ollama/api/show"
 
 
 @pytest.mark.parametrize("status,body,want", [
     (200, b'{"capabilities":["completion","thinking"]}', True), (200, b'{"capabilities":["completion"]}', False),
     (200, b'{"license":"MIT"}', None), (404, b'{"error":"model not found"}', None), (200, b"<html>", None),
-    (200, b"[1]", None)])
+    (200, b"[1]", None), (302, b"", None), (200, b"[" * 100_000, None)])
 def test_what_an_api_show_answer_says(status, body, want):
-    assert thinks(status, body) is want
+    assert thinks(Answer(status, body)) is want
+    assert thinks(None) is None
+
+
+class ScriptedAsker:
+    """An Asker that answers from a script and records what it was asked."""
+
+    def __init__(self, answer: Answer | None) -> None:
+        self.answer, self.calls = answer, []
+
+    async def ask(self, server, method, path, body, headers, route):
+        self.calls.append((server.url(path), json.loads(body), headers))
+        return self.answer
+
+
+SERVER = Server("http", "127.0.0.1", 11434)
 
 
 def test_answers_are_kept_asked_once_for_a_burst_and_forgotten_when_contradicted():
-    calls = []
-
-    def fetch(url, body, headers, insecure):
-        calls.append((url, json.loads(body), headers))
-        return 200, b'{"capabilities":["completion"]}'
+    asker = ScriptedAsker(Answer(200, b'{"capabilities":["completion","thinking"]}'))
     now = [0.0]
-    caps = Capabilities(fetch, ttl=10, clock=lambda: now[0])
+    caps = Capabilities(asker, ttl=10, clock=lambda: now[0])
+
+    def ask(client="c1"):
+        return caps.native_thinking(SERVER, "/api/chat", "m", client, {"authorization": "Bearer k"})
 
     async def burst():
-        return await asyncio.gather(*(caps.native_thinking("u", "m", {"authorization": "Bearer k"}) for _ in range(5)))
-    assert asyncio.run(burst()) == [False] * 5
-    assert calls == [("u", {"model": "m"}, {"authorization": "Bearer k"})]
-    asyncio.run(caps.native_thinking("u", "m", {}))
-    assert len(calls) == 1
+        return await asyncio.gather(*(ask() for _ in range(5)))
+    assert asyncio.run(burst()) == [True] * 5
+    assert asker.calls == [("http://127.0.0.1:11434/api/show", {"model": "m"}, {"authorization": "Bearer k"})]
+    asyncio.run(ask())
+    assert len(asker.calls) == 1
+    asyncio.run(ask("c2"))    # another client asks for itself
+    assert len(asker.calls) == 2
     now[0] = 11.0
-    asyncio.run(caps.native_thinking("u", "m", {}))
-    assert len(calls) == 2
-    caps.forget("u", "m")
-    asyncio.run(caps.native_thinking("u", "m", {}))
-    assert len(calls) == 3
+    asyncio.run(ask())
+    assert len(asker.calls) == 3
+    caps.forget(SERVER, "/api/chat", "m", "c1")
+    asyncio.run(ask())
+    assert len(asker.calls) == 4
 
 
-def test_no_answer_is_not_known_and_not_kept():
-    def fetch(url, body, headers, insecure):
-        raise OSError("connection refused")
-    caps = Capabilities(fetch)
-    assert asyncio.run(caps.native_thinking("u", "m", {})) is None
-    assert asyncio.run(caps.native_thinking("u", "m", {})) is None and caps.asked == 2
+def test_no_answer_is_not_known_and_kept_briefly():
+    asker = ScriptedAsker(None)
+    now = [0.0]
+    caps = Capabilities(asker, failure_ttl=30, clock=lambda: now[0])
+
+    def ask():
+        return asyncio.run(caps.native_thinking(SERVER, "/api/chat", "m", "c", {}))
+    assert ask() is None and ask() is None and len(asker.calls) == 1
+    now[0] = 31.0
+    assert ask() is None and len(asker.calls) == 2
+
+
+def test_a_model_name_past_the_longest_is_not_asked_about():
+    asker = ScriptedAsker(Answer(200, b'{"capabilities":["thinking"]}'))
+    caps = Capabilities(asker)
+    assert asyncio.run(caps.native_thinking(SERVER, "/api/chat", "m" * 257, "c", {})) is None
+    assert asyncio.run(caps.native_thinking(SERVER, "/api/chat", "m" * 256, "c", {})) is True
+    assert len(asker.calls) == 1 and len(caps) == 1
 
 
 # == NDJSON framing ==============================================================================

@@ -314,6 +314,15 @@ def test_env_creates_the_ca_first_and_points_every_client_at_the_proxy(tmp_path)
     assert ca.read_bytes() == before   # an existing CA is kept
 
 
+@pytest.mark.parametrize("shell", ["sh", "fish"])
+def test_env_says_that_local_servers_bypass_the_proxy_and_how_to_front_one(tmp_path, shell):
+    lines = env_lines(tmp_path, "--shell", shell).splitlines()
+    assert lines[1] == (
+        "# thinkwire: local servers (localhost, 127.0.0.1, ::1) are reached directly (NO_PROXY), not through the "
+        "proxy; for one, put thinkwire in front of it in reverse mode: run `thinkwire run --mode "
+        "reverse:http://127.0.0.1:PORT --listen-port 8081` and give clients http://127.0.0.1:8081 as their base URL")
+
+
 def test_env_output_runs_in_sh_and_its_undo_clears_it(tmp_path):
     script = (f'eval "$({sys.executable} -m thinkwire.cli env --confdir \'{tmp_path}/c\' --port 9)"; '
               'echo "$HTTPS_PROXY|$SSL_CERT_FILE"; '
@@ -462,3 +471,76 @@ def test_every_surface_module_provides_the_surface_protocol():
     from thinkwire.surfaces import Surface
     for name, module in engine.SURFACES.items():
         assert isinstance(module, Surface) and module.NAME == name
+
+
+@pytest.mark.parametrize("value,want", [("2", 2.0), (" 0.25 ", 0.25), ("60", 60.0)])
+def test_the_ask_deadline_is_seconds(value, want):
+    assert make_settings(ask_timeout=value).ask_timeout == want
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "61", "nan", "inf", "2s", ""])
+def test_a_bad_ask_deadline_says_how_to_fix_it(value):
+    with pytest.raises(SettingError) as e:
+        make_settings(ask_timeout=value)
+    assert str(e.value) == (f"think_ask_timeout (env THINK_ASK_TIMEOUT) is {value!r}; use a number of seconds "
+                            "above 0 and at most 60, e.g. 2 or 0.5")
+
+
+def test_the_ask_deadline_defaults_to_2_s_and_reads_its_environment_variable(monkeypatch):
+    assert Settings.from_values({}).ask_timeout == 2.0
+    monkeypatch.setenv("THINK_ASK_TIMEOUT", "0.5")
+    assert Settings.from_values({}).ask_timeout == 0.5
+
+
+def test_a_bad_ask_deadline_stops_mitmdump_with_the_message(tmp_path):
+    from harness import start_fails
+    out = start_fails({"think_ask_timeout": "soon"}, tmp_path)
+    assert "think_ask_timeout (env THINK_ASK_TIMEOUT) is 'soon'" in out and "[exit 0]" not in out
+
+
+@pytest.mark.parametrize("options,env,line", [
+    ({"think_signature": "bogus"}, None,
+     "thinkwire: think_signature (env THINK_SIGNATURE) is 'bogus'; use one of: signed, unsigned, off, redacted"),
+    ({}, {"THINK_TRIM": "maybe"},
+     "thinkwire: think_trim (env THINK_TRIM) is 'maybe'; use on or off (also 1/0, true/false, yes/no)"),
+])
+def test_a_bad_option_value_is_one_line_and_mitmdump_exits_before_it_listens(tmp_path, options, env, line):
+    from harness import start_fails
+    out = start_fails(options, tmp_path, env=env)
+    said = [s for s in out.splitlines() if s and not s.startswith("[")]   # not mitmproxy's timestamped lines
+    assert said == [line]
+    assert "Traceback" not in out and "listening at" not in out and out.endswith("[exit 2]")
+
+
+SAVED = {   # one saved response of each API, as the CLI is given it
+    "chat": b'{"choices": [{"index": 0, "message": {"content": "<think>x</think>y"}}]}',
+    "responses": b'event: response.output_text.delta\ndata: {"type": "response.output_text.delta", "item_id": "m", '
+                 b'"output_index": 0, "content_index": 0, "delta": "<think>x</think>y"}\n\n',
+    "messages": b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+                b'"delta": {"type": "text_delta", "text": "<think>x</think>y"}}\n\n',
+    "ollama": b'{"model": "m", "message": {"role": "assistant", "content": "<think>x"}, "done": false}\n'
+              b'{"model": "m", "message": {"role": "assistant", "content": "</think>y"}, "done": true}\n',
+}
+
+
+@pytest.mark.parametrize("surface", sorted(SAVED))
+def test_cli_rewrite_tells_the_surface_from_the_input(surface, tmp_path):
+    told = run_cli(["rewrite", "--confdir", str(tmp_path)], SAVED[surface])
+    said = run_cli(["rewrite", "--confdir", str(tmp_path), "--surface", surface], SAVED[surface])
+    assert (told.returncode, told.stdout) == (0, said.stdout)   # (another surface refuses the input)
+
+
+def test_cli_rewrite_that_cannot_tell_the_surface_says_how_to_name_it():
+    r = run_cli(["rewrite"], b'{"object": "list"}')
+    assert r.returncode == 2 and r.stderr.decode() == (
+        "thinkwire: cannot tell which API the body is from (none of: chat: 'choices' list; messages: 'content' "
+        "block list (type 'message') or message_start/content_block events; ollama: 'message' or 'response' "
+        "next to a 'done' flag; responses: 'output' item list (object 'response') or response.* events); say "
+        "which with --surface chat|messages|ollama|responses\n")
+
+
+def test_cli_rewrite_ends_its_output_with_one_newline():
+    r = run_cli(["rewrite", "--surface", "chat"], SAVED["chat"])
+    assert r.stdout == b'{"choices":[{"index":0,"message":{"content":"y","reasoning_content":"x"}}]}\n'
+    stream = run_cli(["rewrite"], b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n')
+    assert stream.stdout == b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'   # as it was

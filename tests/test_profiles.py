@@ -6,13 +6,14 @@ import json
 import re
 
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 import support.messages as M
 import support.responses as R
 from conftest import make_ctx
 from thinkwire import engine, tagsets
 from thinkwire.context import STOP
-from thinkwire.learning import Learner
+from thinkwire.learning import LONGEST, SIZE, Learner
 from thinkwire.request import prefill, structured, thinking_switch
 from thinkwire.surfaces import chat, messages, responses
 
@@ -145,7 +146,99 @@ def test_real_served_names_get_their_profile(name, profile):
     ("[^a]b", "^b", True), ("[a&&b]", "&", True),
 ])
 def test_a_star_never_cuts_into_a_word_or_a_number(glob, name, matches):
-    assert bool(tagsets.models_pattern((glob,)).match(name.lower())) is matches
+    assert tagsets.Glob(glob).match(name.lower()) is matches
+    assert bool(_regex_glob(glob).match(name.lower())) is matches
+
+
+# -- long and hostile model names (issue 33, finding 2) -----------------------------------------
+# The glob semantics as a backtracking regex: what thinkwire matched with before, kept here as
+# the reference the linear matcher must agree with.
+_NOT_IN_A_WORD = r"(?!(?<=[^\W\d_])[^\W\d_]|(?<=\d)\d)"
+
+
+def _regex_glob(glob: str) -> re.Pattern:
+    items = tagsets._glob_items(glob)
+    out = []
+    for k, (kind, rx) in enumerate(items):
+        if kind != "star":
+            out.append(rx)
+            continue
+        before = items[k - 1][0] if k else "lit"
+        after = items[k + 1][0] if k + 1 < len(items) else "lit"
+        out.append("(?:" + (_NOT_IN_A_WORD if before == "lit" else "") + ".*"
+                   + (_NOT_IN_A_WORD if after == "lit" else "") + ")")
+    return re.compile("(?s:" + "".join(out) + r")\Z")
+
+
+_SHIPPED_GLOBS = sorted({g for p in SHIPPED.profiles for g in p.models})
+_NAME_CHARS = "ab3-_/:. 7z\u00e9\u0663\u00bd"   # letters, digits (an Arabic-Indic one), a numeric that is no digit
+
+
+@settings(max_examples=400, deadline=None)
+@given(glob=st.one_of(st.sampled_from(_SHIPPED_GLOBS), st.text("ab3*?-[]!_", max_size=8)),
+       name=st.text(_NAME_CHARS, max_size=14))
+def test_the_linear_matcher_agrees_with_the_glob_regex(glob, name):
+    try:
+        _regex_glob(glob)
+    except re.error:   # a set no glob may hold ([3--]): refused either way
+        assume(False)
+    assert tagsets.Glob(glob).match(name) is bool(_regex_glob(glob).match(name))
+
+
+@settings(max_examples=200, deadline=None)
+@given(glob=st.sampled_from(_SHIPPED_GLOBS), name=st.sampled_from([n for n, _ in NAMES]),
+       cut=st.integers(0, 40))
+def test_the_linear_matcher_agrees_on_real_names_and_their_cuts(glob, name, cut):
+    name = name.lower()[:len(name) - cut] if cut < len(name) else name.lower()
+    assert tagsets.Glob(glob).match(name) is bool(_regex_glob(glob).match(name))
+
+
+class _Counting:
+    """A star-free piece of a glob, its searches counted (the matcher's only steps)."""
+
+    def __init__(self, pattern: re.Pattern, seen: list) -> None:
+        self.pattern, self.seen = pattern, seen
+
+    def __getattr__(self, name):
+        def call(text, *args):
+            self.seen.append(len(text))
+            return getattr(self.pattern, name)(text, *args)
+        return call
+
+
+def test_a_40_kb_model_name_costs_at_most_a_search_per_position_of_its_first_256_characters():
+    """Finding 2: `*nemotron*nano*v2*` and its like, run as backtracking regexes over a 40 KB
+    name, froze the event loop for ~25 s. Only the name's first 256 characters are matched, by
+    searches of star-free pieces, at most one per position and piece."""
+    ts = tagsets.load(tagsets.SHIPPED)
+    seen: list[int] = []
+    pieces = 0
+    for p in ts.profiles:
+        for g in p._globs:
+            g.pieces = [_Counting(x, seen) for x in g.pieces]
+            pieces += len(g.pieces)
+    name = "nemotron-nano-" * 3000            # 42,000 characters, every piece found again and again
+    assert ts.profile_for(name).name == "default"
+    assert seen and max(seen) <= tagsets.MODEL_CHARS
+    assert len(seen) <= pieces * tagsets.MODEL_CHARS
+    print(f"\nwork figure: a 42,000-character name: {len(seen)} searches of at most {max(seen)} characters")
+
+
+def test_a_long_name_is_matched_by_its_first_256_characters():
+    assert tagsets.MODEL_CHARS == 256
+    head = "deepseek-r1:8b"
+    assert SHIPPED.profile_for(head + "-" + "x" * 300).name == "deepseek-r1"
+    # A name whose only match would lie past the first 256 characters gets the default profile.
+    assert SHIPPED.profile_for("x" * 256 + "-deepseek-r1").name == "default"
+    assert SHIPPED.profile_for("x" * 200 + "-deepseek-r1").name == "deepseek-r1"
+
+
+def test_the_profile_cache_holds_a_bounded_number_of_bounded_names():
+    ts = tagsets.load(tagsets.SHIPPED)
+    for i in range(tagsets.FOUND_NAMES + 100):
+        ts.profile_for(f"{i}-" + "y" * 50_000)
+    assert len(ts._found) == tagsets.FOUND_NAMES
+    assert max(len(k) for k in ts._found) == tagsets.MODEL_CHARS
 
 
 # -- helpers: chat, Messages and Responses, as bodies and streams -------------------------------------
@@ -507,43 +600,43 @@ def test_gpt_oss_commentary_preamble_is_answer_and_a_tool_call_stays():
 # -- learning ----------------------------------------------------------------------------------------
 def test_the_learner_needs_two_responses_in_a_row_and_forgets_on_a_tagless_answer():
     L = Learner()
-    assert L.observe("up", "m", stray=True, answered=False) is None
-    assert not L.inside("up", "m")
-    msg = L.observe("up", "m", stray=True, answered=False)
-    assert L.inside("up", "m") and not L.inside("other-upstream", "m") and not L.inside("up", "m2")
+    assert L.observe("c", "up", "m", stray=True, answered=False) is None
+    assert not L.inside("c", "up", "m")
+    msg = L.observe("c", "up", "m", stray=True, answered=False)
+    assert L.inside("c", "up", "m") and not L.inside("c", "other-upstream", "m") and not L.inside("c", "up", "m2")
     assert msg.startswith("model 'm' at up wrote a closing tag with no opening tag in 2 responses in a row")
     assert msg.endswith('\n  - name: m\n    models: ["m"]\n    starts_inside: true')
-    assert L.observe("up", "m", stray=True, answered=False) is None     # said once
-    assert L.observe("up", "m", stray=False, answered=False) is None    # a tagged answer changes nothing
-    assert L.inside("up", "m")
-    assert L.observe("up", "m", stray=False, answered=True) == (
-        "model 'm' at up answered with no tag at all: its responses no longer start inside a reasoning "
-        "block (what was learned is forgotten)")
-    assert not L.inside("up", "m") and len(L) == 0
+    assert L.observe("c", "up", "m", stray=True, answered=False) is None     # said once
+    assert L.observe("c", "up", "m", stray=False, answered=False) is None    # a tagged answer changes nothing
+    assert L.inside("c", "up", "m")
+    assert L.observe("c", "up", "m", stray=False, answered=True) == (
+        "model 'm' at up answered with no tag at all: its responses to this client no longer start inside "
+        "a reasoning block (what was learned is forgotten)")
+    assert not L.inside("c", "up", "m") and len(L) == 0
 
 
 def test_a_tagless_answer_between_two_stray_closes_starts_the_count_again():
     L = Learner()
-    L.observe("up", "m", True, False)
-    L.observe("up", "m", False, True)
-    assert L.observe("up", "m", True, False) is None and not L.inside("up", "m")
+    L.observe("c", "up", "m", True, False)
+    L.observe("c", "up", "m", False, True)
+    assert L.observe("c", "up", "m", True, False) is None and not L.inside("c", "up", "m")
 
 
 def test_the_learner_is_bounded_and_forgets_the_least_recently_seen():
     L = Learner(size=3)
     for name in ("a", "b", "c", "a", "d"):
-        L.observe("up", name, True, False)
-    assert len(L) == 3 and L.inside("up", "a") and not L.inside("up", "d")
-    assert ("up", "b") not in L._strays
+        L.observe("c", "up", name, True, False)
+    assert len(L) == 3 and L.inside("c", "up", "a") and not L.inside("c", "up", "d")
+    assert ("c", "up", "b") not in L._strays
 
 
 def test_a_model_name_with_glob_characters_is_logged_as_its_exact_pattern():
     L = Learner(evidence=1)
-    msg = L.observe(None, "my*model[v2]?", True, False)
+    msg = L.observe("c", None, "my*model[v2]?", True, False)
     assert 'models: ["my[*]model[[]v2][?]"]' in msg and "at its upstream" in msg
-    assert tagsets.models_pattern(("my[*]model[[]v2][?]",)).match("my*model[v2]?")
-    assert L.observe("up", None, True, False) is None
-    assert L.observe("up", "x" * 257, True, False) is None and len(L) == 1
+    assert tagsets.Glob("my[*]model[[]v2][?]").match("my*model[v2]?")
+    assert L.observe("c", "up", None, True, False) is None
+    assert L.observe("c", "up", "x" * 257, True, False) is None and len(L) == 1
 
 
 def learning_stream(learner, request, chunks, finish="stop"):
@@ -573,7 +666,7 @@ def test_only_flows_whose_start_nothing_else_decided_teach(request_extra):
     L = Learner()
     for _ in range(3):
         learning_stream(L, {"model": "my-finetune", **request_extra}, ["plan", "</think>", "answer"])
-    assert not L.inside("http://upstream:8000", "my-finetune")
+    assert not L.inside(None, "http://upstream:8000", "my-finetune")
 
 
 def test_a_profile_that_starts_inside_is_not_relearned():
@@ -631,6 +724,72 @@ def test_mitmdump_learns_a_model_and_logs_the_profile_to_keep_it(proxy, up):
     text = proxy.log()
     assert re.search(r'- name: learn-me\n\s+models: \["learn-me"\]\n\s+starts_inside: true', text)
     assert "started inside the reasoning block (learned of this model)" in text
+
+
+def test_a_closing_tag_with_nothing_before_it_is_no_evidence():
+    # Nothing was said inside the block: a response that starts with `</think>` does not show that
+    # the template opened one (a conversation about tags, a model echoing markup).
+    L = Learner()
+    req = {"model": "my-finetune"}
+    for _ in range(3):
+        assert learning_stream(L, req, ["</think>", "answer"]) == (("", "answer"), None, None)
+        assert learning_stream(L, req, ["  \n</thi", "nk>answer"])[::2] == (("", "  \nanswer"), None)
+    ctx = make_ctx(req, surface="chat", learner=L)
+    assert chat_body(req, "</think>answer", ctx=ctx) == ("", "answer") and ctx.learn() is None
+    assert len(L) == 0
+    assert learning_stream(L, req, ["plan", "</think>", "answer"]) == (("", "plan\nanswer"), None, None)
+    assert len(L) == 1
+
+
+def test_what_is_learned_for_one_client_is_not_used_for_another():
+    L = Learner()
+    for _ in range(2):
+        L.observe("client-a", "up", "m", True, False)
+    assert L.inside("client-a", "up", "m") and not L.inside("client-b", "up", "m")
+    ctx = make_ctx({"model": "m"}, surface="chat", learner=L)
+    ctx.client = "client-b"
+    assert chat_stream({"model": "m"}, ["Just ", "an answer."], ctx=ctx) == ("", "Just an answer.")
+
+
+def test_the_learner_is_bounded_in_entries_and_in_the_length_of_each_key():
+    L = Learner()
+    longest = "m" * LONGEST
+    for i in range(3 * SIZE):
+        L.observe(f"cred:{i:032x}", "u" * LONGEST, longest[:-8] + f"{i:08d}", True, False)
+    assert len(L) == SIZE
+    assert max(sum(len(part) for part in key) for key in L._strays) <= 3 * LONGEST
+    for client, upstream, model in [("c", "up", longest + "m"), ("c", "u" * (LONGEST + 1), "m"),
+                                    ("c" * (LONGEST + 1), "up", "m")]:
+        assert L.observe(client, upstream, model, True, False) is None
+    assert len(L) == SIZE and ("c", "up", "m") not in L._strays
+
+
+@pytest.mark.e2e
+def test_one_clients_outputs_never_change_another_clients_streams(proxy, up):
+    """Client A's model writes closing tags with no opening tag (learned: A's streams of it start
+    inside). Client B, with another key, streams the same model at the same upstream: its answers
+    stay answers."""
+    from harness import post, sse_reply
+
+    def stream(key, chunks):
+        evs = [{"model": "shared-model", "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
+               for c in chunks]
+        evs.append({"model": "shared-model", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        up.route("/chat/completions", sse_reply([b"data: " + json.dumps(e).encode() + b"\n\n" for e in evs]
+                                                + [b"data: [DONE]\n\n"]))
+        r = post(proxy.url + "/v1/chat/completions", {"model": "shared-model", "stream": True},
+                 headers={"authorization": f"Bearer {key}"})
+        got = [json.loads(line[6:])["choices"][0]["delta"] for line in r.content.split(b"\n")
+               if line.startswith(b"data: {")]
+        return "".join(d.get("reasoning_content") or "" for d in got), "".join(d.get("content") or "" for d in got)
+
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")
+    proxy.wait_for(r"model 'shared-model' at http://127\.0\.0\.1:\d+ wrote a closing tag", timeout=10)
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("plan", "answer")          # A: learned
+    assert stream("sk-b", ["Just ", "an answer."]) == ("", "Just an answer.")            # B: untouched
+    assert stream("sk-b", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")        # B learns alone
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("plan", "answer")          # A still learned
 
 
 # -- gpt-oss whose special tokens the server dropped --------------------------------------------------

@@ -1,4 +1,4 @@
-"""Real outputs (tests/realworld/, provenance in its README): what models really wrote, from public
+"""Real outputs (tests/realworld/, provenance in its README.md): what models really wrote, from public
 issue threads, and designed edge cases. Each must split exactly as its `expect_body` /
 `expect_stream` says, on every surface, as a body and as a stream at any chunking.
 
@@ -42,7 +42,7 @@ ANSWER_END: dict[str, str] = {
 }
 
 # Where thinkwire splits otherwise on purpose: per mode, the exact result it gives (reasoning
-# blocks, answer), argued in the README's section "Real outputs that split otherwise", which names
+# blocks, answer), argued in the section "Real outputs that split otherwise" of docs/conformance.md, which names
 # each case.
 ARGUED: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     # Answer text that meets across a removed block with no whitespace gets a line break.
@@ -146,15 +146,18 @@ def test_stream_at_any_chunking(case):
     run()
 
 
-def test_the_readme_counts_the_cases_thinkwire_gets_right():
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+def test_the_docs_count_the_cases_thinkwire_gets_right():
+    docs = Path(__file__).parent.parent / "docs"
+    guarantees = (docs / "guarantees.md").read_text(encoding="utf-8")
+    argued = "(argued in [Real outputs that split otherwise](conformance.md#real-outputs-that-split-otherwise))"
     right = len(CASES) - len(XFAIL) - len(ARGUED)
-    said = (f"{right} do today, and {len(ARGUED)} split otherwise on purpose (argued in \"Real outputs that split "
-            f"otherwise\"); none is left as a strict expected failure" if not XFAIL else
-            f"{right} do today, {len(ARGUED)} split otherwise on purpose (argued in \"Real outputs that split "
-            f"otherwise\"), and the other {len(XFAIL)} are strict expected failures")
-    assert said in " ".join(readme.split())
-    assert f"`ANSWER_END` states it for the {len(ANSWER_END)} cases" in readme
-    section = readme.split("## Real outputs that split otherwise", 1)[1].split("\n## ", 1)[0]
+    said = (f"{right} do today, and {len(ARGUED)} split otherwise on purpose {argued}; none is left as a strict "
+            f"expected failure" if not XFAIL else
+            f"{right} do today, {len(ARGUED)} split otherwise on purpose {argued}, and the other {len(XFAIL)} are "
+            f"strict expected failures")
+    assert said in " ".join(guarantees.split())
+    assert f"`ANSWER_END` states it for the {len(ANSWER_END)} cases" in guarantees
+    conformance = (docs / "conformance.md").read_text(encoding="utf-8")
+    section = conformance.split("## Real outputs that split otherwise", 1)[1].split("\n## ", 1)[0]
     for case_id in ARGUED:
         assert f"`{case_id}`" in section, case_id

@@ -30,9 +30,18 @@ def _summary_only_when_asked(monkeypatch):
     monkeypatch.setenv("THINK_RESPONSES_SUMMARY", "off")
 
 
-def test_summary_is_on_by_default(monkeypatch):
+def test_by_default_the_reasoning_is_in_the_summary_only(monkeypatch):
+    """Once, where every client tested reads it (Codex, the Agents SDK, the Vercel AI SDK,
+    Pydantic AI read the summary; llm renders summary and content both, so twice with both)."""
     monkeypatch.delenv("THINK_RESPONSES_SUMMARY")
     out, _ = rewrite([msg(["<think>x</think>hi"])])
+    rs = out["output"][0]
+    assert rs["summary"] == [{"type": "summary_text", "text": "x"}] and "content" not in rs
+
+
+def test_content_on_puts_the_reasoning_in_content_too(monkeypatch):
+    monkeypatch.delenv("THINK_RESPONSES_SUMMARY")
+    out, _ = rewrite([msg(["<think>x</think>hi"])], responses_content="on")
     rs = out["output"][0]
     assert rs["summary"] == [{"type": "summary_text", "text": "x"}]
     assert rs["content"] == [{"type": "reasoning_text", "text": "x"}]
@@ -182,7 +191,7 @@ def test_body_message_without_id_gets_ids_from_the_response_id():
 def test_body_summary_when_the_request_asks_for_one():
     out, _ = rewrite([msg(["<think>x</think>hi"])], request=SUMMARY)
     assert out["output"][0]["summary"] == [{"type": "summary_text", "text": "x"}]
-    assert out["output"][0]["content"] == [{"type": "reasoning_text", "text": "x"}]
+    assert "content" not in out["output"][0]   # the summary carries it (think_responses_content=off)
 
 
 @pytest.mark.parametrize("summary", [None, "none", "off"])

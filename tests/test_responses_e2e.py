@@ -7,11 +7,12 @@ import pytest
 
 from harness import json_reply, post, rechunk, sse_reply
 from support.responses import MODEL, check_invariants, final_response, fn, msg, native, shape, stream_of
-from thinkwire.marks import Sealer
+from thinkwire.marks import Sealer, client_binding
 
 pytestmark = pytest.mark.e2e
 
-KEY = "e2e-responses-key"
+SDK_CLIENT = client_binding({"authorization": "Bearer x"})   # what the SDK clients here send (api_key="x")
+KEY = "e2e-responses-key, 32 bytes or more"
 
 
 def client(proxy):
@@ -40,7 +41,8 @@ def test_create_reasoning_and_answer_become_native_items(proxy, up):
     up.route("/v1/responses", json_reply(final_response([msg(["<think>\nweigh it\n</think>\n\nhi"])])))
     r = client(proxy).responses.create(model=MODEL, input="q")
     assert shape(r.output) == [("reasoning", "weigh it"), ("message", "hi")]
-    assert r.output[0].id == "rs_1_0" and r.output[0].content[0].type == "reasoning_text"
+    assert r.output[0].id == "rs_1_0" and r.output[0].summary[0].type == "summary_text"
+    assert r.output[0].content is None   # the text in one place (think_responses_content=off)
     assert r.output_text == "hi" and r.usage.total_tokens == 12
 
 
@@ -67,7 +69,8 @@ def test_stream_events_carry_reasoning_then_answer_at_any_chunking(proxy, up):
         up.route("/v1/responses", sse_reply(rechunk(data, sizes)))
         events = list(client(proxy).responses.create(model=MODEL, input="q", stream=True))
         kinds = [(e.type, getattr(e, "delta", None)) for e in events if e.type.endswith("text.delta")]
-        reasoning = "".join(d for t, d in kinds if t == "response.reasoning_text.delta")
+        reasoning = "".join(d for t, d in kinds if t == "response.reasoning_summary_text.delta")
+        assert not any(t == "response.reasoning_text.delta" for t, _ in kinds)
         answer = "".join(d for t, d in kinds if t == "response.output_text.delta")
         assert (reasoning, answer) == ("wéighing 𝄞", "the answer"), sizes
         assert kinds.index(next(k for k in kinds if k[0] == "response.output_text.delta")) > 0
@@ -121,17 +124,18 @@ def test_summary_auto_gives_summary_events_and_a_final_summary(proxy, up):
     deltas = [e.delta for e in events if e.type == "response.reasoning_summary_text.delta"]
     assert deltas == ["plan", " it"]
     assert [e.summary_index for e in events if e.type.startswith("response.reasoning_summary")] == [0] * 5
-    assert final.output[0].summary[0].text == "plan it"
-    assert final.output[0].content[0].text == "plan it"
+    assert final.output[0].summary[0].text == "plan it" and final.output[0].content is None
     assert up.requests[-1].json()["reasoning"] == {"summary": "auto"}  # the request went out as sent
 
 
-def test_summary_by_default_even_when_not_asked(proxy, up):
-    # Clients that read only the summary (the Vercel AI SDK, Pydantic AI) show the reasoning too.
+def test_summary_by_default_even_when_not_asked_and_only_there(proxy, up):
+    # Clients that read only the summary (the Vercel AI SDK, Pydantic AI) show the reasoning too;
+    # clients that render summary and content (llm) show it once.
     up.route("/v1/responses", sse_reply(stream_of([msg(["<think>plan</think>done"])])))
     final, events = final_of(proxy)
-    assert final.output[0].summary[0].text == final.output[0].content[0].text == "plan"
+    assert final.output[0].summary[0].text == "plan" and final.output[0].content is None
     assert [e.delta for e in events if e.type == "response.reasoning_summary_text.delta"] == ["plan"]
+    assert not [e for e in events if e.type.startswith("response.reasoning_text")]
 
 
 def test_summary_not_asked_and_option_off_gives_no_summary(proxy_factory, up):
@@ -146,14 +150,14 @@ def test_include_encrypted_content_gives_a_mark_that_opens_with_the_key(keyed_pr
     final, events = final_of(keyed_proxy, include=["reasoning.encrypted_content"],
                              reasoning={"summary": "auto"}, store=False)
     mark = final.output[0].encrypted_content
-    opened = Sealer(KEY.encode()).open(mark)
+    opened = Sealer(KEY.encode()).open(mark, SDK_CLIENT)
     assert opened is not None and opened.text == "sealed thought" and opened.pair.open == "<think>"
     assert Sealer(b"another key").open(mark) is None
     done = [e for e in events if e.type == "response.output_item.done"][0]
     assert done.item.encrypted_content == mark
     up.route("/v1/responses", json_reply(final_response([msg(["<think>whole</think>ok"])])))
     r = client(keyed_proxy).responses.create(model=MODEL, input="q", include=["reasoning.encrypted_content"])
-    assert Sealer(KEY.encode()).open(r.output[0].encrypted_content).text == "whole"
+    assert Sealer(KEY.encode()).open(r.output[0].encrypted_content, SDK_CLIENT).text == "whole"
 
 
 def test_raw_stream_through_the_proxy_keeps_the_stream_rules(proxy, up):

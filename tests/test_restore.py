@@ -162,8 +162,8 @@ def test_messages_genuine_blocks_next_to_ours_keep_their_exact_values():
     omitted("x", sealer=OTHER), redacted_mark("x", sealer=OTHER),
     dict(omitted("x"), signature=tampered(omitted("x")["signature"])),
     {"type": "redacted_thinking", "data": tampered(redacted_mark("x")["data"])},
-    {"type": "thinking", "thinking": "x", "signature": "tw1.notamark"},
-    {"type": "thinking", "thinking": "x", "signature": "tw1."},
+    {"type": "thinking", "thinking": "x", "signature": "tw2.notamark"},
+    {"type": "thinking", "thinking": "x", "signature": "tw2."},
     {"type": "redacted_thinking", "data": ""},
 ], ids=["other-key", "redacted-other-key", "tampered", "redacted-tampered", "fake-prefix", "bare-prefix",
         "redacted-empty"])
@@ -467,8 +467,8 @@ def test_key_file_is_created_once_with_mode_0600(tmp_path):
 
 
 def test_env_key_wins_over_the_key_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("THINK_SIGNING_KEY", "shared by all instances")
-    assert load(KeyConfig.from_values({}), tmp_path).current == b"shared by all instances"
+    monkeypatch.setenv("THINK_SIGNING_KEY", "shared by all instances, 32 bytes or more")
+    assert load(KeyConfig.from_values({}), tmp_path).current == b"shared by all instances, 32 bytes or more"
     assert not (tmp_path / KEY_FILE).exists()
 
 
@@ -476,7 +476,7 @@ def test_marks_open_only_under_their_own_key():
     mark = SEALER.seal("a private plan", THINK)
     assert Sealer(b"test key").open(mark).text == "a private plan"
     assert OTHER.open(mark) is None and SEALER.open(tampered(mark)) is None
-    assert "private" not in mark and mark.startswith("tw1.")
+    assert "private" not in mark and mark.startswith("tw2.")
 
 
 # == Properties: whole responses round-trip =======================================================

@@ -20,7 +20,7 @@ from thinkwire.keys import KEY_FILE
 
 pytestmark = pytest.mark.e2e
 
-KEY = "restore-e2e shared key"
+KEY = "restore-e2e shared key, 32 bytes or more"
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,8 @@ def test_messages_genuine_thinking_reaches_the_upstream_byte_identical(m_proxies
              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}]
     # Nothing of ours in it: the request goes upstream as the client's exact bytes.
     raw = json.dumps({"model": "m", "max_tokens": 4096, "tools": TOOLS_M, "messages": msgs}, indent=1).encode()
-    got = post(p.url + "/v1/messages", raw=raw, headers={"anthropic-version": "2023-06-01"})
+    # (With the SDK client's credential, api_key="x": the marks of this turn are bound to it.)
+    got = post(p.url + "/v1/messages", raw=raw, headers={"anthropic-version": "2023-06-01", "authorization": "Bearer x"})
     assert got.status == 200 and strict.bodies[-1] == raw
     # Next turn mixes genuine blocks and ours: ours are restored, genuine ones keep their exact bytes.
     second = got.json()
@@ -131,7 +132,7 @@ def test_responses_codex_tool_loop_completes_against_the_strict_upstream(r_proxy
     assert strict.errors == []
     assert final.output_text == "All three steps are done." and len(strict.bodies) == 4
     rs = [it for it in items if it["type"] == "reasoning"]
-    assert len(rs) == 4 and all(it["encrypted_content"].startswith("tw1.") and it["summary"] for it in rs)
+    assert len(rs) == 4 and all(it["encrypted_content"].startswith("tw2.") and it["summary"] for it in rs)
     sent = json.loads(strict.bodies[-1])["input"]
     assert not any(it.get("type") == "reasoning" for it in sent)
     assert assistant_texts(strict.bodies[-1])[0]["content"][0]["text"] == \
@@ -155,7 +156,7 @@ def test_responses_genuine_reasoning_items_pass_untouched(r_proxy, up):
     up.route("/responses", strict.handle)
     final, items = responses_loop([r_proxy])
     assert strict.errors == [] and final.output_text == "All three steps are done."
-    genuine = next(it for it in items if it["type"] == "reasoning" and not it["encrypted_content"].startswith("tw1."))
+    genuine = next(it for it in items if it["type"] == "reasoning" and not it["encrypted_content"].startswith("tw2."))
     assert genuine in json.loads(strict.bodies[-1])["input"]
 
 
@@ -244,7 +245,7 @@ def test_tampered_marks_are_never_restored(r_proxy, up):
 
 
 def test_the_key_never_appears_in_the_logs(proxy_factory, up):
-    key = "do-not-log-this-key-7f3a"
+    key = "do-not-log-this-key-7f3a-32-bytes-or-more"
     p = proxy_factory(options={"termlog_verbosity": "debug", "flow_detail": "4"}, env={"THINK_SIGNING_KEY": key})
     strict = StrictAnthropic(loop_turns())
     up.route("/messages", strict.handle)

@@ -69,7 +69,8 @@ def test_marks_are_checked_by_aes_gcm_decrypt():
     s = Sealer(b"k", previous=[b"old"])
     assert isinstance(s._aead, AESGCM) and all(isinstance(a, AESGCM) for a in s._opening)
     src = inspect.getsource(Sealer.open) + inspect.getsource(Sealer._decrypt)
-    assert "self._decrypt(raw)" in src and "aead.decrypt(nonce, sealed, _AAD)" in src
+    assert "self._decrypt(raw[_ISSUED:], _AAD + raw[:_ISSUED] + client)" in src
+    assert "aead.decrypt(nonce, sealed, aad)" in src
     assert "==" not in src.replace("flag == b", "")   # no hand-made comparison of secret bytes
     assert "hmac" not in inspect.getsource(marks).lower() or "compare_digest" in inspect.getsource(marks)
 

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import inspect
 import logging
+import os
+import sys
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.addons.upstream_auth import parse_upstream_auth
+from mitmproxy.proxy import mode_specs
 
-from . import __version__, bodies, contentview, endpoints, engine, keys
-from .capabilities import Capabilities, show_url
-from .context import FlowContext
+from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog
+from .capabilities import Capabilities
+from .context import FlowContext, shown_model
+from .request import Facts
 from .learning import Learner
-from .marks import LazySealer
+from .marks import LazySealer, client_binding
 from .metrics import Metrics
+from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import StreamDriver, decoder_for
@@ -57,12 +64,17 @@ class ThinkWire:
     def __init__(self) -> None:
         self.settings: Settings | None = None
         self._streams: dict[str, tuple[str, FlowContext, StreamDriver]] = {}
-        self._requests: dict[str, dict | None] = {}  # flow id -> its parsed request, until the response
+        # flow id -> what the response side reads of its request (request.Facts), until the response
+        self._requests: dict[str, Facts | None] = {}
         self.sealer: LazySealer | None = None  # the proxy's keys: loaded at start when configured, else on first use
         self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
-        self.learner = Learner()               # models learned to start inside (think_learn)
+        self._running = False                  # start-up over: a bad value is refused, the proxy runs on
+        self.verbosity = userlog.Verbosity()   # how much mitmproxy itself says (think_log)
+        self.reachability = errors.Reachability()   # reverse-mode upstreams seen reachable
+        self.learner = Learner()               # models learned to start inside, per client (think_learn)
+        self._salt = os.urandom(16)            # for client_key: a client's hash means nothing outside this process
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
 
     # -- options ----------------------------------------------------------------------------
@@ -106,17 +118,28 @@ class ThinkWire:
         # the cyclic collector's view, so the full collections that streaming traffic triggers
         # scan only what traffic made. (Measured: full-collection pauses of ~30 ms were the
         # proxy's worst per-event delays.)
+        self._running = True
         gc.freeze()
         _skip_legacy_log_event()
+        for line in userlog.startup_lines(getattr(ctx.options, "mode", None)):
+            log.info("%s", line)
         try:
             self._keys()   # this instance's own key, when none is configured: made now, and said
         except keys.KeySetupError as e:
             log.warning("thinkwire: %s", e)
 
     def configure(self, updated: set[str]) -> None:
+        try:
+            self._configure(updated)
+        except exceptions.OptionsError as e:
+            if not self._running and _a_mitmproxy_tool(ctx.master):
+                _refuse_to_start(str(e))
+            raise
+
+    def _configure(self, updated: set[str]) -> None:
         if self._option_errors:
-            errors, self._option_errors = self._option_errors, []
-            raise exceptions.OptionsError(f"thinkwire: {errors[0]}")
+            refused, self._option_errors = self._option_errors, []
+            raise exceptions.OptionsError(f"thinkwire: {refused[0]}")
         if self.sealer is None or "confdir" in updated or updated.intersection(keys.OPTIONS):
             self._load_keys()
         if self.settings is not None and not any(n.startswith("think_") for n in updated):
@@ -126,6 +149,12 @@ class ThinkWire:
             self.settings = Settings.from_values(values)
         except SettingError as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
+        self.capabilities.asker.deadline = self.settings.ask_timeout
+        self.verbosity.apply(ctx.options, self.settings.log)
+        errors.lazy_in_reverse_mode(ctx.options)
+
+    def done(self) -> None:
+        self.verbosity.done()
 
     def _load_keys(self) -> None:
         """A fleet's keys (anything configured) are read and checked now: a replica that would
@@ -168,33 +197,73 @@ class ThinkWire:
         return engine.surface_for_path(flow.request.path, self.settings)
 
     def _context(self, flow: http.HTTPFlow, surface) -> FlowContext:
-        # The request as the `request` hook parsed it (once per flow: bodies of long agent
+        # What the `request` hook kept of the request (parsed once per flow: bodies of long agent
         # sessions are large); parsed here for flows that did not pass it (replays, GET).
-        request = self._requests.get(flow.id, _UNSEEN)
-        if request is _UNSEEN:
-            request = engine.parse_request(flow.request.get_content(strict=False))
+        kept = self._requests.get(flow.id, _UNSEEN)
+        if kept is _UNSEEN:
+            kept = engine.request_facts(engine.parse_request(requestbody.read(flow.request)[0]), surface.NAME,
+                                        self.settings)  # type: ignore[arg-type]
         r = flow.request
-        return engine.new_context(self.settings, request, self.sealer, surface=surface.NAME,
+        return engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
-                                  upstream=f"{r.scheme}://{r.host}:{r.port}")
+                                  upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
+                                  binding=client_binding(r.headers))
+
+    # -- requests the proxy cannot forward (thinkwire.errors) -------------------------------------
+    @_guarded
+    def requestheaders(self, flow: http.HTTPFlow):
+        """A request to the forward proxy addressed to the proxy itself, or for a reverse-mode
+        upstream that cannot be reached, is answered here in thinkwire's words."""
+        if flow.request.path.startswith(endpoints.PREFIX):   # the proxy's own: answered in `request`
+            return None
+        message = errors.misaddressed(flow)
+        if message is not None:
+            self._refuse(flow, errors.MISADDRESSED, message)
+            return None
+        return self._check_upstream(flow)   # mitmproxy awaits it
+
+    async def _check_upstream(self, flow: http.HTTPFlow) -> None:
+        message = await self.reachability.check(flow)
+        if message is not None:
+            self._refuse(flow, errors.UNREACHABLE, message)
+
+    def _refuse(self, flow: http.HTTPFlow, status: int, message: str) -> None:
+        flow.response = errors.response(flow, status, message)
+        flow.metadata[errors.ANSWERED] = status
+        log.warning("%s %s: answered %d: %s", flow.request.method, flow.request.path.split("?", 1)[0],
+                    status, message.removeprefix("thinkwire: "))
+
+    @_guarded
+    def server_connected(self, data) -> None:
+        self.reachability.connected(data.client, data.server)
+
+    @_guarded
+    def server_connect_error(self, data) -> None:
+        """Said here (the quiet log hides mitmproxy's line), once per failed connect; the client
+        gets mitmproxy's 502, and the next request to this upstream thinkwire's (a probe)."""
+        self.reachability.failed(data.server)
+        log.warning("%s", errors.connect_failed(data.client, data.server))
 
     @_guarded
     def request(self, flow: http.HTTPFlow):
         """The way back: reasoning this proxy made, sent back by the client, is restored. (And
         the proxy's own endpoints are answered here, never forwarded.)"""
-        if endpoints.answer(flow, self._health, self.metrics.exposition):
+        if errors.ANSWERED in flow.metadata or endpoints.answer(
+                flow, self._health, self.metrics.exposition, self.settings.metrics_port if self.settings else None):
             return None
         if self.settings is None or flow.request.method != "POST":
             return None
         surface = engine.surface_for_path(flow.request.path, self.settings)
         if surface is None:
             return None
-        body = flow.request.get_content(strict=False)
+        body, unread = requestbody.read(flow.request)
+        if unread is not None:
+            log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, unread)
         parsed = engine.parse_request(body)
-        self._requests[flow.id] = parsed
+        self._requests[flow.id] = engine.request_facts(parsed, surface.NAME, self.settings)
         if parsed is None:
             return None
-        fctx = engine.new_context(self.settings, parsed, self.sealer)
+        fctx = engine.new_context(self.settings, parsed, self.sealer, binding=client_binding(flow.request.headers))
         if surface is ollama and fctx.model and ollama.wants_capabilities(parsed):
             return self._ask_then_restore(flow, body, fctx)   # mitmproxy awaits it
         self._restore(flow, surface, body, fctx)
@@ -202,8 +271,9 @@ class ThinkWire:
 
     async def _ask_then_restore(self, flow: http.HTTPFlow, body: bytes, fctx: FlowContext) -> None:
         """Ollama: the model's capabilities decide the way back (thinkwire.capabilities)."""
+        r = flow.request
         fctx.native_thinking = await self.capabilities.native_thinking(
-            _show_url(flow), fctx.model, _auth(flow), bool(getattr(ctx.options, "ssl_insecure", False)))
+            _server(flow), r.path, fctx.model, self.client_key(flow), _credentials(flow), _route(flow))
         self._restore(flow, ollama, body, fctx)
 
     def _restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext) -> None:
@@ -261,9 +331,10 @@ class ThinkWire:
         if r is None or r.status_code != 400 or self.settings is None or \
                 engine.surface_for_path(flow.request.path, self.settings) is not ollama:
             return
-        model = (self._requests.get(flow.id) or {}).get("model")
-        if isinstance(model, str) and b"does not support thinking" in (r.get_content(strict=False) or b""):
-            self.capabilities.forget(_show_url(flow), model)
+        kept = self._requests.get(flow.id)
+        model = kept.model if kept is not None else None
+        if model is not None and b"does not support thinking" in (r.get_content(strict=False) or b""):
+            self.capabilities.forget(_server(flow), flow.request.path, model, self.client_key(flow))
 
     def _response(self, flow: http.HTTPFlow) -> None:
         if _recorded(flow):  # [inspect]
@@ -331,7 +402,7 @@ class ThinkWire:
             if stats.native:
                 summary += "; upstream sent native reasoning (left as is)"
             if stats.stray_closes:
-                summary += (f"; a closing tag with no opening tag was removed: if model {fctx.model!r} "
+                summary += (f"; a closing tag with no opening tag was removed: if model {shown_model(fctx.model)} "
                             "opens its reasoning in the prompt, add a profile with starts_inside: true "
                             "to tagsets.yaml")
             if fctx.inside_because == "learned":
@@ -353,16 +424,61 @@ class ThinkWire:
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
         (log.warning if fell_back else log.info)("%s: %s", where, summary)
 
+    def client_key(self, flow: http.HTTPFlow) -> str:
+        """Who sent a flow, for what is kept per client (learning, servers' answers): a hash of
+        the credential it sends the server, else its address. In reverse mode with mitmproxy's
+        upstream_auth the Authorization header is the proxy's own (mitmproxy set it), not the
+        client's."""
+        creds = _credentials(flow)
+        if getattr(ctx.options, "upstream_auth", None) and isinstance(flow.client_conn.proxy_mode,
+                                                                      mode_specs.ReverseMode):
+            creds.pop("authorization", None)
+        if creds:
+            text = "\n".join(f"{k}:{v}" for k, v in sorted(creds.items()))
+            return "cred:" + hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16,
+                                             key=self._salt).hexdigest()
+        peer = flow.client_conn.peername
+        return f"addr:{peer[0] if peer else ''}"
 
-def _show_url(flow: http.HTTPFlow) -> str:
+
+def _a_mitmproxy_tool(master) -> bool:
+    """mitmdump, mitmweb or mitmproxy itself (not a test's or an embedding program's master)."""
+    return type(master).__module__.startswith("mitmproxy.tools.")
+
+
+def _refuse_to_start(message: str) -> None:
+    """A bad option value at start-up: one line on stderr, and mitmproxy stops before it listens.
+    (Raised as OptionsError, mitmproxy would print a traceback, listen, then exit.)"""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+CREDENTIALS = ("authorization", "x-api-key", "api-key")   # the headers a client's credential comes in
+
+
+def _credentials(flow: http.HTTPFlow) -> dict[str, str]:
+    """The credentials the client gives the server (for the server's answers about its models,
+    and to tell clients apart)."""
+    h = flow.request.headers
+    return {name: h[name] for name in CREDENTIALS if h.get(name)}
+
+
+def _server(flow: http.HTTPFlow) -> Server:
     r = flow.request
-    return show_url(r.scheme, r.host, r.port, r.path)
+    return Server(r.scheme, r.host, r.port)
 
 
-def _auth(flow: http.HTTPFlow) -> dict[str, str]:
-    """The credentials the client gave the server, for the server's /api/show."""
-    value = flow.request.headers.get("authorization")
-    return {"authorization": value} if value else {}
+def _route(flow: http.HTTPFlow) -> Route:
+    """How mitmproxy reaches the flow's server, for an ask of the same server: through the
+    upstream proxy of the mode the flow came in on, with mitmproxy's TLS verification."""
+    o, mode = ctx.options, flow.client_conn.proxy_mode
+    proxy = auth = None
+    if isinstance(mode, mode_specs.UpstreamMode):
+        proxy = Server(mode.scheme, *mode.address)
+        if getattr(o, "upstream_auth", None):
+            auth = parse_upstream_auth(o.upstream_auth)
+    return Route(proxy, auth, bool(getattr(o, "ssl_insecure", False)),
+                 getattr(o, "ssl_verify_upstream_trusted_ca", None), getattr(o, "ssl_verify_upstream_trusted_confdir", None))
 
 
 def _not_thinkwire(record: logging.LogRecord) -> bool:

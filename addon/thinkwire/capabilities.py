@@ -3,106 +3,77 @@
 Ollama lists a model's capabilities in `POST /api/show` (`"capabilities": ["completion",
 "thinking", ...]`); "thinking" means its template reads `thinking` and Ollama separates the
 reasoning itself. The Ollama surface's way back needs to know (thinkwire.surfaces.ollama). The
-answer is asked of the same server the flow goes to, once per model while it is kept (`ttl`),
-and a burst of requests for one model asks once. What is kept is an optimisation only: a
-restarted proxy, or another instance, asks again and decides the same. Anything but a clear
-answer (no server, an error status, a body without `capabilities`, a timeout) is "not known",
-and the request then goes upstream as it came.
+answer is asked of the same server the flow goes to, with the client's credentials, by
+thinkwire.outbound (a deadline, no redirects, a cap on bytes and on asks in flight). It is kept
+per server, model and client (`ttl`; "not known" for `failure_ttl`), and a burst of requests asks
+once. What is kept is an optimisation only: a restarted proxy, or another instance, asks again
+and decides the same. Anything but a clear answer (no server, an error or redirect status, a
+body without `capabilities`, the deadline) is "not known", and the request then goes upstream as
+it came.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-import ssl
-import time
-import urllib.error
-import urllib.request
-from collections import OrderedDict
 from typing import Callable
 
-log = logging.getLogger(__name__)
+from .outbound import Answer, Asker, Kept, Route, Server
 
-TTL = 300.0        # seconds an answer is kept: a model re-created under its name is seen again after it
-SIZE = 256         # answers kept (LRU)
-TIMEOUT = 3.0      # seconds for one /api/show
+TTL = 300.0         # seconds an answer is kept: a model re-created under its name is seen again after it
+FAILURE_TTL = 30.0  # seconds "not known" is kept: a server that does not answer is not asked by every request
+SIZE = 1024         # answers kept (LRU): (server, path prefix, model, client) keys
+LONGEST = 256       # longer model names and show paths are not asked about (not known): a key stays small
 
 
-def show_url(scheme: str, host: str, port: int, path: str) -> str:
+def show_path(path: str) -> str:
     """The /api/show beside a request's /api/chat or /api/generate (any path prefix kept, as a
     gateway that serves Ollama under /ollama/ has it)."""
     path = path.split("?", 1)[0]
     prefix = path[:path.rfind("/api/")] if "/api/" in path else ""
-    netloc = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{netloc}:{port}{prefix}/api/show"
+    return f"{prefix}/api/show"
 
 
-def fetch(url: str, body: bytes, headers: dict[str, str], insecure: bool) -> tuple[int, bytes]:
-    """One POST, straight to the server (no proxy from the environment: that may be this one)."""
-    context = ssl._create_unverified_context() if insecure else ssl.create_default_context()  # noqa: S323
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
-    req = urllib.request.Request(url, body, dict(headers, **{"content-type": "application/json"}), method="POST")
-    try:
-        with opener.open(req, timeout=TIMEOUT) as r:
-            return r.status, r.read(1 << 20)
-    except urllib.error.HTTPError as e:
-        return e.code, b""
-
-
-def thinks(status: int, body: bytes) -> bool | None:
+def thinks(answer: Answer | None) -> bool | None:
     """What an /api/show answer says: True / False, or None when it says nothing clear."""
-    if status != 200:
+    if answer is None or answer.status != 200:
         return None
     try:
-        caps = json.loads(body).get("capabilities")
-    except (ValueError, AttributeError):
+        caps = json.loads(answer.body).get("capabilities")
+    except (ValueError, AttributeError, RecursionError):
         return None
     return "thinking" in caps if isinstance(caps, list) else None
 
 
 class Capabilities:
-    """The kept answers, by (show URL, model)."""
+    """The kept answers, by (server, show path, model, client)."""
 
-    def __init__(self, fetch: Callable[[str, bytes, dict, bool], tuple[int, bytes]] = fetch,
-                 ttl: float = TTL, size: int = SIZE, clock: Callable[[], float] = time.monotonic) -> None:
-        self._fetch, self._ttl, self._size, self._clock = fetch, ttl, size, clock
-        self._known: OrderedDict[tuple[str, str], tuple[float, bool]] = OrderedDict()
-        self._asking: dict[tuple[str, str], asyncio.Future] = {}
-        self.asked = 0   # /api/show requests made (for tests and logs)
+    def __init__(self, asker: Asker | None = None, ttl: float = TTL, failure_ttl: float = FAILURE_TTL,
+                 size: int = SIZE, clock: Callable[[], float] | None = None) -> None:
+        self.asker = asker or Asker()
+        self._kept: Kept = Kept(ttl, failure_ttl, size, *([clock] if clock else []))
+        self.asked = 0   # /api/show asks started (for tests and logs)
 
-    async def native_thinking(self, url: str, model: str, headers: dict[str, str],
-                              insecure: bool = False) -> bool | None:
-        key = (url, model)
-        got = self._known.get(key)
-        if got is not None:
-            if self._clock() < got[0]:
-                self._known.move_to_end(key)
-                return got[1]
-            del self._known[key]
-        pending = self._asking.get(key)
-        if pending is None:
-            pending = self._asking[key] = asyncio.ensure_future(self._ask(key, headers, insecure))
-        return await asyncio.shield(pending)
+    def __len__(self) -> int:
+        return len(self._kept)
 
-    async def _ask(self, key: tuple[str, str], headers: dict[str, str], insecure: bool) -> bool | None:
-        url, model = key
-        self.asked += 1
-        try:
-            status, body = await asyncio.to_thread(self._fetch, url, json.dumps({"model": model}).encode(),
-                                                   headers, insecure)
-            answer = thinks(status, body)
-        except Exception as e:   # no answer: not known, the request goes as it came
-            log.info("thinkwire ollama: %s for model %r did not answer (%s)", url, model, type(e).__name__)
-            answer = None
-        finally:
-            self._asking.pop(key, None)
-        if answer is not None:
-            self._known[key] = (self._clock() + self._ttl, answer)
-            while len(self._known) > self._size:
-                self._known.popitem(last=False)
-        return answer
+    async def native_thinking(self, server: Server, path: str, model: str, client: str,
+                              credentials: dict[str, str], route: Route = Route()) -> bool | None:
+        """Whether `model` at `server` thinks natively; None when not known. `path`: the flow's
+        (its /api/show is beside it); `client`: who asks (answers are kept per client, as the
+        server may answer each credential its own way)."""
+        show = show_path(path)
+        if len(model) > LONGEST or len(show) > LONGEST or len(server.host) > LONGEST:
+            return None
 
-    def forget(self, url: str, model: str) -> None:
-        """An answer the server has since contradicted (a 400 "does not support thinking")."""
-        self._known.pop((url, model), None)
+        async def ask() -> bool | None:
+            self.asked += 1
+            body = json.dumps({"model": model}).encode()
+            return thinks(await self.asker.ask(server, "POST", show, body, credentials, route))
+        return await self._kept.get((server, show, model, client), ask)
+
+    def forget(self, server: Server, path: str, model: str, client: str) -> None:
+        """An answer the server has since contradicted (a 400 "does not support thinking" for a
+        model said to think; "not known" stays kept its while)."""
+        key = (server, show_path(path), model, client)
+        if self._kept.peek(key) is True:
+            self._kept.forget(key)

@@ -5,10 +5,10 @@
   thinkwire addon-path                                     the script for `mitmdump -s`
   thinkwire env [--port N] [--confdir D] [--shell sh|fish] [--undo]
                                                            exports that point a shell at the proxy
-  thinkwire rewrite --surface chat [--model NAME] [FILE]   what the proxy would send (chat, messages,
-                                                           responses, ollama)
+  thinkwire rewrite [--surface S] [--model NAME] [FILE]    what the proxy would send (S: chat, messages,
+                                                           responses, ollama; default: from the input)
   thinkwire tags [--model NAME]                            the effective tag sets / a model's profile
-  thinkwire key new                                        a fresh random key for marks
+  thinkwire key new [--out FILE]                           a fresh random key for marks (FILE: mode 0600)
   thinkwire key id [--file F] [--confdir D]                the id of a key (for think_key_id)
   thinkwire health [--url URL]                             ask a running proxy's health endpoint
 
@@ -27,7 +27,7 @@ import ssl
 import sys
 from pathlib import Path
 
-from . import endpoints, engine, keys
+from . import endpoints, engine, keys, userlog
 from .ndjson import NDJSONParser
 from .settings import SettingError, Settings
 from .sse import SSEParser
@@ -66,11 +66,8 @@ def _json_objects(line: bytes) -> list[dict]:
 STREAM_KINDS = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
 
 
-def _check_surface(surface, data: bytes, kind: str) -> None:
-    if kind != "json" and STREAM_KINDS[kind] != surface.STREAM_TYPE:
-        fits = [n for n, m in engine.SURFACES.items() if m.STREAM_TYPE == STREAM_KINDS[kind]]
-        raise InputError(f"the input is an {kind.upper()} stream, which {surface.NAME} does not stream "
-                         f"(--surface {' or '.join(fits)})")
+def _objects(data: bytes, kind: str) -> list[dict]:
+    """The JSON objects of a body, or of a stream's events or lines."""
     if kind == "json":
         objs = [json.loads(data)]
     elif kind == "ndjson":
@@ -84,9 +81,38 @@ def _check_surface(surface, data: bytes, kind: str) -> None:
                 objs.append(json.loads(ev.data)) if ev.data else None
             except ValueError:
                 continue
-    if not any(isinstance(o, dict) and surface.looks_like(o) for o in objs):
+    return [o for o in objs if isinstance(o, dict)]
+
+
+def _streams_as(surface, kind: str) -> bool:
+    return kind == "json" or STREAM_KINDS[kind] == surface.STREAM_TYPE
+
+
+def _check_surface(surface, data: bytes, kind: str) -> None:
+    if not _streams_as(surface, kind):
+        fits = [n for n, m in engine.SURFACES.items() if _streams_as(m, kind)]
+        raise InputError(f"the input is an {kind.upper()} stream, which {surface.NAME} does not stream "
+                         f"(--surface {' or '.join(fits)})")
+    if not any(surface.looks_like(o) for o in _objects(data, kind)):
         raise InputError(f"the input is not a {surface.NAME} response "
                          f"({'body' if kind == 'json' else 'stream'} has no {surface.SHAPE})")
+
+
+def detect_surface(data: bytes) -> str:
+    """The API a saved response is from, by its shape (SSE event types, object types, NDJSON
+    lines); InputError naming the choices when none or several fit."""
+    kind = detect(data)
+    objs = _objects(data, kind)
+    fits = sorted(n for n, m in engine.SURFACES.items() if _streams_as(m, kind) and any(m.looks_like(o) for o in objs))
+    if len(fits) == 1:
+        return fits[0]
+    what = "body" if kind == "json" else f"{kind.upper()} stream"
+    if fits:
+        raise InputError(f"the {what} could be a {' or a '.join(fits)} response; say which with "
+                         f"--surface {'|'.join(fits)}")
+    shapes = "; ".join(f"{n}: {m.SHAPE}" for n, m in sorted(engine.SURFACES.items()) if _streams_as(m, kind))
+    raise InputError(f"cannot tell which API the {what} is from (none of: {shapes}); say which with "
+                     f"--surface {'|'.join(sorted(engine.SURFACES))}")
 
 
 def rewrite(data: bytes, surface_name: str, settings: Settings, model: str | None = None,
@@ -115,8 +141,8 @@ def _cmd_rewrite(args) -> int:
     if args.request:
         with open(args.request, "rb") as f:
             request = engine.parse_request(f.read())
-    out = rewrite(data, args.surface, settings, args.model, request, args.confdir)
-    sys.stdout.buffer.write(out)
+    out = rewrite(data, args.surface or detect_surface(data), settings, args.model, request, args.confdir)
+    sys.stdout.buffer.write(out if out.endswith(b"\n") else out + b"\n")   # a shell prompt starts on its own line
     sys.stdout.flush()
     return 0
 
@@ -159,7 +185,11 @@ def _print_profile(p) -> None:
 # -- keys and health, for running a fleet -----------------------------------------------------
 def _cmd_key(args) -> int:
     if args.action == "new":
-        print(keys.new_key())
+        if args.out:
+            print(f"thinkwire: a new key is in {args.out} (mode 0600), id {keys.write_new_key(args.out)}",
+                  file=sys.stderr)
+        else:
+            print(keys.new_key())
         return 0
     if args.file:
         secret = keys.read_key_file(args.file, "--file")
@@ -276,6 +306,11 @@ def shell_lines(values: dict[str, str] | None, shell: str) -> str:
     return "".join(f"set -gx {k} {_fish_quote(v)}\n" for k, v in values.items())
 
 
+# A comment line (sh and fish skip it when the output is eval'd or sourced).
+LOCAL_BYPASS = ("# thinkwire: local servers (localhost, 127.0.0.1, ::1) are reached directly (NO_PROXY), not "
+                f"through the proxy; for one, put thinkwire in front of it in reverse mode: {userlog.REVERSE_HINT}\n")
+
+
 def _cmd_env(args) -> int:
     if args.undo:
         sys.stdout.write(shell_lines(None, args.shell))
@@ -284,7 +319,7 @@ def _cmd_env(args) -> int:
     values = env_values(args.port, confdir)
     undo = 'eval "$(thinkwire env --undo)"' if args.shell == "sh" else "thinkwire env --shell fish --undo | source"
     sys.stdout.write(f"# thinkwire: clients go through the proxy at {values['HTTPS_PROXY']}; undo: {undo}\n"
-                     + shell_lines(values, args.shell))
+                     + LOCAL_BYPASS + shell_lines(values, args.shell))
     try:
         socket.create_connection(("127.0.0.1", args.port), timeout=0.3).close()
     except OSError:
@@ -311,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     en.add_argument("--undo", action="store_true", help="print the lines that undo them")
     en.set_defaults(func=_cmd_env)
     rw = sub.add_parser("rewrite", help="rewrite a saved response (JSON body, SSE or NDJSON stream) as the proxy would")
-    rw.add_argument("--surface", required=True, choices=sorted(engine.SURFACES))
+    rw.add_argument("--surface", choices=sorted(engine.SURFACES),
+                    help="the API the response is from (default: told from the input's shape)")
     rw.add_argument("--model", help="model name, to pick its tag profile")
     rw.add_argument("--request", metavar="FILE", help="the request body that produced it (for request flags)")
     rw.add_argument("--confdir", help="mitmproxy confdir holding the proxy's key (default ~/.mitmproxy); "
@@ -327,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     ky.add_argument("--file", help="id: the key in this file (else the key THINK_KEY_FILE or THINK_SIGNING_KEY "
                     "gives, else this confdir's own key)")
     ky.add_argument("--confdir", default="~/.mitmproxy", help="id: mitmproxy's confdir (default ~/.mitmproxy)")
+    ky.add_argument("--out", help="new: write the key to this new file, readable by its owner only (mode 0600), "
+                    "instead of printing it")
     ky.set_defaults(func=_cmd_key)
     he = sub.add_parser("health", help=f"ask a running proxy's health endpoint ({endpoints.HEALTH}); exit 0 "
                         "when it answers 200 (for container health checks)")

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .marks import PREFIX
-from .request import prefill, structured, thinking_switch
+from .marks import is_mark
+from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
 from .splitter import END, Split, Splitter, merge
-from .tagsets import Profile
+from .tagsets import MODEL_CHARS, Profile
 
 # How an output ended, as each surface says it: an answer given in full, or something else (cut
 # off at the token limit, a tool call, a filter). Only a complete answer tells a tagless output
@@ -27,9 +27,10 @@ class Stats:
     blocks: int = 0
     reasoning_chars: int = 0
     stray_closes: int = 0
+    stray_after_text: int = 0     # ... with text before them: evidence the template opened the block
     malformed_events: int = 0
     restored: int = 0
-    refused: int = 0              # marks (tw1.) in a request that no key of this proxy opens
+    refused: int = 0              # marks (tw2., tw1.) in a request this proxy does not open for it
     native: bool = False          # the upstream already sent native reasoning
     fell_back: str | None = None  # why the rewrite stopped and passed bytes through
     broken: str | None = None     # why a compressed stream stopped decoding part way (ended there)
@@ -39,15 +40,19 @@ class Stats:
 class FlowContext:
     settings: Settings
     model: str | None = None            # from the request (else the response's first `model`)
-    request: dict | None = None         # the parsed request body, when it was JSON
+    # The parsed request body, when it was JSON: on the way back only (the request hook's
+    # context); what the response side reads of it is `facts`.
+    request: dict | None = None
+    facts: Facts | None = None
     stats: Stats = field(default_factory=Stats)
-    sealer: object | None = None        # marks.Sealer, for thinking signatures / encrypted content
+    sealer: object | None = None        # marks.Bound (the client's), for thinking signatures / encrypted content
     # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
     # None when not known. The request hook sets it; the Ollama surface's way back reads it.
     native_thinking: bool | None = None
     surface: str | None = None          # the surface the request came to (what a prefill is)
     learner: object | None = None       # learning.Learner: models learned to start inside
     upstream: str | None = None         # where the flow went (the learner's key, with the model)
+    client: str | None = None           # who sent it (the learner's key too: addon.client_key)
     finish: str | None = None           # how the output ended (STOP, OTHER), once a response says
     # Why the output starts inside a reasoning block: "option", "profile", "learned", "prefill";
     # None when it starts in the answer.
@@ -71,7 +76,8 @@ class FlowContext:
 
     def _pick_profile(self, response_model: object) -> Profile:
         tagsets = self.settings.tagsets
-        answered = response_model if isinstance(response_model, str) and response_model else None
+        # (Only the first MODEL_CHARS characters of a name are matched, learned of or logged.)
+        answered = response_model[:MODEL_CHARS] if isinstance(response_model, str) and response_model else None
         p = tagsets.profile_for(self.model)
         if p is tagsets.default and answered is not None:
             # An alias the server maps (llama-server's `a`, a client's own name): the response
@@ -90,9 +96,9 @@ class FlowContext:
         first token, so it starts in the answer; a switch that turns thinking off never starts
         inside; then `think_starts_inside`, the profile (with the switches its template reads,
         else its default), and what was learned of the model."""
-        s, p, req = self.settings, self._profile, self.request
+        s, p, f = self.settings, self._profile, self.facts or _NO_FACTS
         assert p is not None
-        self._prefill = prefill(req, self.surface)
+        self._prefill = f.prefill
         self.inside_because = None
         if self._prefill is not None:
             sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
@@ -101,16 +107,16 @@ class FlowContext:
             if sp.inside:
                 self.inside_because = "prefill"
             return False
-        if structured(req):
+        if f.structured:
             return False
-        switch = thinking_switch(req, p.switches)
+        switch = f.switch(p.switches)
         if switch is False:
             return False
         if s.starts_inside:
             self.inside_because = "option"
         elif p.starts_inside and (switch if switch is not None else p.thinking_default):
             self.inside_because = "profile"
-        elif self.learner is not None and self.learner.inside(self.upstream, self.model):
+        elif self.learner is not None and self.learner.inside(self.client, self.upstream, self.model):
             self.inside_because = "learned"
         return self.inside_because is not None
 
@@ -156,6 +162,7 @@ class FlowContext:
         self.tagged |= tagged
         blocks = result.reasoning
         self.stats.stray_closes += strays
+        self.stats.stray_after_text += sp.stray_after_text
         self.stats.blocks += len(blocks)
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
@@ -178,13 +185,16 @@ class FlowContext:
             self.finish = finish
 
     def open_mark(self, mark: object) -> tuple[str, TagPair] | None:
-        """(text, pair) sealed in `mark` when it is this proxy's (opens with its key), else None."""
+        """(text, pair) sealed in `mark` when it is this proxy's for this client (opens with its
+        key, the client's credential, young enough), else None."""
         if self.sealer is None:
             return None
         opened = self.sealer.open(mark)
         if opened is None:
-            if isinstance(mark, str) and mark.startswith(PREFIX):
-                self.stats.refused += 1   # another key's (a replica's, a retired one's), or tampered
+            if is_mark(mark):
+                # Another key's (a replica's, a retired one's), another client's, too old, a
+                # format-1 mark, or tampered.
+                self.stats.refused += 1
             return None
         return opened.text, opened.pair
 
@@ -194,22 +204,37 @@ class FlowContext:
             self.stats.blocks += sp.blocks
             self.stats.reasoning_chars += sp.reasoning_chars
             self.stats.stray_closes += sp.stray_closes
+            self.stats.stray_after_text += sp.stray_after_text
             self.tagged |= sp.markup_chars > 0 or sp.stray_closes > 0
         self._splitters.clear()
         return self.stats
 
     def learn(self) -> str | None:
-        """Tell the learner what this flow showed about its model (after `tally`): a closing tag
-        with no opening tag in output that started in the answer, or an answer given complete
-        with no tag at all. Only flows whose start nothing but the learner decided count. A
-        message to log when what is known of the model changes."""
+        """Tell the learner what this flow showed about its model, for its client (after `tally`):
+        a closing tag with no opening tag, and text before it, in output that started in the
+        answer (a closing tag first of all is no evidence: nothing was said inside the block), or
+        an answer given complete with no tag at all. Only flows whose start nothing but the
+        learner decided count. A message to log when what is known of the model changes."""
         if self.learner is None or self._rules is None or self._prefill is not None:
             return None
-        p, req = self._profile, self.request
-        if self.inside_because not in (None, "learned") or thinking_switch(req, p.switches) is False:  # type: ignore[union-attr]
+        p, f = self._profile, self.facts or _NO_FACTS
+        if self.inside_because not in (None, "learned") or f.switch(p.switches) is False:  # type: ignore[union-attr]
             return None
-        answered = not self.tagged and self.finish == STOP and not structured(req)
-        return self.learner.observe(self.upstream, self.model, self.stats.stray_closes > 0, answered)  # type: ignore[attr-defined]
+        answered = not self.tagged and self.finish == STOP and not f.structured
+        return self.learner.observe(self.client, self.upstream, self.model,  # type: ignore[attr-defined]
+                                    self.stats.stray_after_text > 0, answered)
+
+
+_NO_FACTS = Facts()   # a request that was not JSON (or not seen)
+SHOWN_CHARS = 80      # characters of a model name a log line or a flow's comment shows
+
+
+def shown_model(name: str | None) -> str:
+    """A model name as log lines and comments show it: at most its first SHOWN_CHARS characters,
+    quoted (names come from clients)."""
+    if name is None or len(name) <= SHOWN_CHARS:
+        return repr(name)
+    return f"{name[:SHOWN_CHARS]!r}... (a name of more than {SHOWN_CHARS} characters)"
 
 
 def _unclosed(pieces: list) -> bool:

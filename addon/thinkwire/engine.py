@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from .context import FlowContext
-from .marks import LazySealer
+from .request import KNOWN_SWITCHES, Facts, facts
+from .marks import Bound, LazySealer
 from .settings import Settings
 from .ndjson import NDJSONParser
 from .sse import SSEParser
@@ -36,15 +37,31 @@ def parse_request(body: bytes | None) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-def new_context(settings: Settings, request: dict | None, sealer: object | None = None,
+def request_facts(request: dict | None, surface: str | None, settings: Settings) -> Facts | None:
+    """What the response side keeps of a parsed request (thinkwire.request.Facts)."""
+    if not isinstance(request, dict):
+        return None
+    return facts(request, surface, tuple(dict.fromkeys(KNOWN_SWITCHES + settings.tagsets.switch_names)))
+
+
+def new_context(settings: Settings, request: dict | Facts | None, sealer: object | None = None,
                 surface: str | None = None, learner: object | None = None,
-                upstream: str | None = None) -> FlowContext:
-    """A flow's context. `surface`: the name of the surface the request came to (a trailing
-    assistant message is a prefill on Messages); `learner` and `upstream`: what was learned of
-    models (the addon's, else nothing) and where this flow goes."""
-    model = request.get("model") if request else None
-    return FlowContext(settings, model=model if isinstance(model, str) and model else None,
-                       request=request, sealer=sealer, surface=surface, learner=learner, upstream=upstream)
+                upstream: str | None = None, client: str | None = None, binding: bytes = b"") -> FlowContext:
+    """A flow's context. `request`: the parsed request (the way back), or only its Facts (a
+    response); `surface`: the name of the surface the request came to (a trailing assistant
+    message is a prefill on Messages); `learner` and `upstream`: what was learned of models (the
+    addon's, else nothing) and where this flow goes; `client`: who sent it (learning is per
+    client: addon.client_key); `binding`: what its marks are bound to (marks.client_binding of
+    its request)."""
+    kept = request if isinstance(request, Facts) else request_facts(request, surface, settings)
+    bound = Bound(sealer, binding, settings.mark_max_age) if sealer is not None else None
+    parsed = request if isinstance(request, dict) else None
+    # The way back has the whole name (Ollama's /api/show asks for it); a response, the first
+    # MODEL_CHARS characters its Facts keep.
+    model = parsed.get("model") if parsed is not None else (kept.model if kept else None)
+    return FlowContext(settings, model=model if isinstance(model, str) and model else None, request=parsed,
+                       facts=kept, sealer=bound, surface=surface, learner=learner, upstream=upstream,
+                       client=client)
 
 
 def media_type(content_type: str | None) -> str:

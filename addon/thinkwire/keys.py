@@ -11,7 +11,12 @@ Previous keys, from both:
   think_key_previous_files / THINK_KEY_PREVIOUS_FILES   files, separated by commas
   THINK_SIGNING_KEY_PREVIOUS                            keys separated by commas (environment only)
 
-A key id (`key_id`) names a key without revealing it. A fleet declares the id of its current key
+Every key is at least MIN_KEY_BYTES long (a shorter one is refused, saying so): a mark opens
+for whoever has the key, so a key must not be guessable. A key file that others can read, or a
+group or others can write, is used with a warning.
+
+A key id (`key_id`) names a key without revealing it: an HMAC of a fixed label under the key,
+so equal keys have equal ids (across replicas) and the id is no help in finding the key. A fleet declares the id of its current key
 with think_key_id / THINK_KEY_ID: a replica whose key has another id, or that is given no key
 (and would seal with its own), refuses to start rather than make marks the other replicas
 cannot open.
@@ -22,7 +27,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
+import logging
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +41,10 @@ KEY_FILE = "thinkwire-signing-key"          # this instance's own key, in mitmpr
 ENV_KEY = "THINK_SIGNING_KEY"
 ENV_PREVIOUS = "THINK_SIGNING_KEY_PREVIOUS"
 OPTIONS = ("think_key_file", "think_key_previous_files", "think_key_id")
+MIN_KEY_BYTES = 32
+_LOOSE = stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP   # who else may read or change a key file
+
+log = logging.getLogger(__name__)
 
 
 class KeySetupError(ValueError):
@@ -40,8 +52,17 @@ class KeySetupError(ValueError):
 
 
 def key_id(secret: bytes) -> str:
-    """A short public name of a key: equal ids, equal keys (one-way: it reveals nothing of it)."""
-    return hashlib.sha256(b"thinkwire key id\0" + secret).hexdigest()[:KEY_ID_DIGITS]
+    """A short public name of a key: equal ids, equal keys. An HMAC under the key (not a hash of
+    it): without the key, the id is no test of a guess."""
+    return hmac.new(secret, b"thinkwire key id", hashlib.sha256).hexdigest()[:KEY_ID_DIGITS]
+
+
+def checked(secret: bytes, source: str) -> bytes:
+    """`secret`, when it is long enough to be a key; KeySetupError saying so otherwise."""
+    if len(secret) < MIN_KEY_BYTES:
+        raise KeySetupError(f"the key from {source} is {len(secret)} bytes; a key needs at least {MIN_KEY_BYTES} "
+                            "(make one with `thinkwire key new --out FILE`)")
+    return secret
 
 
 def new_key() -> str:
@@ -107,11 +128,12 @@ def load(cfg: KeyConfig, confdir: str | os.PathLike | None) -> Keyring:
     if cfg.key_file:
         ring = Keyring(read_key_file(cfg.key_file, "think_key_file"), source=cfg.key_file)
     elif cfg.env_key:
-        ring = Keyring(cfg.env_key, source=ENV_KEY)
+        ring = Keyring(checked(cfg.env_key, ENV_KEY), source=ENV_KEY)
     else:
         folder = Path(os.path.expanduser(str(confdir or "~/.mitmproxy")))
-        ring = Keyring(own_key(folder), source=str(folder / KEY_FILE), own=True)
-    previous = [read_key_file(p, "think_key_previous_files") for p in cfg.previous_files] + list(cfg.env_previous)
+        ring = Keyring(checked(own_key(folder), str(folder / KEY_FILE)), source=str(folder / KEY_FILE), own=True)
+    previous = ([read_key_file(p, "think_key_previous_files") for p in cfg.previous_files]
+                + [checked(k, ENV_PREVIOUS) for k in cfg.env_previous])
     # A previous key equal to the current one adds nothing (a rotation's configs may list it).
     ring = Keyring(ring.current, tuple(dict.fromkeys(k for k in previous if k != ring.current)),
                    ring.source, ring.own)
@@ -129,20 +151,42 @@ def load(cfg: KeyConfig, confdir: str | os.PathLike | None) -> Keyring:
 
 
 def read_key_file(path: str, option: str) -> bytes:
-    """A key from a file: its whole content, surrounding whitespace (a final newline) removed."""
+    """A key from a file: its whole content, surrounding whitespace (a final newline) removed;
+    a warning when others may read it or others than its owner may change it."""
     p = Path(os.path.expanduser(path))
     try:
         data = p.read_bytes().strip()
+        mode = p.stat().st_mode
     except FileNotFoundError:
         raise KeySetupError(f"{option}: {p} does not exist; write a key there "
-                            f"(`thinkwire key new > {p}`) or mount the Secret that holds it") from None
+                            f"(`thinkwire key new --out {p}`) or mount the Secret that holds it") from None
     except IsADirectoryError:
         raise KeySetupError(f"{option}: {p} is a directory; name the file in it that holds the key") from None
     except OSError as e:
         raise KeySetupError(f"{option}: cannot read {p} ({e.strerror}); make it readable by this user") from None
     if not data:
-        raise KeySetupError(f"{option}: {p} is empty; write a key into it (`thinkwire key new > {p}`)")
-    return data
+        raise KeySetupError(f"{option}: {p} is empty; write a key into it (`thinkwire key new --out {p}`)")
+    if mode & _LOOSE:
+        log.warning("thinkwire: the key file %s has mode %s: others can read it or change it, and so read or "
+                    "forge marks; make it private (chmod 600 %s, or 0440 for a group)", p,
+                    oct(stat.S_IMODE(mode))[2:].rjust(4, "0"), p)
+    return checked(data, f"{option} {p}")
+
+
+def write_new_key(path: str) -> str:
+    """A fresh key written to a new file `path`, readable by its owner only (mode 0600); its id.
+    An existing file is never overwritten (it may hold the fleet's key)."""
+    p = Path(os.path.expanduser(path))
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise KeySetupError(f"--out: {p} exists; it may hold a key in use: remove it first or name another "
+                            "file") from None
+    key = new_key()
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)   # whatever the umask
+        f.write(key + "\n")
+    return key_id(key.encode())
 
 
 def own_key(folder: Path) -> bytes:
@@ -186,10 +230,9 @@ def _own_key(folder: Path, path: Path) -> bytes:
 
 def describe(ring: Keyring) -> str:
     """The start-up line: which key seals (by id and source), how many others open; never a key."""
+    if ring.own:   # one person's proxy: no word of fleets (the docs' operations page has them)
+        return f"marks are sealed with this instance's own key {ring.key_id} ({ring.source})"
     text = f"marks are sealed with key {ring.key_id} ({ring.source})"
     if ring.previous:
         text += f"; {len(ring.previous)} previous key(s) still open marks ({', '.join(key_id(k) for k in ring.previous)})"
-    if ring.own:
-        text += ("; this is this instance's own key: replicas behind a load balancer need one shared key "
-                 "(think_key_file or THINK_SIGNING_KEY, and think_key_id; README, 'Running a fleet')")
     return text

@@ -1,10 +1,21 @@
 """The sealed mark: how this proxy recognises reasoning it made when a client sends it back.
 
-A mark is `tw1.` + base64url(nonce || AES-256-GCM(payload)), payload = the reasoning text and
-the tag pair it came from. Only a holder of the key can make or read one, so a mark that opens
-is ours and carries the exact text to restore; anything else (a real Anthropic signature, an
-OpenAI `encrypted_content`, a forgery) fails to open and is not ours. No state is kept between
-flows: a restart, or another proxy instance with the same key, opens the same marks.
+A mark is `tw2.` + base64url(issued || nonce || AES-256-GCM(payload, AD)), payload = the
+reasoning text and the tag pair it came from; `issued` the time it was sealed (8 bytes, seconds,
+big-endian). Only a holder of the key can make or read one, so a mark that opens is ours and
+carries the exact text to restore; anything else (a real Anthropic signature, an OpenAI
+`encrypted_content`, a forgery) fails to open and is not ours. No state is kept between flows:
+a restart, or another proxy instance with the same key, opens the same marks.
+
+A mark is bound, through the AEAD's associated data (AD), to its issue time and to the client's
+credential (`client_binding`: a hash of the request's Authorization header, else its x-api-key,
+else nothing): it opens only for a request with the same credential, and only while younger than
+the maximum age (think_mark_max_age). So one user's block pasted into another user's
+conversation is not theirs to restore. A mark is read only when it is strict base64url of at
+most MAX_MARK_CHARS characters, checked before anything is decoded or decrypted.
+
+Format 1 marks (`tw1.`, bound to nothing) are refused: counted as refused, they pass as the
+client sent them.
 
 The keys come from thinkwire.keys: the current key seals and opens, previous keys (a rotation)
 only open. They are never logged.
@@ -16,6 +27,8 @@ import base64
 import hashlib
 import json
 import os
+import re
+import time
 import zlib
 from dataclasses import dataclass
 from json.encoder import encode_basestring
@@ -27,10 +40,32 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from . import keys
 from .rules import TagPair, Written
 
-PREFIX = "tw1."                   # format version 1; a later format gets another prefix
-_AAD = b"thinkwire mark v1"
+PREFIX = "tw2."                   # format 2; a later format gets another prefix
+REFUSED_PREFIXES = ("tw1.",)      # earlier formats: marks of this proxy that are no longer opened
+_AAD = b"thinkwire mark v2\0"
+_ISSUED = 8                       # bytes of the issue time
 _NONCE = 12
+_TAG = 16
 _COMPRESS_OVER = 256              # bytes of payload above which zlib pays off
+MAX_MARK_CHARS = 4 << 20          # a longer mark is not read (4 MiB of base64: ~3 MiB sealed)
+SKEW = 300                        # seconds a mark may seem to come from the future (replicas' clocks)
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def client_binding(headers) -> bytes:
+    """What marks are bound to: a hash of the client's credential (the Authorization header,
+    else x-api-key), b"" when it sends neither. `headers`: a mapping with a `get`."""
+    for name in ("authorization", "x-api-key"):
+        value = headers.get(name)
+        if value:
+            return hashlib.sha256(b"thinkwire client\0" + value.encode("utf-8", "surrogateescape")).digest()
+    return b""
+
+
+def is_mark(value: object) -> bool:
+    """Whether `value` says it is a mark of this proxy (of this format or a refused earlier one),
+    whether or not it opens."""
+    return isinstance(value, str) and value.startswith((PREFIX,) + REFUSED_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -45,14 +80,17 @@ def _aead(secret: bytes) -> AESGCM:
 
 
 class Sealer:
-    def __init__(self, secret: bytes, previous: Iterable[bytes] = ()) -> None:
-        """`secret` seals and opens; each of `previous` only opens (marks from before a rotation)."""
+    def __init__(self, secret: bytes, previous: Iterable[bytes] = (), clock=time.time) -> None:
+        """`secret` seals and opens; each of `previous` only opens (marks from before a rotation).
+        `clock`: seconds since the epoch (the issue time sealed in, the age checked)."""
         self._aead = _aead(secret)
         self._opening = [self._aead] + [_aead(p) for p in previous if p != secret]
+        self._clock = clock
 
-    def seal(self, text: str, pair: TagPair, literal: str | None = None) -> str:
+    def seal(self, text: str, pair: TagPair, literal: str | None = None, client: bytes = b"") -> str:
         """`literal`: the body of text's JSON literal, where the caller has it (a stream's
-        reasoning, as it came): the text is not escaped again."""
+        reasoning, as it came): the text is not escaped again. `client`: what the mark is bound
+        to (`client_binding`)."""
         body = encode_basestring(text) if literal is None else '"' + literal + '"'
         # (A text may hold lone surrogates, from an upstream's `\ud800` escape or bytes that were
         # not UTF-8: they are carried as they are, and `open` reads them back the same way.)
@@ -65,20 +103,23 @@ class Sealer:
             flag, payload = b"z", zlib.compress(payload, 1)
         else:
             flag = b"j"
+        issued = max(0, int(self._clock())).to_bytes(_ISSUED, "big")
         nonce = os.urandom(_NONCE)
-        sealed = self._aead.encrypt(nonce, flag + payload, _AAD)
-        return PREFIX + base64.urlsafe_b64encode(nonce + sealed).rstrip(b"=").decode()
+        sealed = self._aead.encrypt(nonce, flag + payload, _AAD + issued + client)
+        return PREFIX + base64.urlsafe_b64encode(issued + nonce + sealed).rstrip(b"=").decode()
 
-    def open(self, mark: object) -> Opened | None:
-        """The sealed text and pair, or None if `mark` is not a mark made with this key."""
-        if not isinstance(mark, str) or not mark.startswith(PREFIX):
+    def open(self, mark: object, client: bytes = b"", max_age: int = 0) -> Opened | None:
+        """The sealed text and pair, or None if `mark` is not a mark made with this key for
+        `client`, or is older than `max_age` seconds (0: any age)."""
+        raw = _envelope(mark)
+        if raw is None:
+            return None
+        issued = int.from_bytes(raw[:_ISSUED], "big")
+        now = self._clock()
+        if issued > now + SKEW or (max_age and now - issued > max_age):
             return None
         try:
-            body = mark[len(PREFIX):]
-            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-            if len(raw) < _NONCE + 17:
-                return None
-            plain = self._decrypt(raw)
+            plain = self._decrypt(raw[_ISSUED:], _AAD + raw[:_ISSUED] + client)
             flag, payload = plain[:1], plain[1:]
             if flag == b"z":
                 payload = zlib.decompress(payload)
@@ -92,15 +133,43 @@ class Sealer:
         except Exception:  # bad base64, wrong key, tampered, garbage: not ours
             return None
 
-    def _decrypt(self, raw: bytes) -> bytes:
+    def _decrypt(self, raw: bytes, aad: bytes) -> bytes:
         """The plain payload under the first key whose tag verifies; InvalidTag under none."""
         nonce, sealed = raw[:_NONCE], raw[_NONCE:]
         for aead in self._opening:
             try:
-                return aead.decrypt(nonce, sealed, _AAD)
+                return aead.decrypt(nonce, sealed, aad)
             except InvalidTag:
                 continue
         raise InvalidTag
+
+
+def _envelope(mark: object) -> bytes | None:
+    """A mark's bytes (issued || nonce || sealed) when it is one of this format: at most
+    MAX_MARK_CHARS, strict base64url (no padding, no other characters, canonical), long
+    enough; else None. Checked before anything is decoded."""
+    if not isinstance(mark, str) or not mark.startswith(PREFIX) or len(mark) > len(PREFIX) + MAX_MARK_CHARS:
+        return None
+    body = mark[len(PREFIX):]
+    if len(body) % 4 == 1 or not _BASE64URL.fullmatch(body):
+        return None
+    raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != body or len(raw) < _ISSUED + _NONCE + _TAG + 1:
+        return None   # (spare bits set in the last character: not what seal writes)
+    return raw
+
+
+class Bound:
+    """A flow's sealer: marks sealed for its client, and opened only for it and while young."""
+
+    def __init__(self, sealer, client: bytes, max_age: int) -> None:
+        self.sealer, self.client, self.max_age = sealer, client, max_age
+
+    def seal(self, text: str, pair: TagPair, literal: str | None = None) -> str:
+        return self.sealer.seal(text, pair, literal, client=self.client)
+
+    def open(self, mark: object) -> Opened | None:
+        return self.sealer.open(mark, client=self.client, max_age=self.max_age)
 
 
 class LazySealer:
@@ -126,8 +195,8 @@ class LazySealer:
             self._sealer, self._keyring = Sealer(ring.current, ring.previous), ring
         return self._sealer
 
-    def seal(self, text: str, pair: TagPair, literal: str | None = None) -> str:
-        return self._get().seal(text, pair, literal)
+    def seal(self, text: str, pair: TagPair, literal: str | None = None, client: bytes = b"") -> str:
+        return self._get().seal(text, pair, literal, client)
 
-    def open(self, mark: object) -> Opened | None:
-        return self._get().open(mark)
+    def open(self, mark: object, client: bytes = b"", max_age: int = 0) -> Opened | None:
+        return self._get().open(mark, client, max_age)

@@ -44,9 +44,9 @@ class Metrics:
         self._chars = Counter("thinkwire_reasoning_chars", "Characters of reasoning moved", ["surface"], registry=r)
         self._restored = Counter("thinkwire_restored_objects", "Reasoning objects this proxy made, restored "
                                  "on the way back (requests)", ["surface"], registry=r)
-        self._refused = Counter("thinkwire_marks_refused", "Marks in requests that no key of this proxy opens "
-                                "(another replica's key, a retired key, tampering); they go upstream as they "
-                                "came", ["surface"], registry=r)
+        self._refused = Counter("thinkwire_marks_refused", "Marks in requests this proxy does not open for them "
+                                "(another replica's key, a retired key, another client's credential, too old, "
+                                "format 1, tampering); they go upstream as they came", ["surface"], registry=r)
         self._ended_early = Counter("thinkwire_streams_ended_early", "Streams that ended before their end "
                                     "(client gone, upstream cut)", ["surface"], registry=r)
         self._key = Info("thinkwire_key", "The key that seals marks (its id, never the key) and how many "

@@ -1,7 +1,13 @@
 """What a request says about where the model's output starts: its thinking switches, a prefill
-of the assistant's turn, a request for structured output. Pure functions of the parsed body."""
+of the assistant's turn, a request for structured output. Pure functions of the parsed body,
+and `Facts`: what the response side reads of a request, kept while its stream is open instead
+of the parsed body (a long agent session's request is megabytes)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .tagsets import MODEL_CHARS
 
 # Template variables thinkwire knows, in the order they are read when a profile does not say
 # which its template reads (no profile: any of them may be the one).
@@ -47,29 +53,77 @@ def thinking_switch(request: dict | None, names: tuple[str, ...] | None = None) 
     """
     if not isinstance(request, dict):
         return None
-    names = KNOWN_SWITCHES if names is None else names
-    if not names:
+    return facts(request, None, KNOWN_SWITCHES if names is None else names).switch(names)
+
+
+SUMMARY_CHARS = 32   # a Responses `reasoning.summary` longer than this is no value the API knows
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the response side reads of a request (`facts`): its model (the first MODEL_CHARS
+    characters), the switches it sets, its prefill text, whether it asks for structured output,
+    and what it asks of the reasoning's form. Small whatever the request's size, but for the
+    prefill, which is the text of its trailing assistant message."""
+
+    model: str | None = None
+    prefill: str | None = None
+    structured: bool = False
+    said: tuple[tuple[str, bool], ...] = ()   # (template variable, on) the request sets, of the names kept
+    think: bool | None = None            # Ollama's `think`: on (true, a level) or off
+    thinking_type: bool | None = None    # Anthropic's `thinking.type`: anything but "disabled"
+    effort: bool | None = None           # an effort other than "none"
+    display_omitted: bool = False        # Anthropic's `thinking.display` is "omitted"
+    summary: str | None = None           # Responses' `reasoning.summary`, when a short string
+    include_encrypted: bool = False      # Responses' `include` asks for reasoning.encrypted_content
+
+    def switch(self, names: tuple[str, ...] | None = None) -> bool | None:
+        """`thinking_switch` of the request, for a template that reads `names`."""
+        names = KNOWN_SWITCHES if names is None else names
+        if not names:
+            return None
+        said = [on for name, on in self.said if name in names]
+        # The names a template reads are one switch: any of them on turns thinking on (IQuest's
+        # `thinking: false, enable_thinking: true` thinks), else any of them off turns it off.
+        if True in said:
+            return True
+        if False in said:
+            return False
+        for value, via in ((self.think, _FROM_OLLAMA_THINK), (self.thinking_type, _FROM_THINKING_TYPE),
+                           (self.effort, _FROM_EFFORT)):
+            if value is not None and any(n in names for n in via):
+                return value
         return None
-    # The names a template reads are one switch: any of them on turns thinking on (IQuest's
-    # `thinking: false, enable_thinking: true` thinks), else any of them off turns it off.
+
+
+def facts(request: dict, surface: str | None, names: tuple[str, ...]) -> Facts:
+    """The Facts of a parsed request that came to `surface`; `names`: the template variables
+    whose values are kept (those the tag sets' profiles read, and KNOWN_SWITCHES)."""
     kwargs = request.get("chat_template_kwargs")
-    said = [_on(name, kwargs.get(name)) for name in names] if isinstance(kwargs, dict) else []
-    said += [request[name] for name in names if isinstance(request.get(name), bool)]
-    if True in said:
-        return True
-    if False in said:
-        return False
+    said = []
+    for name in names:
+        on = _on(name, kwargs.get(name)) if isinstance(kwargs, dict) else None
+        if on is not None:
+            said.append((name, on))
+        if isinstance(request.get(name), bool):
+            said.append((name, request[name]))
     think = request.get("think")
-    if (isinstance(think, bool) or think in OLLAMA_THINK_LEVELS) and any(n in names for n in _FROM_OLLAMA_THINK):
-        return think is not False
     thinking = request.get("thinking")
-    if isinstance(thinking, dict) and isinstance(thinking.get("type"), str) and any(
-            n in names for n in _FROM_THINKING_TYPE):
-        return thinking["type"] != "disabled"
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
     effort = _effort(request)
-    if effort is not None and any(n in names for n in _FROM_EFFORT):
-        return effort != "none"
-    return None
+    reasoning = request.get("reasoning")
+    summary = reasoning.get("summary") if isinstance(reasoning, dict) else None
+    include = request.get("include")
+    model = request.get("model")
+    return Facts(
+        model=model[:MODEL_CHARS] if isinstance(model, str) and model else None,
+        prefill=prefill(request, surface), structured=structured(request), said=tuple(said),
+        think=(think is not False) if isinstance(think, bool) or think in OLLAMA_THINK_LEVELS else None,
+        thinking_type=kind != "disabled" if isinstance(kind, str) else None,
+        effort=effort != "none" if effort is not None else None,
+        display_omitted=isinstance(thinking, dict) and thinking.get("display") == "omitted",
+        summary=summary if isinstance(summary, str) and len(summary) <= SUMMARY_CHARS else None,
+        include_encrypted=isinstance(include, list) and "reasoning.encrypted_content" in include)
 
 
 def _effort(request: dict) -> str | None:

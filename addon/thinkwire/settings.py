@@ -43,6 +43,19 @@ def _choice(name: str, env: str, choices: tuple[str, ...]) -> Callable[[str], st
     return parse
 
 
+def _seconds(name: str, env: str, most: float) -> Callable[[str], float]:
+    def parse(v: str) -> float:
+        try:
+            x = float(v.strip())
+        except ValueError:
+            x = -1.0
+        if not 0 < x <= most:   # (NaN fails too)
+            raise SettingError(f"{name} (env {env}) is {v!r}; use a number of seconds above 0 and at most "
+                               f"{most:g}, e.g. 2 or 0.5")
+        return x
+    return parse
+
+
 KEY_ID_DIGITS = 16   # a key id's length in hex digits (thinkwire.keys.key_id)
 
 
@@ -52,6 +65,31 @@ def _key_id(v: str) -> str:
         return s
     raise SettingError(f"think_key_id (env THINK_KEY_ID) is {v!r}; use the {KEY_ID_DIGITS} hex digits that "
                        "`thinkwire key id` prints for the fleet's key, or nothing")
+
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(name: str, env: str) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        s = v.strip().lower()
+        number, unit = s.rstrip("smhd"), s[len(s.rstrip("smhd")):]
+        if number.isdigit() and unit in _UNITS:
+            return int(number) * _UNITS[unit]
+        raise SettingError(f"{name} (env {env}) is {v!r}; use a whole number of seconds, or with a unit: "
+                           "30d, 12h, 90m, 600s (0: no maximum)")
+    return parse
+
+
+def _port(v: str) -> int | None:
+    s = v.strip()
+    if s == "":
+        return None
+    if s.isdigit() and 1 <= int(s) <= 65535:
+        return int(s)
+    raise SettingError(f"think_metrics_port (env THINK_METRICS_PORT) is {v!r}; use a port from 1 to 65535 the "
+                       "proxy also listens on (e.g. --mode reverse:URL@9090), or nothing to answer metrics "
+                       "on every port")
 
 
 @dataclass(frozen=True)
@@ -89,7 +127,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("think_responses", "on", "Rewrite /responses responses"),
     _opt("think_responses_summary", "on",
          "Also put reasoning into reasoning items' summary, even when the request does not ask"),
-    _opt("think_responses_content", "on", "Put reasoning text into reasoning items' content"),
+    _opt("think_responses_content", "off",
+         "Also put reasoning text into reasoning items' content (reasoning_text), beside the summary: "
+         "clients that render both (llm) show it twice"),
     _opt("think_ollama", "on", "Rewrite Ollama's native /api/chat and /api/generate responses"),
     _opt("think_tags", "", "Tag pairs replacing the tag sets, e.g. '<think> </think>,<reasoning> </reasoning>'", "str"),
     _opt("think_tagsets", "", "Path of a tag sets YAML file replacing the shipped tagsets.yaml", "str"),
@@ -104,13 +144,24 @@ OPTIONS: tuple[Option, ...] = (
          "choice", ("inline", "drop", "keep")),
     _opt("think_chat_restore", "keep", "What to do with reasoning_content/reasoning in chat requests",
          "choice", ("keep", "inline", "drop")),
+    _opt("think_log", "flows", "What the log shows: flows (start-up lines, one line per flow thinkwire "
+         "handled, warnings) or all (mitmproxy's own lines too: connections and a summary of every flow)",
+         "choice", ("flows", "all")),
     # The keys for marks (thinkwire.keys). Paths and an id only: a key itself is never an option.
     _opt("think_key_file", "", "File holding the key that seals marks (else THINK_SIGNING_KEY, else "
          "this instance's own key in the confdir)", "str"),
     _opt("think_key_previous_files", "", "Files holding previous keys, comma-separated: they open marks, "
          "never seal them (key rotation)", "str"),
+    Option("think_ask_timeout", "THINK_ASK_TIMEOUT", "2",
+           "Seconds an ask of the flow's server (Ollama's /api/show) may take, all of it; past it the "
+           "answer is not known and the request goes as it came", _seconds("think_ask_timeout", "THINK_ASK_TIMEOUT", 60)),
     Option("think_key_id", "THINK_KEY_ID", "", "The id of the fleet's key (`thinkwire key id`): a replica "
            "whose key has another id refuses to start", _key_id, "str"),
+    Option("think_mark_max_age", "THINK_MARK_MAX_AGE", "30d", "How long a mark this proxy made opens (the way "
+           "back): seconds, or 30d, 12h, 90m; 0: no maximum. An older one passes as the client sent it",
+           _duration("think_mark_max_age", "THINK_MARK_MAX_AGE"), "str"),
+    Option("think_metrics_port", "THINK_METRICS_PORT", "", "The local port the metrics endpoint is answered on "
+           "(a port the proxy also listens on, kept from clients); empty: every port", _port, "str"),
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}
@@ -136,7 +187,11 @@ class Settings:
     learn: bool
     restore: str
     chat_restore: str
+    ask_timeout: float
+    log: str
     tagsets: tagsets_mod.Tagsets
+    mark_max_age: int = 30 * 86400   # seconds (0: no maximum)
+    metrics_port: int | None = None  # the only local port metrics are answered on (None: every port)
 
     @classmethod
     def from_values(cls, values: dict[str, str]) -> "Settings":
@@ -163,5 +218,6 @@ class Settings:
             trim=get("think_trim"), tags_anywhere=get("think_tags_anywhere"),
             starts_inside=get("think_starts_inside"), learn=get("think_learn"),
             restore=get("think_restore"), chat_restore=get("think_chat_restore"),
-            tagsets=ts,
+            ask_timeout=get("think_ask_timeout"), log=get("think_log"),
+            tagsets=ts, mark_max_age=get("think_mark_max_age"), metrics_port=get("think_metrics_port"),
         )

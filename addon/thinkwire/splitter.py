@@ -39,7 +39,7 @@ class Splitter:
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_lead_open", "_fresh", "_literal",
-        "blocks", "reasoning_chars", "stray_closes", "markup_chars", "_ws_hold", "_ws_more",
+        "blocks", "reasoning_chars", "stray_closes", "stray_after_text", "markup_chars", "_ws_hold", "_ws_more",
         "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl",
     )
 
@@ -67,6 +67,7 @@ class Splitter:
         self.blocks = 1 if inside else 0
         self.reasoning_chars = 0
         self.stray_closes = 0
+        self.stray_after_text = 0   # ... of which with text before them (what learning counts)
         self.markup_chars = 0    # characters of tags removed (for accounting: nothing else goes)
         self.added_chars = 0     # line breaks put between answer text that would run together (trimming)
         # Only whitespace is held, and more whitespace would only be held too (trimming: at the
@@ -126,7 +127,7 @@ class Splitter:
         self._pend = False   # (the prefill's block, which the client has)
         self._w_open = (self._pair or self.rules.pairs[0]).open if self._inside else ""
         self._w_close = self._lead_ws = ""
-        self.reasoning_chars = self.stray_closes = self.markup_chars = self.added_chars = 0
+        self.reasoning_chars = self.stray_closes = self.stray_after_text = self.markup_chars = self.added_chars = 0
 
     def plain(self, text: str) -> tuple[int, str] | None:
         """`feed(text)` for a non-empty text with no character that could start any tag or
@@ -472,6 +473,7 @@ class Splitter:
                     # A closing tag with no opening tag: the block was opened in the prompt.
                     self._emit_kept(kept, out, buf[i:j])
                     self.stray_closes += 1
+                    self.stray_after_text += not self._at_start
                     self.markup_chars += len(tag)
                     self._seen_tag = True
                     self._new_line()

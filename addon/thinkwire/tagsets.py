@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -25,6 +26,9 @@ _PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "t
 _SWITCH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+FOUND_NAMES = 4096   # model names whose profile is kept (Tagsets.profile_for)
+
+
 class TagsetError(ValueError):
     """A tag set file or string that cannot be used; the message says where and why."""
 
@@ -32,7 +36,7 @@ class TagsetError(ValueError):
 @dataclass(frozen=True)
 class Profile:
     name: str
-    models: tuple[str, ...]          # case-insensitive globs, anchored to words (see model_pattern)
+    models: tuple[str, ...]          # case-insensitive globs, anchored to words (see Glob)
     pairs: tuple[TagPair, ...]       # its own pairs, then the default pairs it does not repeat
     starts_inside: bool = False
     # With starts_inside, what an output with no closing tag at all means when the response does
@@ -54,28 +58,27 @@ class Profile:
     # (marker that ends reasoning, marker after which the reasoning goes on): a tool block
     # inside reasoning (Apertus).
     resumes: tuple[tuple[str, str], ...] = ()
-    _pattern: re.Pattern = field(init=False, repr=False, compare=False)
+    _globs: tuple[Glob, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_pattern", models_pattern(self.models))
+        object.__setattr__(self, "_globs", tuple(Glob(g) for g in self.models))
 
     def matches(self, model: str) -> bool:
-        return self._pattern.match(model.lower()) is not None
+        """Whether one of the profile's globs matches the name's first MODEL_CHARS characters."""
+        name = model[:MODEL_CHARS].lower()
+        return any(g.match(name) for g in self._globs)
 
 
-# Where two characters of a name meet, a word or a number goes on: both letters, or both digits.
-_NOT_IN_A_WORD = r"(?!(?<=[^\W\d_])[^\W\d_]|(?<=\d)\d)"
+# Only the first MODEL_CHARS characters of a model name are matched (and cached): names come
+# from clients, and no served name is longer.
+MODEL_CHARS = 256
 
 
-def model_pattern(glob: str) -> str:
-    """A model glob as a regular expression (lower case). `?` and `[...]` are fnmatch's; `*` is
-    any text, but it never cuts into a word or a number of the name: where the text a `*` stands
-    for meets a literal character of the pattern (or, empty, where the two sides meet), the
-    name's letters or digits do not go on across it. So `*step3*` matches `stepfun-ai/step3` and
-    `step3-fp8` but not `qwen-grpo-step3000`, and `*mimo*` matches `xiaomimimo/mimo-7b` but not
-    `mimosa`. (Next to `?` or `[...]` a `*` is fnmatch's.)"""
+def _glob_items(glob: str) -> list[tuple[str, str]]:
+    """A glob (lower case) as items (kind, regex): "lit" one literal character, "any" `?` or a
+    `[...]` set (fnmatch's), "star" a run of `*`."""
     g = glob.lower()
-    items: list[tuple[str, str]] = []   # (kind, regex): "lit", "star", "any" (? and [...])
+    items: list[tuple[str, str]] = []
     i, n = 0, len(g)
     while i < n:
         c = g[i]
@@ -107,20 +110,80 @@ def model_pattern(glob: str) -> str:
         else:
             items.append(("lit", re.escape(c)))
         i += 1
-    out = []
-    for k, (kind, rx) in enumerate(items):
-        if kind != "star":
-            out.append(rx)
-            continue
-        before = items[k - 1][0] if k else "lit"            # the start of the name is an edge
-        after = items[k + 1][0] if k + 1 < len(items) else "lit"
-        out.append("(?:" + (_NOT_IN_A_WORD if before == "lit" else "") + ".*"
-                   + (_NOT_IN_A_WORD if after == "lit" else "") + ")")
-    return "".join(out)
+    return items
 
 
-def models_pattern(globs: tuple[str, ...]) -> re.Pattern:
-    return re.compile("(?s:" + "|".join(f"(?:{model_pattern(g)})" for g in globs) + r")\Z" if globs else r"(?!)")
+def _edge(name: str, at: int) -> bool:
+    """Whether no word or number of `name` goes on across position `at`: the characters on its
+    two sides are not both letters, nor both digits (regex `[^\\W\\d_]` and `\\d`)."""
+    if at <= 0 or at >= len(name):
+        return True
+    a, b = name[at - 1], name[at]
+    return not ((a.isdecimal() and b.isdecimal()) or
+                (a.isalnum() and b.isalnum() and not a.isdecimal() and not b.isdecimal()))
+
+
+class Glob:
+    """A model glob, matched in time linear in the name. `?` and `[...]` are fnmatch's; `*` is
+    any text, but it never cuts into a word or a number of the name: where the text a `*` stands
+    for meets a literal character of the pattern (or, empty, where the two sides meet), the
+    name's letters or digits do not go on across it. So `*step3*` matches `stepfun-ai/step3` and
+    `step3-fp8` but not `qwen-grpo-step3000`, and `*mimo*` matches `xiaomimimo/mimo-7b` but not
+    `mimosa`. (Next to `?` or `[...]` a `*` is fnmatch's.)
+
+    How: the pieces between stars have a fixed length and no repetition (star-free regular
+    expressions); each is placed at its leftmost position that fits after the one before (and
+    the first at the start, the last at the end). Whether a piece fits at a position depends on
+    that position alone, so the leftmost fit never loses a match a later one would give, and
+    nothing backtracks: at most one search per position of the name and piece."""
+
+    def __init__(self, glob: str) -> None:
+        self.glob = glob
+        pieces: list[list[tuple[str, str]]] = [[]]
+        for item in _glob_items(glob):
+            if item[0] == "star":
+                pieces.append([])
+            else:
+                pieces[-1].append(item)
+        self.stars = len(pieces) - 1
+        self.lengths = [len(p) for p in pieces]
+        self.pieces = [re.compile("".join(rx for _, rx in p), re.S) for p in pieces]
+        # A star's edges are checked where its neighbour is a literal (or the name's start or end).
+        self.edge_before = [not p or p[-1][0] == "lit" for p in pieces[:-1]]
+        self.edge_after = [not p or p[0][0] == "lit" for p in pieces[1:]]
+
+    def match(self, name: str) -> bool:
+        """`name` in lower case (and cut to MODEL_CHARS by the caller)."""
+        if not self.stars:
+            return self.pieces[0].fullmatch(name) is not None
+        n, last = len(name), self.stars
+        if self.pieces[0].match(name) is None:
+            return False
+        at = self.lengths[0]
+        if self.edge_before[0] and not _edge(name, at):
+            return False
+        for k in range(1, last):
+            at = self._place(name, k, at, n - self.lengths[last])
+            if at < 0:
+                return False
+        start = n - self.lengths[last]
+        return (start >= at and self.pieces[last].match(name, start) is not None
+                and (not self.edge_after[last - 1] or _edge(name, start)))
+
+    def _place(self, name: str, k: int, at: int, limit: int) -> int:
+        """Where piece k (between stars k-1 and k) ends at its leftmost fit from `at`, with the
+        last piece's room (`limit`) left; -1 when it fits nowhere."""
+        piece, length = self.pieces[k], self.lengths[k]
+        while at <= limit - length:
+            m = piece.search(name, at, limit)
+            if m is None:
+                return -1
+            start = m.start()
+            if ((not self.edge_after[k - 1] or _edge(name, start))
+                    and (not self.edge_before[k] or _edge(name, start + length))):
+                return start + length
+            at = start + 1
+        return -1
 
 
 @dataclass(frozen=True)
@@ -129,17 +192,25 @@ class Tagsets:
     profiles: tuple[Profile, ...]
     source: str
 
-    # model name -> its profile: every flow asks, and matching tries every glob of every profile.
+    # A model name's first MODEL_CHARS characters -> its profile: every flow asks, and matching
+    # tries every glob of every profile. Bounded (names come from clients): FOUND_NAMES names of
+    # at most MODEL_CHARS characters each.
     _found: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @cached_property
+    def switch_names(self) -> tuple[str, ...]:
+        """Every template variable a profile reads (`switches`)."""
+        return tuple(dict.fromkeys(n for p in (self.default, *self.profiles) for n in p.switches or ()))
 
     def profile_for(self, model: str | None) -> Profile:
         if not model:
             return self.default
-        got = self._found.get(model)
+        name = model[:MODEL_CHARS]
+        got = self._found.get(name)
         if got is None:
-            got = next((p for p in self.profiles if p.matches(model)), self.default)
-            if len(self._found) < 4096:   # bounded: model names come from clients
-                self._found[model] = got
+            got = next((p for p in self.profiles if p.matches(name)), self.default)
+            if len(self._found) < FOUND_NAMES:
+                self._found[name] = got
         return got
 
 

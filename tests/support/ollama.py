@@ -16,6 +16,7 @@ thinking`; its `/api/show` lists its capabilities.
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 from harness import Reply, Seen
 
@@ -136,12 +137,15 @@ class StrictOllama:
         self.bodies: list[dict] = []      # /api/chat and /api/generate requests, parsed
         self.shows: list[dict] = []       # /api/show requests
         self.errors: list[str] = []
+        self.show: Callable[[dict], Reply] | None = None   # a scripted /api/show answer instead
 
     def handle(self, seen: Seen) -> Reply:
         path = seen.path.split("?", 1)[0]
         req = seen.json()
         if path.endswith("/api/show"):
             self.shows.append(req)
+            if self.show is not None:
+                return self.show(req)
             name = req.get("model") or req.get("name")
             if name not in self.models:
                 return error_reply(404, f"model '{name}' not found")

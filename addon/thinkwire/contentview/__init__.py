@@ -26,6 +26,7 @@ from ..record import UPSTREAM_KEY, FlowRecord, handled
 from .read import READERS, Reading, read_request, read_response, surface_of_path  # noqa: F401 (re-exported)
 
 PRIORITY = 2.0                        # above the JSON view (1)
+WRAP = 80                             # columns a section's lines fold at: fits mitmweb's detail pane
 
 _SURFACE_TITLES = {"chat": "OpenAI chat completions", "responses": "OpenAI responses",
                    "messages": "Anthropic messages", "ollama": "Ollama native API"}
@@ -49,17 +50,31 @@ def render(r: Reading, extra: list[tuple[str, str]] = (), request: bool = False)
                 lines.append(f"({s.text})")
                 continue
             if s.kind == "text" and not s.label:  # a request message's text: under its heading
-                lines += [""] + s.text.split("\n")
+                lines += [""] + _wrapped(s.text)
                 continue
             title = s.kind + (f": {s.label}" if s.label else "")
             lines += ["", f"── {title} " + _RULE * max(3, 60 - len(title))]
-            lines += s.text.split("\n") if s.text else ["(empty)"]
+            lines += _wrapped(s.text) if s.text else ["(empty)"]
     if not any(secs for _, secs in r.groups):
         lines += ["", "(no content)"]
     if r.tail:
         lines.append("")
         lines += [f"{k.ljust(width)}  {v}" for k, v in r.tail]
     return "\n".join(lines) + "\n"
+
+
+def _wrapped(text: str) -> list[str]:
+    """`text`'s lines folded at WRAP columns, at spaces where there are any: mitmweb shows a
+    view's text unwrapped (white-space: pre), and one paragraph of reasoning is one long line."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        while len(line) > WRAP:
+            cut = line.rfind(" ", 0, WRAP + 1)
+            cut = cut if cut > 0 else WRAP
+            out.append(line[:cut])
+            line = line[cut + 1:] if line[cut:cut + 1] == " " else line[cut:]
+        out.append(line)
+    return out
 
 
 def _flow_surface(flow: Any, message: Any) -> str | None:

@@ -62,8 +62,7 @@ def looks_like(obj: dict) -> bool:
 
 def mode(ctx: FlowContext) -> str:
     """How thinking blocks go out: signed, unsigned, off, redacted, or omitted (the request asked)."""
-    thinking = ctx.request.get("thinking") if isinstance(ctx.request, dict) else None
-    if isinstance(thinking, dict) and thinking.get("display") == "omitted":
+    if ctx.facts is not None and ctx.facts.display_omitted:
         m = "omitted"
     else:
         m = ctx.settings.signature

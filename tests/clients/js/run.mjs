@@ -29,7 +29,7 @@ const reasoning = (parts) => (parts ?? []).filter((p) => p.type === "reasoning")
 async function run(surface, mode) {
   const m = model(surface, `${proxy}-${surface}-${mode}/v1`);
   const common = { model: m, prompt: "fix the build", maxRetries: 0 };
-  // The README recipe for servers that store nothing: store: false sends reasoning items back
+  // The docs/clients.md recipe for servers that store nothing: store: false sends reasoning items back
   // only with encrypted_content, which the SDK asks for only for models it knows to reason;
   // forceReasoning says this one does.
   if (mode === "roundtrip-nostore") common.providerOptions = { openai: { store: false, forceReasoning: true } };

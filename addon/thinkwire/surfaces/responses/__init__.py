@@ -28,7 +28,8 @@ What the request asks for (`reasoning.summary` auto/concise/detailed), or the op
 `think_responses_summary` (on by default: some clients read only the summary), adds the text as
 a `summary_text` part, streamed as
 `reasoning_summary_part.added` / `reasoning_summary_text.delta` ... `.done` / `part.done`;
-`think_responses_content=off` leaves `content` out (only when the summary carries the text).
+`content` (`reasoning_text` parts) comes only with `think_responses_content=on` or when the
+summary is off: the text goes in one place, so clients that render both (llm) show it once.
 `include: ["reasoning.encrypted_content"]` puts the proxy's sealed mark in `encrypted_content`.
 
 A response in which the upstream already sends reasoning items is native: it passes untouched.

@@ -12,7 +12,6 @@ from ...context import OTHER, STOP, FlowContext
 from ...splitter import CONTENT, END, REASONING, Splitter, TagPair
 
 _SUMMARY_ASKED = frozenset({"auto", "concise", "detailed"})
-_ENCRYPTED = "reasoning.encrypted_content"
 
 
 @dataclass(frozen=True)
@@ -41,12 +40,10 @@ class _Mode:
 
 
 def _mode(ctx: FlowContext) -> _Mode:
-    req = ctx.request if isinstance(ctx.request, dict) else {}
-    reasoning = req.get("reasoning")
-    asked = isinstance(reasoning, dict) and reasoning.get("summary") in _SUMMARY_ASKED
+    f = ctx.facts
+    asked = f is not None and f.summary in _SUMMARY_ASKED
     summary = asked or ctx.settings.responses_summary
-    include = req.get("include")
-    encrypted = (ctx.sealer is not None and isinstance(include, list) and _ENCRYPTED in include)
+    encrypted = ctx.sealer is not None and f is not None and f.include_encrypted
     # Content may be left out only when the summary carries the text: nothing is lost.
     content = ctx.settings.responses_content or not summary
     channels = tuple(c for c, on in ((SUMMARY_CHANNEL, summary), (CONTENT_CHANNEL, content)) if on)

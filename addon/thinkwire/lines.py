@@ -103,9 +103,9 @@ class Lines:
             self.col = indent(seg, self.col)
             if self.col >= 4 and seg.strip(_HSPACE):
                 self.icode = True   # (a fence or a tag at its start is code too)
-        if len(self.head) < 8 and not self.icode:   # (the indent does not count: a line cut anywhere reads the same)
+        if len(self.head) < 8:   # (the indent does not count: a line cut anywhere reads the same)
             self.head = (self.head + seg).lstrip(" ")[:8]
-            if not self.fence_line and self.head[:3] in _FENCES:
+            if not self.fence_line and not self.icode and self.head[:3] in _FENCES:   # (indented: code)
                 if self.fence:   # a closing fence: the block ends right after it
                     self.fence = False
                     self.fence_line = _CLOSED

@@ -3,7 +3,7 @@
 thinkwire/script/think.py).
 
 Moves inline reasoning markup (<think>...</think> and its cousins) into each API's native
-reasoning field as responses pass through. See README.md for options and recipes.
+reasoning field as responses pass through. See README.md and docs/ (docs/options.md: the options).
 """
 
 import os

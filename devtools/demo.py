@@ -312,8 +312,9 @@ def _responses_got(resp) -> Got:
     g = Got()
     for item in resp.output:
         if item.type == "reasoning":
-            g.add("reasoning item", "\n\n".join(c.text for c in item.content or []))
-            g.add("reasoning item (summary)", "\n\n".join(s.text for s in item.summary or []))
+            # The summary holds the text by default; content too with think_responses_content=on.
+            g.add("reasoning item", "\n\n".join(s.text for s in item.summary or []))
+            g.add("reasoning item (content)", "\n\n".join(c.text for c in item.content or []))
         elif item.type == "message":
             g.add("message output_text", "".join(getattr(c, "text", "") or "" for c in item.content))
         elif item.type == "function_call":
@@ -505,8 +506,8 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + ln)
         print()
     rel = os.path.relpath(ADDON, Path.cwd())
-    print(f"The flows are saved in {save}. Read them in mitmweb:")
-    print(f"  .venv/bin/mitmweb --listen-host 127.0.0.1 --set web_host=127.0.0.1 -r {save} -s {rel}")
+    print(f"The flows are saved in {save}. Read them in mitmweb (-n: no proxy, so it runs beside one; open the URL with ?token= it prints):")
+    print(f"  .venv/bin/mitmweb -n --set web_host=127.0.0.1 -r {save} -s {rel}")
     print("Click a flow: the Response tab shows the \"thinkwire\" view (model, reasoning, answer, tool")
     print("calls, usage); pick \"thinkwire upstream\" in its view menu to see what the upstream sent.")
     print("Or live: ./scripts/demo --serve 8000, mitmweb in front of it, ./scripts/demo --proxy URL")

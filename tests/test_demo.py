@@ -25,3 +25,6 @@ def test_demo_shows_upstream_and_client_side_by_side_for_every_surface(tmp_path)
     assert "not in this build" not in out
     assert (tmp_path / "demo.flows").stat().st_size > 0
     assert f"-r {tmp_path / 'demo.flows'} -s addon/think.py" in out
+    # The command it prints runs beside a proxy (-n: mitmweb listens for no traffic).
+    line = f"  .venv/bin/mitmweb -n --set web_host=127.0.0.1 -r {tmp_path / 'demo.flows'} -s addon/think.py"
+    assert line in out.splitlines(), out

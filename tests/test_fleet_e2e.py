@@ -31,7 +31,7 @@ from support import drive
 from support.loops import ChatConversation, MessagesConversation, ResponsesConversation
 from thinkwire import keys
 from thinkwire.endpoints import METRICS
-from thinkwire.marks import Sealer
+from thinkwire.marks import Sealer, client_binding
 from thinkwire.surfaces import chat
 
 HAPROXY = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/usr/local/sbin")
@@ -258,7 +258,9 @@ def test_a_key_rotation_mid_conversation_replica_by_replica(fleet):
         for s in SURFACES:
             assert sorted(n for turn in served for n in turn[s]) == ["replica1", "replica2"]
     # The conversations hold marks sealed under both keys, and their last turns restored them all.
-    sealed = {m: [k for k in KEYS if Sealer(KEYS[k].encode()).open(m) is not None] for m in fleet.marks()}
+    # (Marks are bound to the credential the conversations' SDK clients send: api_key="x".)
+    sdk = client_binding({"authorization": "Bearer x"})
+    sealed = {m: [k for k in KEYS if Sealer(KEYS[k].encode()).open(m, sdk) is not None] for m in fleet.marks()}
     assert all(len(ks) == 1 for ks in sealed.values())
     assert {ks[0] for ks in sealed.values()} == {"k1", "k2"}
     assert len(sealed) == fleet.done["messages"] + fleet.done["responses"]   # one mark per turn each

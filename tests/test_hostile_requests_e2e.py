@@ -4,7 +4,6 @@ child's memory and CPU time, never in wall-clock time."""
 
 from __future__ import annotations
 
-import json
 import threading
 
 import brotli

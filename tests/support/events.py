@@ -63,6 +63,7 @@ def text_sequence(surface: str, data: bytes) -> list[tuple[str, str]]:
     """("r" | "c", text) for every text-carrying field of every event that parses, in order."""
     seq: list[tuple[str, str]] = []
     streamed: set = set()
+    summarized: set = set()   # Responses items whose reasoning came as summary deltas
     for ev in parse_events(data, surface):
         o = _json(ev)
         if not isinstance(o, dict):
@@ -90,7 +91,12 @@ def text_sequence(surface: str, data: bytes) -> list[tuple[str, str]]:
         else:
             t = o.get("type")
             key = repr(o.get("output_index"))
-            if t in ("response.output_text.delta", "response.reasoning_text.delta") and isinstance(o.get("delta"), str):
+            if t == "response.reasoning_summary_text.delta" and isinstance(o.get("delta"), str):
+                seq.append(("r", o["delta"]))     # the reasoning's place by default
+                summarized.add(key)
+            elif t == "response.reasoning_text.delta" and key in summarized:
+                continue                           # the same text again (think_responses_content=on)
+            elif t in ("response.output_text.delta", "response.reasoning_text.delta") and isinstance(o.get("delta"), str):
                 seq.append(("r" if "reasoning" in t else "c", o["delta"]))
                 streamed.add(key)
             elif t == "response.output_text.done" and isinstance(o.get("text"), str) and key not in streamed:

@@ -296,10 +296,12 @@ class StrictAnthropic:
     """A Messages upstream that, like the real API, rejects a thinking block whose signature it
     did not issue and a redacted_thinking block whose data it did not issue (400, the real
     error shape), requires each tool_use to be answered by a tool_result right after, and
-    checks that assistant turns read as the model wrote them."""
+    checks that assistant turns read as the model wrote them (`exact`: byte for byte, as a
+    server's prefix cache needs them; else modulo the whitespace trimmed at block edges)."""
 
-    def __init__(self, turns: list[Turn]) -> None:
+    def __init__(self, turns: list[Turn], exact: bool = False) -> None:
         self.turns = turns
+        self.exact = exact
         self.signatures: dict[str, str] = {}   # signature -> thinking text it signs
         self.redacted: set[str] = set()
         self.bodies: list[bytes] = []          # every request body, as received
@@ -335,8 +337,9 @@ class StrictAnthropic:
                 if t == "tool_use":
                     uses.append(b["id"])
             if assistant < len(self.turns):
-                want = as_written(self.turns[assistant].text)
-                got = as_written("".join(texts))
+                want, got = self.turns[assistant].text, "".join(texts)
+                if not self.exact:
+                    want, got = as_written(want), as_written(got)
                 if got != want:
                     return self._error(f"messages.{i}: assistant turn reads {got!r}, the model wrote {want!r}")
             if uses:
@@ -405,10 +408,11 @@ class StrictResponses:
     with id 'rs_…' not found.") and encrypted_content it did not issue with 400
     invalid_encrypted_content, requires each function_call_output to answer a function_call
     sent before it, and checks that assistant turns (the assistant messages between two user
-    or tool-output items) read as the model wrote them."""
+    or tool-output items) read as the model wrote them (`exact`: byte for byte)."""
 
-    def __init__(self, turns: list[Turn]) -> None:
+    def __init__(self, turns: list[Turn], exact: bool = False) -> None:
         self.turns = turns
+        self.exact = exact
         self.ids: set[str] = set()
         self.blobs: set[str] = set()
         self.stored: dict[str, dict] = {}      # output items of `store`d responses, by id
@@ -478,7 +482,9 @@ class StrictResponses:
             else:
                 current = None
         for k, texts in enumerate(turns[:len(self.turns)]):
-            want, got = as_written(self.turns[k].text), as_written("".join(texts))
+            want, got = self.turns[k].text, "".join(texts)
+            if not self.exact:
+                want, got = as_written(want), as_written(got)
             if got != want:
                 return self._error(400, f"assistant turn {k} reads {got!r}, the model wrote {want!r}")
         if self._n >= len(self.turns):

@@ -187,13 +187,13 @@ NOTHING = "the peer's test asserts nothing checkable on a finished result"
 def verdict(case: dict, result: dict) -> str:
     """How thinkwire's stored result stands against the peer's test."""
     exp = expectations(case)
-    if exp:
-        return AGREES if all(_agrees(result[mode], peer) for mode, peer in exp.items()) else DIFFERS
     checks = substring_checks(case)
-    if checks:
-        ok = all(_holds(kind, _field(result[mode], field), x) for kind, mode, field, x in checks)
-        return SUBSTRINGS if ok else DIFFERS
-    return NOTHING
+    # Every expectation of the peer's counts: its values and its substring checks alike.
+    if not all(_agrees(result[mode], peer) for mode, peer in exp.items()):
+        return DIFFERS
+    if not all(_holds(kind, _field(result[mode], field), x) for kind, mode, field, x in checks):
+        return DIFFERS
+    return AGREES if exp else SUBSTRINGS if checks else NOTHING
 
 
 def figures() -> tuple[Counter, Counter]:
@@ -277,10 +277,9 @@ _wrong("documented (`ended-as-answer`): as above, a complete answer with no tag 
     "sglang/nemotron_3/test_force_nonempty_content_no_thinking_tokens"])
 
 # Documented rules a user still reads as wrong.
-_wrong("documented (`no-markup`: every later closing tag with no block open is removed, outside backtick code): a "
-       "`</think>` the model wrote as text in its answer after the block is gone (`before <code>\\n</code> after`, "
-       "`answer:literal  tail`: the whitespace on both sides stays, as written)", [
-    "sglang/iquest_q1/test_streaming_answer_keeps_literal_think_end",
+_wrong("documented (`no-markup`: a later closing tag with no block open is removed outside code, but where prose "
+       "names it, after a space or a quote mid-line): a `</think>` the model wrote as text right after an HTML tag in "
+       "its answer after the block is gone (`before <code></code> after`)", [
     "sglang/qwen3/test_streaming_mid_text_think_end_is_preserved"])
 _wrong("documented (`partial-tag-kept`: a marker missing its last token stays text): Kimi K3's think-close marker "
        "without its `<|sep|>` stays in the reasoning (`thought<|close|>think`)", [
@@ -345,3 +344,11 @@ def test_every_rule_is_stated_in_the_docs_with_its_figures():
     want += [f"- `{name}` ({rules[name]} case{'s' if rules[name] != 1 else ''}):" for name in names]
     missing = [line for line in want if line not in section]
     assert not missing, "docs/conformance.md's figures are not the stored ones; write:\n" + "\n".join(missing)
+
+
+def test_a_case_agrees_only_when_its_substring_checks_hold_too():
+    case = {"peer": "sglang", "id": "x", "stream": {"reasoning": "r", "content": None},
+            "assert_in": {"stream.content": ["</think>"]}}
+    assert verdict(case, {"stream": {"reasoning": ["r"], "content": "a </think> b"}}) == AGREES
+    assert verdict(case, {"stream": {"reasoning": ["r"], "content": "a  b"}}) == DIFFERS
+    assert verdict(case, {"stream": {"reasoning": ["x"], "content": "a </think> b"}}) == DIFFERS

@@ -349,7 +349,8 @@ def test_body_signed_block_shows_its_text_and_a_mark_of_text_and_pair_as_signatu
     block = sdk_body(out)["content"][0]
     assert block["type"] == "thinking" and block["thinking"] == "plan"
     opened = SEALER.open(block["signature"])
-    assert (opened.text, opened.pair) == ("plan", TagPair("<thinking>", "</thinking>"))
+    # (the pair as the model wrote it: the line break trimmed after the opening tag included)
+    assert (opened.text, opened.pair) == ("plan", TagPair("<thinking>\n", "</thinking>"))
 
 
 def test_stream_signed_streams_text_live_then_one_signature_delta_before_the_stop():

@@ -68,11 +68,6 @@ ARGUED: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
         "stream": (("Need to read /etc/hosts and summarize it. Use read_file.",),
                    '<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{"path":"/etc/hosts"}<|call|>'),
     },
-    # A tag after a space in the middle of a line is prose naming it, after a block too.
-    "wild/mtplx-149/longer-alias-split-after-close": {
-        "body": (("R1",), "V1 <reasoning>SECRET</reasoning> V2"),
-        "stream": (("R1",), "V1 <reasoning>SECRET</reasoning> V2"),
-    },
 }
 
 # What thinkwire gets wrong today, per case and mode ("body" / "stream"), grouped by cause.

@@ -20,7 +20,7 @@ from conftest import make_ctx
 from harness import as_written
 from thinkwire.keys import KEY_FILE, KeyConfig, load, own_key
 from thinkwire.marks import Sealer
-from thinkwire.rules import TagPair
+from thinkwire.rules import TagPair, Written
 from thinkwire.surfaces import chat, messages, responses
 
 SEALER = Sealer(b"test key")
@@ -294,9 +294,25 @@ def test_responses_other_tool_call_types_count_as_assistant_turns():
     assert out == [USER, amsg("<think>patch</think>"), custom]
 
 
-def test_responses_several_items_join_in_order_with_a_newline():
-    out, _ = r_restore([USER, sealed("one"), sealed("two", REASONING), amsg("hi")])
+def test_responses_several_sealed_items_join_in_order_as_their_marks_say():
+    # (a mark holds the markup as written: what the model wrote between the blocks is in it)
+    out, _ = r_restore([USER, sealed("one", TagPair("<think>", "</think>\n")), sealed("two", REASONING), amsg("hi")])
     assert out == [USER, amsg("<think>one</think>\n<reasoning>two</reasoning>hi")]
+    out, _ = r_restore([USER, sealed("one"), sealed("two", REASONING), amsg("hi")])
+    assert out == [USER, amsg("<think>one</think><reasoning>two</reasoning>hi")]
+
+
+def test_responses_several_items_without_a_mark_join_with_a_newline():
+    out, _ = r_restore([USER, rs("one", id="rs_1_0"), rs("two", id="rs_1_1"), amsg("hi")])
+    assert out == [USER, amsg("<think>one</think>\n<think>two</think>hi")]
+
+
+def test_responses_a_line_break_thinkwire_put_after_a_block_is_taken_out_again():
+    out, _ = r_restore([USER, amsg("Sure."), sealed("plan", Written("<think>", "</think>", 1)), amsg("\nDone.")])
+    assert out == [USER, amsg("Sure."), amsg("<think>plan</think>Done.")]
+    # (only a line break it put there: text that starts otherwise stays as it is)
+    out, _ = r_restore([USER, sealed("plan", Written("<think>", "</think>", 1)), amsg("Done.")])
+    assert out == [USER, amsg("<think>plan</think>Done.")]
 
 
 @pytest.mark.parametrize("after", [[USER], [output()], []], ids=["user", "tool-output", "end"])
@@ -539,7 +555,10 @@ def test_property_messages_echo_of_a_rewritten_response_restores_what_the_model_
     new = messages.restore_request(data, make_ctx(json.loads(data), SEALER, signature=policy))
     assert new is not None
     out = json.loads(new)
-    assert as_written(_assistant_text(out)) == as_written(text)
+    if policy in ("signed", "redacted") or display == "omitted":
+        assert _assistant_text(out) == text   # the mark holds the markup as written: byte for byte
+    else:   # no mark: the pair's tags, the whitespace trimmed at the block's edges unknown
+        assert as_written(_assistant_text(out)) == as_written(text)
     turn = [m for m in out["messages"] if m["role"] == "assistant"][0]
     assert all(b["type"] in ("text", "tool_use") for b in turn["content"])
     assert all(b["text"] for b in turn["content"] if b["type"] == "text")
@@ -602,7 +621,10 @@ def test_property_responses_echo_of_a_rewritten_response_restores_what_the_model
     said = "".join(p["text"] for it in items if it.get("role") == "assistant" for p in it["content"])
     # Reasoning with no assistant turn after it (only reasoning at the end, no tool call) is dropped.
     expect = text if with_tool else re.sub(r"([ \t\r\n\f\v]*<think>[^<]*</think>[ \t\r\n\f\v]*)+\Z", "", text)
-    assert as_written(said) == as_written(expect)
+    if include:
+        assert said == expect   # the mark holds the markup as written: byte for byte
+    else:
+        assert as_written(said) == as_written(expect)
     if with_tool:
         kinds = [it.get("type") for it in items]
         assert kinds[-2:] == ["function_call", "function_call_output"]

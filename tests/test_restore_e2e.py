@@ -44,7 +44,11 @@ def test_messages_tool_loop_completes_against_the_strict_upstream(m_proxies, up,
              (m["content"] if isinstance(m["content"][0], dict) else [x.to_dict() for x in m["content"]])}
     assert kinds & {"thinking", "redacted_thinking"}   # the client did see native thinking
     last = json.loads(strict.bodies[-1])["messages"]
-    assert last[1]["content"][0] == {"type": "text", "text": "<think>I should list the files.</think>Let me look."}
+    # A mark (signed, omitted, redacted) holds the markup as the model wrote it; a block without
+    # one (off, unsigned) is restored with the pair's tags, the trimmed whitespace unknown.
+    first = ("<think>\nI should list the files.\n</think>\n\nLet me look." if policy in ("signed", "redacted")
+             or display == "omitted" else "<think>I should list the files.</think>Let me look.")
+    assert last[1]["content"][0] == {"type": "text", "text": first}
     assert last[3]["content"][0] == {"type": "text", "text": "<think>Now read the README.</think>"}
     assert last[3]["content"][1]["type"] == "tool_use"
 
@@ -132,7 +136,7 @@ def test_responses_codex_tool_loop_completes_against_the_strict_upstream(r_proxy
     sent = json.loads(strict.bodies[-1])["input"]
     assert not any(it.get("type") == "reasoning" for it in sent)
     assert assistant_texts(strict.bodies[-1])[0]["content"][0]["text"] == \
-        "<think>I should list the files.</think>Let me look."
+        "<think>\nI should list the files.\n</think>\n\nLet me look."
     assert assistant_texts(strict.bodies[-1])[1] == {
         "type": "message", "role": "assistant",
         "content": [{"type": "output_text", "text": "<think>Now read the README.</think>"}]}
@@ -252,3 +256,32 @@ def test_the_key_never_appears_in_the_logs(proxy_factory, up):
     assert strict.errors == strict_r.errors == []
     assert "object(s) restored on the request" in p.log()
     assert key not in p.log()
+
+
+# -- byte for byte ------------------------------------------------------------------------------
+# What the model wrote, whitespace at every block edge included, as a server's prefix cache needs
+# the earlier turns (the strict upstreams with exact=True compare each turn byte for byte).
+EXACT_TURNS = [
+    Turn("\n<think>\n  I should list the files.\n\n</think>\n\n  Let me look.", ("bash", {"cmd": "ls"})),
+    Turn("<think>\tNow read the README. \n</think>\n", ("bash", {"cmd": "cat README.md"})),
+    Turn("<think>done</think>\n\nAll three steps are done."),
+]
+
+
+@pytest.mark.parametrize("policy,display", [("signed", None), ("off", "omitted"), ("redacted", None)])
+def test_messages_way_back_is_byte_for_byte_where_a_mark_holds_the_block(m_proxies, up, policy, display):
+    strict = StrictAnthropic(EXACT_TURNS, exact=True)
+    up.route("/messages", strict.handle)
+    final, _ = messages_loop([m_proxies[policy]], display, turns=3)
+    assert strict.errors == [] and final.content[-1].text == "All three steps are done."
+    sent = json.loads(strict.bodies[-1])["messages"]
+    assert [m["content"][0]["text"] for m in sent if m["role"] == "assistant"] == [t.text for t in EXACT_TURNS[:2]]
+
+
+def test_responses_way_back_is_byte_for_byte_with_encrypted_content(r_proxy, up):
+    strict = StrictResponses(EXACT_TURNS, exact=True)
+    up.route("/responses", strict.handle)
+    final, _ = responses_loop([r_proxy], turns=3)
+    assert strict.errors == [] and final.output_text == "All three steps are done."
+    texts = [m["content"][0]["text"] for m in assistant_texts(strict.bodies[-1])]
+    assert texts == [t.text for t in EXACT_TURNS[:2]]

@@ -6,7 +6,7 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from thinkwire.rules import Rules, TagPair, partial_tag_len
+from thinkwire.rules import Rules, TagPair, Written, partial_tag_len
 from thinkwire.splitter import CONTENT, END, REASONING, Split, Splitter, merge, split_text
 
 THINK = TagPair("<think>", "</think>")
@@ -56,7 +56,8 @@ def test_longer_tag_wins_over_its_prefix():
 def test_every_block_is_handled_in_order():
     assert whole("<think>a</think>b<think>c</think>d") == (["a", "c"], "b\nd")
     assert stream(["<think>a</think>b<think>c</think>d"]) == [
-        (REASONING, "a"), (END, THINK), (CONTENT, "b"), (REASONING, "c"), (END, THINK), (CONTENT, "\nd")]
+        (REASONING, "a"), (END, THINK), (CONTENT, "b"), (REASONING, "c"),
+        (END, Written("<think>", "</think>", 1)), (CONTENT, "\nd")]   # (the line break put there: 1)
 
 
 def test_closing_tag_of_another_pair_does_not_close_the_block():
@@ -115,8 +116,24 @@ def test_an_opening_tag_glued_to_the_text_before_it_counts():
     assert whole("<think>first</think>mid<think>second</think>end") == (["first", "second"], "mid\nend")
 
 
-def test_after_a_block_a_mid_line_tag_after_a_space_stays_text():
-    assert whole("<think>a</think>ok <think>b</think>c") == (["a"], "ok <think>b</think>c")
+def test_after_a_block_a_whole_pair_on_the_line_is_a_block_even_after_a_space():
+    # (A second block's secret must not show; a tag prose names has no closing tag on its line.)
+    assert whole("<think>a</think>ok <think>b</think>c") == (["a", "b"], "ok c")
+    assert whole("<think>a</think>ok <think> opens one.\nIt </think>closes.") == (
+        ["a"], "ok <think> opens one.\nIt </think>closes.")
+    text = "R1</think>V1 <think>SECRET</think> V2"
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]])) == (["SECRET"], "R1\nV1 V2"), k
+
+
+def test_a_pair_after_a_block_is_looked_for_within_a_bound():
+    from thinkwire.splitter import PAIR_ON_LINE
+    far = "<think>a</think>ok <think>" + "x" * PAIR_ON_LINE + "</think>c"
+    assert whole(far) == (["a"], far[len("<think>a</think>"):])
+    s = Splitter(RULES)
+    s.feed("<think>a</think>ok <think>")
+    assert s.feed("x" * (PAIR_ON_LINE - 1)) == []          # held while the pair may still close
+    assert s.feed("x")[0][0] == CONTENT                     # the bound: it is text
 
 
 def test_prose_naming_a_tag_after_an_empty_block_keeps_its_words():
@@ -156,10 +173,9 @@ def test_answer_pieces_that_meet_across_a_block_with_no_whitespace_get_a_line_br
 
 def test_whitespace_after_a_removed_closing_tag_stays_where_the_answer_goes_on():
     assert whole("Hello</think>\n\nWorld") == ([], "Hello\n\nWorld")
-    assert whole("Hello </think> World") == ([], "Hello World")
     # In the middle of the answer too (a closing tag after a block), and at any cut.
     for text, want in (("<think>a</think>b</think>c", "b\nc"), ("<think>a</think>b</think> c", "b c"),
-                       ("<think>a</think>b </think> c", "b  c"), ("<think>a</think>b</think>\n<think>d</think>", "b"),
+                       ("<think>a</think>b\n</think> c", "b\n c"), ("<think>a</think>b</think>\n<think>d</think>", "b"),
                        ("<think>a</think>b</think></think>c", "b\nc")):
         assert whole(text) == (whole(text)[0], want), text
         for k in range(len(text) + 1):
@@ -210,7 +226,8 @@ def test_tags_anywhere_option_counts_mid_sentence_tags():
 # -- unclosed and stray tags --------------------------------------------------------------
 def test_unclosed_block_at_end_stays_reasoning():
     assert whole("<think>cut off by max_tokens") == (["cut off by max_tokens"], "")
-    assert stream(["<think>cut off"])[-1] == (END, THINK)
+    # (its END says what the model wrote around the text: no closing tag, cut off)
+    assert stream(["<think>cut off"])[-1] == (END, TagPair("<think>", ""))
 
 
 def test_unclosed_block_ending_in_a_partial_closing_tag_keeps_that_text():
@@ -227,14 +244,33 @@ def test_closing_tag_without_opening_in_a_body_is_removed_and_the_text_before_it
 
 def test_stray_closing_tag_in_a_stream_never_reaches_the_client():
     s = Splitter(RULES)
-    out = s.feed("already sent ") + s.feed("</think>\n\nanswer") + s.finish()
-    assert merge(out) == [(CONTENT, "already sent answer")]
+    out = s.feed("already sent.") + s.feed("</think>\n\nanswer") + s.finish()
+    assert merge(out) == [(CONTENT, "already sent.\n\nanswer")]
     assert s.stray_closes == 1
 
 
 def test_stray_closing_tag_after_a_block_is_removed():
-    assert whole("<think>a</think>b </think> c") == (["a"], "b  c")
-    assert stream(["<think>a</think>b </th", "ink> c"]) == stream(["<think>a</think>b </think> c"])
+    assert whole("<think>a</think>b.</think> c") == (["a"], "b. c")
+    assert stream(["<think>a</think>b.</th", "ink> c"]) == stream(["<think>a</think>b.</think> c"])
+
+
+def test_a_closing_tag_prose_names_mid_line_is_text():
+    # After a space or a quote in the middle of a line, with no block open: prose names the tag,
+    # before any block (it does not make the text before it reasoning) and after one.
+    for text in ("The reasoning block ends with </think> and the answer follows it.",
+                 'Write "</think>" to end it.', "<think>a</think>It ends with </think> then."):
+        want = text.split("</think>", 1)[1] if text.startswith("<think>") else text
+        assert whole(text)[1] == want, text
+        for k in range(len(text) + 1):
+            assert result(stream([text[:k], text[k:]])) == whole(text), (text, k)
+    # Unless the text after it is glued to it, as markup is (a duplicated closing token).
+    text = "<think>a</think>part1 </think>part2"
+    assert whole(text) == (["a"], "part1 part2")
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]])) == whole(text), (text, k)
+    # Glued to the text, at a line's start, or at the start: markup, as before.
+    assert whole("Reasoning here.</think>Answer") == ([], "Reasoning here.\nAnswer")
+    assert whole("Reasoning here.\n</think>\n\nAnswer") == ([], "Reasoning here.\nAnswer")
 
 
 def test_second_closing_tag_of_a_prompt_opened_block_is_removed():
@@ -273,7 +309,21 @@ def test_starts_inside_with_no_close_is_all_reasoning():
 
 # -- whitespace ---------------------------------------------------------------------------
 def test_whitespace_at_block_edges_and_after_close_is_trimmed():
+    assert whole("<think>\n\nx y \n</think>\n\nhi ") == (["x y"], "hi ")
+    assert whole("<think> x y </think>  hi ") == (["x y"], "hi ")   # (on the tag's line: it goes)
+
+
+def test_trimming_keeps_the_first_lines_indentation():
+    # Blank lines go; the first line's indentation stays where it makes code (four columns, a
+    # tab): an indented code block keeps its shape. Less means nothing in Markdown: it goes.
     assert whole("<think>\n  x y \n</think>\n\n  hi ") == (["x y"], "hi ")
+    assert whole("<think>\n    x y \n</think>\n\n     hi ") == (["    x y"], "     hi ")
+    assert whole("<think>plan</think>\n\n    $ make install\n    $ make test") == (
+        ["plan"], "    $ make install\n    $ make test")
+    assert whole("<think>\n\tcode\n</think>\n\t\tmore") == (["\tcode"], "\t\tmore")
+    for text in ("<think>plan</think>\n\n    $ make install\n    $ make test", "<think>\n  x</think>\n \n  y"):
+        for cut in range(1, len(text)):
+            assert stream([text[:cut], text[cut:]]) == stream([text]), (text, cut)
 
 
 def test_trim_off_keeps_all_whitespace():
@@ -446,14 +496,16 @@ def test_a_special_token_tool_marker_follows_the_same_rule():
     assert whole(text, TOOLS) == (["plan"], "<|tool_calls_section_begin|>[]<|tool_calls_section_end|>done\nfinal")
 
 
-def test_in_a_body_a_tool_call_marker_before_the_blocks_own_close_is_reasoning():
-    # The model wrote out a call inside its reasoning, then closed the block: a body sees that.
+def test_a_tool_call_written_inside_the_reasoning_reaches_the_answer_in_a_body_as_in_a_stream():
+    # The model wrote its call inside its reasoning, then thought on and closed the block: the
+    # call goes to the answer (for the tool parser), and what follows it is reasoning again.
+    rules = Rules(PAIRS, ends=("<tool_call>",), resumes=(("<tool_call>", "</tool_call>"),))
     text = "<think>Plan:\n<tool_call>\n{}\n</tool_call>\nno, wait.\n</think>\n\nanswer"
-    assert whole(text, TOOLS) == (["Plan:\n<tool_call>\n{}\n</tool_call>\nno, wait."], "answer")
-    # A stream cannot wait for the close: it ends the block at the call, as it must for a real one.
-    assert result(stream(list(text), TOOLS)) == (["Plan:"], "<tool_call>\n{}\n</tool_call>\nno, wait.\n\n\nanswer")
-    # In code the body's look ahead does not take the close.
-    assert whole("<think>x\n<tool_call>\n`</think>`", TOOLS) == (["x"], "<tool_call>\n`</think>`")
+    assert whole(text, rules) == (["Plan:", "no, wait."], "<tool_call>\n{}\n</tool_call>\n\nanswer")
+    assert result(stream(list(text), rules)) == whole(text, rules)
+    # Without a resume marker the rest of the block follows the call into the answer.
+    assert whole(text, TOOLS) == (["Plan:"], "<tool_call>\n{}\n</tool_call>\nno, wait.\n\n\nanswer")
+    assert result(stream(list(text), TOOLS)) == whole(text, TOOLS)
 
 
 def test_a_tool_call_marker_in_the_answer_is_answer_text():
@@ -480,7 +532,8 @@ def test_a_tag_that_begins_a_longer_tag_waits_until_the_text_tells_them_apart():
     s = Splitter(GEMMA)
     assert s.feed("<|channel>") == []
     assert s.feed("tho") == []
-    assert merge(s.feed("ught\nx<channel|>y") + s.finish()) == [(REASONING, "x"), (END, GEMMA.pairs[0]), (CONTENT, "y")]
+    assert merge(s.feed("ught\nx<channel|>y") + s.finish()) == [(REASONING, "x"), (END, TagPair("<|channel>thought\n", "<channel|>")),
+                                                     (CONTENT, "y")]
 
 
 def test_the_shorter_tag_counts_when_the_longer_one_does_not_follow():
@@ -512,18 +565,17 @@ def test_a_new_header_ends_a_block_whose_end_marker_was_dropped():
         assert result(stream([text[:k], text[k:]], HARMONY)) == (["Thinking..."], "Hello world"), k
 
 
-def test_in_code_a_strip_marker_cut_anywhere_is_held_then_removed():
-    # In code only strip markers count: a piece of one at a text's end waits for the rest.
-    text = "<|start|>assistant<|channel|>final<|message|>Hi\n```\nx <|return|> y\n```\n"
-    assert whole(text, HARMONY) == ([], "Hi\n```\nx  y\n```\n")
+def test_in_code_a_strip_marker_is_text_cut_anywhere():
+    # A special token in a fence or a code span of the answer is text (an answer showing a format).
+    text = "<|start|>assistant<|channel|>final<|message|>Hi\n```\nx <|return|> y\n```\nand `<|end|>`."
+    assert whole(text, HARMONY) == ([], "Hi\n```\nx <|return|> y\n```\nand `<|end|>`.")
     for k in range(len(text) + 1):
         assert result(stream([text[:k], text[k:]], HARMONY)) == whole(text, HARMONY), k
-    assert partial_tag_len("x <|ret", HARMONY._strip_prefixes, HARMONY._longest) == len("<|ret")
-    # The start of the opening tag, which is no strip marker's: in code it does not wait.
-    assert partial_tag_len("x <|channel|>an", HARMONY._strip_prefixes, HARMONY._longest) == 0
     s = Splitter(HARMONY)
     s.feed("<|start|>assistant<|channel|>final<|message|>Hi `x")
-    assert s.feed(" <|channel|>an") == [(CONTENT, " <|channel|>an")]
+    assert s.feed(" <|channel|>an") == [(CONTENT, " <|channel|>an")]   # (in code nothing waits)
+    # Outside code it is markup, as before.
+    assert whole("<|start|>assistant<|channel|>final<|message|>Hi<|return|>", HARMONY) == ([], "Hi")
 
 
 FIELD_RULES = [
@@ -609,3 +661,52 @@ def test_a_tool_block_inside_reasoning_goes_to_the_answer_and_the_reasoning_goes
         ["r"], "<|tools_prefix|>[]<|tools_suffix|>")
     assert whole("<|inner_prefix|>r<|inner_suffix|>a <|tools_suffix|> b", APERTUS_TOOLS) == (
         ["r"], "a <|tools_suffix|> b")
+
+
+# -- the way back: the markup as written ------------------------------------------------------------
+def _as_written(pieces: list) -> str:
+    """The text the pieces say the model wrote: each block's END markup around its text, the
+    line breaks thinkwire put after a block taken out."""
+    out, reasoning, cut = [], [], 0
+    for kind, value in pieces:
+        if kind == REASONING:
+            reasoning.append(value)
+        elif kind == END:
+            out.append(value.open + "".join(reasoning) + value.close)
+            reasoning, cut = [], value.added if isinstance(value, Written) else 0
+        else:
+            out.append(value[cut:])
+            cut = 0
+    return "".join(out)
+
+
+_WS_RUN = st.sampled_from(["", " ", "\n", "\n\n", "\t", " \n  ", "\r\n"])
+_WORD = st.sampled_from(["a", "b c", "x.y", "ü"])
+
+
+@st.composite
+def _written_text(draw):
+    parts = [draw(_WS_RUN)]
+    for _ in range(draw(st.integers(1, 3))):
+        parts += ["<think>", draw(_WS_RUN), draw(_WORD), draw(_WS_RUN), "</think>", draw(_WS_RUN)]
+        parts += [draw(st.sampled_from(["", draw(_WORD)])), draw(_WS_RUN)]
+    return "".join(parts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_written_text(), data=st.data())
+def test_the_end_pieces_hold_what_the_model_wrote_byte_for_byte_at_any_chunking(text, data):
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(text) - 1)), max_size=6))))
+    chunks = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+    s = Splitter(Rules(PAIRS))
+    got = []
+    for c in chunks:
+        got += s.feed(c)
+    got += s.finish()
+    assert _as_written(got) == text
+
+
+def test_the_end_piece_of_a_cut_off_block_holds_no_closing_tag():
+    s = Splitter(Rules(PAIRS))
+    assert merge(s.feed("\n<think>\n plan \n") + s.finish()) == [(REASONING, "plan"),
+                                                                   (END, TagPair("\n<think>\n ", " \n"))]

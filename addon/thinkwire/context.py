@@ -168,7 +168,7 @@ class FlowContext:
         return result
 
     def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool) -> tuple[list, Splitter]:
-        sp = Splitter(rules, inside, whole=True)
+        sp = Splitter(rules, inside)
         if prefilled:
             sp.resume(self._prefill)   # type: ignore[arg-type]
         return merge(sp.feed(text) + sp.finish()), sp

@@ -10,7 +10,8 @@ line's start, after its indent) opens a fenced block at the end of its line (its
 code too) until the next fence, which closes it right after its backticks (a model writes
 ```` ```</think> ````); a run of N backticks opens a code span that the next run of exactly N
 backticks on the line closes. A span left open ends with its line, so a stray backtick cannot
-hide the rest of an output.
+hide the rest of an output. A line indented by four columns or more (a tab goes to the next
+multiple of four) after a blank line, the start, or another such line is indented code.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ _CLOSED = 2    # this line closed the fence: what follows the fence on it is not
 
 
 class Lines:
-    __slots__ = ("head", "blank", "span", "run", "run_head", "fence", "fence_line", "last")
+    __slots__ = ("head", "blank", "span", "run", "run_head", "fence", "fence_line", "last", "col", "icode",
+                 "code_ok")
 
     def __init__(self) -> None:
         self.reset()
@@ -38,6 +40,7 @@ class Lines:
     def reset(self) -> None:
         self.fence = False  # in a fenced code block
         self.last = ""      # the last character read ("" at the start)
+        self.code_ok = True   # an indented code line may start here (after a blank line, code, the start)
         self._new_line()
 
     def _new_line(self) -> None:
@@ -47,6 +50,8 @@ class Lines:
         self.run = 0          # a backtick run that ends what was read: it may go on in the next text
         self.run_head = False  # ... and it began the line (three or more backticks there: a fence)
         self.fence_line = 0   # _OPENING, _CLOSED, or 0
+        self.col = 0          # the line's indentation so far, in columns (while it is blank)
+        self.icode = False    # this line is indented code
 
     def copy(self) -> Lines:
         other = Lines.__new__(Lines)
@@ -72,23 +77,35 @@ class Lines:
                 self._part(seg[:nl])
             if self.fence_line == _OPENING:
                 self.fence = True
+            self._end_line(self.blank, self.icode)
             last_nl = seg.rfind("\n")
             if last_nl > nl:
-                # Whole lines: only whether each opens or closes a fence matters.
+                # Whole lines: only whether each opens or closes a fence, and whether indented
+                # code may start after it, matter.
                 for line in seg[nl + 1:last_nl].split("\n"):
-                    if line.lstrip(" ")[:3] in _FENCES:
+                    blank = not line.strip(" \t\r")
+                    icode = not blank and not self.fence and self.code_ok and indent(line) >= 4
+                    if not icode and line.lstrip(" ")[:3] in _FENCES:
                         self.fence = not self.fence
+                    self._end_line(blank, icode)
             self._new_line()
             if last_nl + 1 < len(seg):
                 self._part(seg[last_nl + 1:])
         self.last = seg[-1]
 
+    def _end_line(self, blank: bool, icode: bool) -> None:
+        self.code_ok = (blank and not self.fence) or icode
+
     def _part(self, seg: str) -> None:
         """Read a piece of one line."""
         blank = self.blank
+        if blank and self.code_ok and not self.fence and not self.icode:
+            self.col = indent(seg, self.col)
+            if self.col >= 4 and seg.strip(_HSPACE):
+                self.icode = True   # (a fence or a tag at its start is code too)
         if len(self.head) < 8:   # (the indent does not count: a line cut anywhere reads the same)
             self.head = (self.head + seg).lstrip(" ")[:8]
-            if not self.fence_line and self.head[:3] in _FENCES:
+            if not self.fence_line and not self.icode and self.head[:3] in _FENCES:   # (indented: code)
                 if self.fence:   # a closing fence: the block ends right after it
                     self.fence = False
                     self.fence_line = _CLOSED
@@ -129,13 +146,44 @@ class Lines:
             self.span = 0
 
     def in_code(self) -> bool:
-        """In a fenced block or a code span, at a character that is not a backtick (a backtick run
-        that ended what was read ends there)."""
+        """In a fenced block, indented code or a code span, at a character that is not a backtick
+        (a backtick run that ended what was read ends there)."""
         if self.run:
             self._settle()
-        return self.fence or self.span > 0 or self.fence_line == _OPENING
+        return self.fence or self.span > 0 or self.fence_line == _OPENING or self.indented_code()
+
+    def close_counts(self, in_fence: bool = True) -> bool:
+        """A closing tag here ends a block: outside code; in a fence at a line's start (a model
+        closes its reasoning there; `in_fence`); in indented code right after the code on its
+        line (`    return x</think>`: such a line has no end marker), not at its start, where
+        an example shows the tag."""
+        if not self.in_code():
+            return True
+        if self.span:
+            return False
+        if self.fence or self.fence_line == _OPENING:
+            return in_fence and self.blank
+        return self.glued()
+
+    def indented_code(self) -> bool:
+        """This line is indented code, or becomes it with the next character (its indentation so
+        far is four columns, where such a line may start)."""
+        return self.icode or (self.blank and self.col >= 4 and self.code_ok and not self.fence)
 
     def glued(self) -> bool:
         """A tag here follows the text before it on its line with nothing between, as markup a
         model writes does; prose names a tag after a space, a quote or a bracket."""
         return not self.blank and self.last not in _PROSE_BEFORE
+
+
+def indent(text: str, col: int = 0) -> int:
+    """The indentation in columns after `text`'s leading spaces and tabs, from column `col` (a
+    tab goes to the next multiple of four)."""
+    for c in text:
+        if c == " ":
+            col += 1
+        elif c == "\t":
+            col += 4 - col % 4
+        else:
+            break
+    return col

@@ -38,7 +38,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from . import keys
-from .rules import TagPair
+from .rules import TagPair, Written
 
 PREFIX = "tw2."                   # format 2; a later format gets another prefix
 REFUSED_PREFIXES = ("tw1.",)      # earlier formats: marks of this proxy that are no longer opened
@@ -71,7 +71,7 @@ def is_mark(value: object) -> bool:
 @dataclass(frozen=True)
 class Opened:
     text: str
-    pair: TagPair
+    pair: TagPair   # the markup as the model wrote it around the text (a Written: see `added`)
 
 
 def _aead(secret: bytes) -> AESGCM:
@@ -94,8 +94,10 @@ class Sealer:
         body = encode_basestring(text) if literal is None else '"' + literal + '"'
         # (A text may hold lone surrogates, from an upstream's `\ud800` escape or bytes that were
         # not UTF-8: they are carried as they are, and `open` reads them back the same way.)
+        # (A Written pair's `added`, the characters thinkwire put after the block, goes last.)
+        added = "," + str(pair.added) if isinstance(pair, Written) and pair.added else ""
         payload = ("[" + encode_basestring(pair.open) + "," + encode_basestring(pair.close) + "," + body
-                   + "]").encode("utf-8", "surrogatepass")
+                   + added + "]").encode("utf-8", "surrogatepass")
         if len(payload) > _COMPRESS_OVER:
             # Level 1: a third of level 6's time, for a mark ~10% larger (more on repetitive text).
             flag, payload = b"z", zlib.compress(payload, 1)
@@ -123,7 +125,10 @@ class Sealer:
                 payload = zlib.decompress(payload)
             elif flag != b"j":
                 return None
-            open_, close, text = json.loads(payload.decode("utf-8", "surrogatepass"))
+            open_, close, text, *added = json.loads(payload.decode("utf-8", "surrogatepass"))
+            if added:
+                (n,) = added
+                return Opened(text, Written(open_, close, n)) if type(n) is int and n > 0 else None
             return Opened(text, TagPair(open_, close))
         except Exception:  # bad base64, wrong key, tampered, garbage: not ours
             return None

@@ -25,6 +25,15 @@ class TagPair:
 
 
 @dataclass(frozen=True, slots=True)
+class Written(TagPair):
+    """A reasoning block's markup as the model wrote it (thinkwire.splitter's END), where the
+    answer after it starts with `added` characters thinkwire put there (a line break between answer
+    text that would run together): the way back takes them out again."""
+
+    added: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class _Scan:
     """What to look for inside a reasoning block: its closing tag(s), the markers that end it,
     and, in a block the template opened, the opening tag the model may write anyway."""
@@ -66,7 +75,6 @@ class Rules:
     _by_open: dict = field(init=False, repr=False, compare=False)
     _by_close: dict = field(init=False, repr=False, compare=False)
     _content_prefixes: frozenset = field(init=False, repr=False, compare=False)
-    _strip_prefixes: frozenset = field(init=False, repr=False, compare=False)
     _strip: frozenset = field(init=False, repr=False, compare=False)
     _longer: dict = field(init=False, repr=False, compare=False)
     _longest: int = field(init=False, repr=False, compare=False)
@@ -101,7 +109,6 @@ class Rules:
         s(self, "_by_close", {p.close: p for p in reversed(self.pairs)})
         s(self, "_content_prefixes", _prefixes(opens + closes + strip + resume))
         s(self, "_resume_of", dict(self.resumes))
-        s(self, "_strip_prefixes", _prefixes(strip))
         s(self, "_strip", frozenset(strip))
         # A tag found whole may still be the start of a longer one (`<|channel>` of
         # `<|channel>thought`): it is decided only once the text can tell them apart.

@@ -10,36 +10,40 @@ a body can look ahead: see `split_text`). Where a tag counts depends on the line
 Pieces are tuples `(kind, value)`:
   (REASONING, text)  reasoning text, in order
   (CONTENT, text)    answer text, in order
-  (END, TagPair)     a reasoning block ended (closed, or cut off by the end of output)
+  (END, TagPair)     a reasoning block ended (closed, or cut off by the end of output): the
+                     markup as the model wrote it on each side of the block's text, for the way back
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lines import Lines
-from .rules import WS, Rules, TagPair, cut_off_marker, partial_tag_len
+from .lines import Lines, indent
+from .rules import WS, Rules, TagPair, Written, cut_off_marker, partial_tag_len
 
 REASONING = 0
 CONTENT = 1
 END = 2
 
 _SEPARATOR = "\n"   # between answer pieces that meet across a removed block or tag with no whitespace
-_HELD_WS = " \t\r\n\f"   # the whitespace thinkwire.hot carries: its JSON escapes are short
+_HELD_WS = " \t\r\n\f"
+# After a first block, an opening tag mid-line whose closing tag follows on its line within this
+# many characters is a block (a stream holds that much at most, from the tag, to tell).
+PAIR_ON_LINE = 2000   # the whitespace thinkwire.hot carries: its JSON escapes are short
 
 
 class Splitter:
-    """Incremental splitter for one stream of model output text. `whole`: the text comes in one
-    `feed` (a body), so a marker that ends reasoning can be checked against what follows it."""
+    """Incremental splitter for one stream of model output text (a body is one `feed`)."""
 
     __slots__ = (
         "rules", "_held", "_pair", "_inside", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
-        "_seen_tag", "_lead_open", "_fresh", "_literal", "_whole", "_ahead",
+        "_seen_tag", "_lead_open", "_fresh", "_literal",
         "blocks", "reasoning_chars", "stray_closes", "stray_after_text", "markup_chars", "_ws_hold", "_ws_more",
+        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl",
     )
 
-    def __init__(self, rules: Rules, starts_inside: bool | None = None, whole: bool = False) -> None:
+    def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
         self.rules = rules
         inside = rules.starts_inside if starts_inside is None else starts_inside
         self._held = ""          # undecided text, carried into the next feed
@@ -60,8 +64,6 @@ class Splitter:
         self._lead_open = inside
         self._fresh = inside     # the open block has no text yet
         self._literal: dict[str, int] = {}  # closing tag -> opening tags of its pair kept as text
-        self._whole = whole
-        self._ahead: tuple = (None, -1)   # (buffer, where the open block's closing tag is in it, -1: none)
         self.blocks = 1 if inside else 0
         self.reasoning_chars = 0
         self.stray_closes = 0
@@ -73,6 +75,18 @@ class Splitter:
         # goes to _ws_more without re-reading what is held: linear in a long whitespace run.
         self._ws_hold = False
         self._ws_more: list[str] = []
+        # The way back, byte for byte: what the model wrote before the open block's text that does
+        # not go out (the whitespace trimmed ahead of it at the output's start, its opening tag, the
+        # whitespace trimmed after it), and, once it closed, what it wrote after the text (the
+        # whitespace trimmed before the closing tag, the tag, the whitespace trimmed after it). The
+        # END piece carries both as a TagPair; it goes out once the answer's next text (or a block,
+        # or the end) says no more whitespace is trimmed (`_pend`). A block the template opened
+        # starts with the pair's opening tag, which the prompt holds.
+        self._w_open = rules.pairs[0].open if inside else ""
+        self._w_close = ""
+        self._pend = False
+        self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
+        self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
 
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list:
@@ -86,7 +100,7 @@ class Splitter:
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
                     return [self._plain_reasoning(text)]
-            elif not self._at_start and not self._gap:
+            elif not self._at_start and not self._gap and not self._pend:
                 if self.rules._plain_re.search(text) is None:
                     self._plain_answer(text)
                     return [(CONTENT, text)]
@@ -110,6 +124,9 @@ class Splitter:
         end is not completed by the output."""
         self.feed(text)
         self._take_held()
+        self._pend = False   # (the prefill's block, which the client has)
+        self._w_open = (self._pair or self.rules.pairs[0]).open if self._inside else ""
+        self._w_close = self._lead_ws = ""
         self.reasoning_chars = self.stray_closes = self.stray_after_text = self.markup_chars = self.added_chars = 0
 
     def plain(self, text: str) -> tuple[int, str] | None:
@@ -121,7 +138,7 @@ class Splitter:
         if self._skip_ws:
             return None
         if not self._inside:
-            if self._held or self._at_start or self._gap:
+            if self._held or self._at_start or self._gap or self._pend:
                 return None
             self._plain_answer(text)
             return (CONTENT, text)
@@ -157,7 +174,7 @@ class Splitter:
         if self._inside:
             # (A start pair's tags are words: no table of characters holds them.)
             return None if self.held_ws() is None or self._pair in self.rules.start_pairs or self._rsep else REASONING
-        return None if self._at_start or self._held or self._gap else CONTENT
+        return None if self._at_start or self._held or self._gap or self._pend else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
@@ -199,8 +216,9 @@ class Splitter:
         held = self._take_held()
         if held:
             self._run(held, out, final=True)
-        if self._inside:
-            out.append((END, self._pair or self.rules.pairs[0]))
+        self._flush_end(out)
+        if self._inside:   # cut off: no closing tag was written
+            out.append((END, TagPair(self._w_open, self._w_close)))
             self._inside = False
         return out
 
@@ -226,14 +244,14 @@ class Splitter:
         rules = self.rules
         n = len(buf)
         if self._skip_ws:
-            j = i
-            while j < n and buf[j] in WS:
-                j += 1
-            self._ln.read(buf, i, j)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
+            j, keep = self._trim_end(buf, i, final)
+            self._ln.read(buf, i, keep)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
+            self._w_open += buf[i:keep]
             if j == n:
+                self._held = "" if final else buf[keep:]   # (perhaps the first line's indentation)
                 return -1  # all whitespace so far: dropped
-            i = j
-            self._skip_ws = False
+            i = keep
+            self._skip_ws = self._ws_nl = False
         if self._rsep:   # (see the opening tag dropped below)
             self._rsep = False
             if buf[i] not in WS:
@@ -256,8 +274,8 @@ class Splitter:
             close = self._pair.close if self._pair is not None else (tag if tag in rules._by_close else None)
             if tag == close:
                 # In code it is text; in a fence the block still closes at a line's start.
-                if not ln.in_code() or (ln.fence and not ln.span and ln.blank):
-                    self._end_block(buf[i:j], rules._by_close[tag] if self._pair is None else self._pair, out)
+                if ln.close_counts():
+                    self._end_block(buf[i:j], out, tag)
                     self.markup_chars += len(tag)
                     return j + len(tag)
             elif self._lead_open and tag in rules._by_open:
@@ -265,6 +283,8 @@ class Splitter:
                     # The template opened the block, and the model wrote the tag anyway: drop it.
                     self._emit_reasoning(buf[i:j], out)
                     self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
+                    if self._fresh:
+                        self._w_open += tag
                     # Reasoning on both sides with no whitespace between gets a line break.
                     self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
                     self._pair = rules._by_open[tag]
@@ -274,7 +294,7 @@ class Splitter:
             elif self._ends_here(buf, j, tag):
                 # A marker that ends reasoning (a tool call, a channel header): it stays in the output.
                 pair = self._pair or rules.pairs[0]
-                self._end_block(buf[i:j], pair, out)
+                self._end_block(buf[i:j], out)
                 resume = rules._resume_of.get(tag)
                 self._resume = (resume, pair) if resume is not None else None
                 return j
@@ -292,6 +312,8 @@ class Splitter:
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
         body = rest[: len(rest) - hold]
+        if final:
+            self._w_close = rest[len(body.rstrip(WS) if rules.trim else body):]   # what the end drops
         if rules.trim:
             kept = body.rstrip(WS)
             self._held = "" if final else body[len(kept):] + rest[len(body):]
@@ -306,49 +328,37 @@ class Splitter:
     def _ends_here(self, buf: str, j: int, tag: str) -> bool:
         """Whether a marker that ends reasoning does so at buf[j]: only where a tool call starts
         (the block's start, a line's start, right after the reasoning's text), never in code or
-        where prose names it (after a space or a quote), and in a whole text not when the block's
-        closing tag comes later (the model wrote the call, or its name, while thinking)."""
+        where prose names it (after a space or a quote). In a body as in a stream: a call written
+        before the block's closing tag goes to the answer too, for a tool parser."""
         ln = self._ln
         if ln.in_code() or not (ln.blank or ln.glued()):
             return False
-        # (A special token is no name prose uses: the call is structure, and where a resume marker
-        # follows it the reasoning goes on after the call, `Rules.resumes`.)
-        return not (self._whole and tag not in self.rules._special and self._closes_later(buf, j + len(tag)))
+        # (Where a resume marker follows the call, the reasoning goes on after it: `Rules.resumes`.)
+        return True
 
-    def _closes_later(self, buf: str, start: int) -> bool:
-        """In a whole text: whether the open block's closing tag counts somewhere after `start`
-        (one look ahead per block, so a text of many markers stays linear)."""
-        seen_buf, at = self._ahead
-        if seen_buf is buf and (at < 0 or at >= start):
-            return at >= 0
-        rules = self.rules
-        closes = rules.scan(self._pair, False)
-        ln = self._ln.copy()
-        seen = start
-        at = -1
-        for m in closes.regex.finditer(buf, start):
-            tag = m.group()
-            if tag != self._pair.close if self._pair is not None else tag not in rules._by_close:
-                continue
-            ln.read(buf, seen, m.start())
-            seen = m.start()
-            if not ln.in_code() or (ln.fence and not ln.span and ln.blank):
-                at = m.start()
-                break
-        self._ahead = (buf, at)
-        return at >= 0
-
-    def _end_block(self, text: str, pair: TagPair, out: list) -> None:
-        if self.rules.trim:
-            text = text.rstrip(WS)
-        self._emit_reasoning(text, out)
-        out.append((END, pair))
+    def _end_block(self, text: str, out: list, tag: str = "") -> None:
+        """The open block ends before `tag` (its closing tag; "" for a marker that stays in the
+        output), `text` its last text."""
+        kept = text.rstrip(WS) if self.rules.trim else text
+        self._emit_reasoning(kept, out)
+        self._w_close = text[len(kept):] + tag
+        self._pend = True
+        if not self.rules.trim:
+            self._flush_end(out)   # nothing after it is trimmed
         self._inside = False
         self._pair = None
         self._lead_open = False
         self._seen_tag = True
         self._new_line()
         self._skip_ws = self.rules.trim
+
+    def _flush_end(self, out: list, added: int = 0) -> None:
+        """The END of the block that closed, once what it dropped after its closing tag is known
+        (`added`: the characters put in front of the answer's text that follows)."""
+        if self._pend:
+            self._pend = False
+            out.append((END, Written(self._w_open, self._w_close, added) if added
+                        else TagPair(self._w_open, self._w_close)))
 
     def _emit_reasoning(self, text: str, out: list) -> None:
         if text:
@@ -365,17 +375,25 @@ class Splitter:
         rules = self.rules
         n = len(buf)
         if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
-            j = i
-            while j < n and buf[j] in WS:
-                j += 1
-            self._ln.read(buf, i, j)   # (whitespace: read again if held, it leaves the same state)
+            j, keep = self._trim_end(buf, i, final)
+            if not self._answer_ws:
+                keep = j   # (kept whole, between answer texts)
+            if self._answer_ws or (final and j == n):
+                self._w_close += buf[i:keep]   # trimmed after the block (kept between answer texts)
+            if j == n and not self._answer_ws and not final:
+                # The answer may go on, after text that does not end in whitespace: this
+                # whitespace then stays (no words glued together). (Held: it is read when it goes.)
+                self._held = buf[i:]
+                self._ws_hold = not rules._ws_lead
+                return -1
+            self._ln.read(buf, i, keep)   # (what is held is read when it goes out)
             if j == n:
-                if not self._answer_ws and not final:
-                    # The answer may go on, after text that does not end in whitespace: this
-                    # whitespace then stays (no words glued together).
-                    self._held = buf[i:]
+                if not final and keep < n:
+                    self._held = buf[keep:]   # perhaps the first line's indentation
                     self._ws_hold = not rules._ws_lead
                 return -1
+            if self._answer_ws:
+                j = keep   # the first line's indentation stays
             if not self._answer_ws:
                 # It goes out in front of the answer's next text, if any; where the model wrote no
                 # whitespace on either side, a line break does (words never run together).
@@ -385,13 +403,15 @@ class Splitter:
                     self._gap += _SEPARATOR
                     self._gap_added += len(_SEPARATOR)
             i = j
-            self._skip_ws = False
+            self._skip_ws = self._ws_nl = False
         if rules.start_pairs and self._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
                 return got
         pattern = rules._content_re
         ln = self._ln
+        # (Whitespace held at the start is read again when it goes out: the state from before it.)
+        ln0 = ln.copy() if self._at_start and rules.trim and not final else None
         pos = i
         seen = i       # line and code state are up to date to here
         kept: list[str] = []  # answer text between removed markers, emitted as one piece
@@ -407,10 +427,12 @@ class Splitter:
                 break
             self._observe(buf, seen, j)  # line and code state up to the candidate
             seen = j
-            if tag in rules._strip:
+            if tag in rules._strip and not ln.in_code():   # (in code, a marker is text)
                 self.markup_chars += len(tag)
                 if self._boundary:  # a wrapper opening the answer: trim after it as after a block
                     self._emit_kept(kept, out, buf[i:j])
+                    if self._pend:
+                        self._w_close += tag   # (written after the block: the way back has it)
                     self._skip_ws = rules.trim
                     return j + len(tag)
                 i = pos = seen = self._remove(buf, i, j, tag, kept, final)
@@ -422,21 +444,31 @@ class Splitter:
                 # The end of a tool block inside reasoning: the reasoning goes on after it.
                 end = j + len(tag)
                 self._emit_kept(kept, out, buf[i:end], before_block=True)
-                self._open_block(self._resume[1])
+                self._open_block(self._resume[1], out, "")
                 return end
             pair = rules._by_open.get(tag)
             if pair is not None:
-                if self._opening_counts(tag):
+                whole = self._seen_tag and not ln.in_code() and self._pair_follows(buf, j + len(tag), pair, final)
+                if whole is None:
+                    cut = j                  # a pair after a first block? what follows decides: wait
+                    break
+                if whole or self._opening_counts(tag):
                     self._emit_kept(kept, out, buf[i:j], before_block=True)
-                    self._open_block(pair)
+                    self._open_block(pair, out, tag)
                     self.markup_chars += len(tag)
                     return j + len(tag)
-                if not ln.in_code():
-                    # An opening tag kept as text (mid-sentence): its closing tag is text too.
+                if not ln.in_code() or ln.indented_code():
+                    # An opening tag kept as text (mid-sentence, an example): its closing tag is text too.
                     self._literal[pair.close] = self._literal.get(pair.close, 0) + 1
-            elif tag in rules._by_close and not ln.in_code():
+            elif tag in rules._by_close and ln.close_counts(in_fence=False):
+                prose = False if self._tag_counts(tag) else self._prose_close(buf, j + len(tag), final)
                 if self._literal.get(tag):
                     self._literal[tag] -= 1          # closes a pair written as text: text
+                elif prose is None:
+                    cut = j                          # what follows it decides: wait
+                    break
+                elif prose:
+                    pass                             # prose that names the tag: text
                 elif not self._seen_tag:
                     # A closing tag with no opening tag: the block was opened in the prompt.
                     self._emit_kept(kept, out, buf[i:j])
@@ -466,16 +498,14 @@ class Splitter:
             cut = n - partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
                                        rules._longest, rules._first_re)
         self._observe(buf, seen, cut)
-        if cut < n and ln.in_code():
-            # In code only a strip marker counts: no need to wait for anything else (and at the end,
-            # a marker cut off there is text).
-            hold = 0 if final or not rules._strip else partial_tag_len(buf[cut:], rules._strip_prefixes,
-                                                                        rules._longest)
-            self._observe(buf, cut, n - hold)
-            cut = n - hold
+        if cut < n and ln.in_code() and not ln.indented_code():
+            # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
+            self._observe(buf, cut, n)
+            cut = n
         if not final and self._at_start and rules.trim and buf[rest_start:cut].strip(WS) == "" and not any(
                 p.strip(WS) for p in kept):   # (at the start no gap is kept: the answer is empty)
             # Only whitespace so far: wait, it is dropped if a block opens next.
+            self._ln = ln0
             self._held = "".join(kept) + buf[rest_start:]
             self._ws_hold = cut == n and bool(self._held) and not rules._ws_lead
             return -1
@@ -485,6 +515,27 @@ class Splitter:
         else:
             self._held = buf[cut:]
         return -1
+
+    def _trim_end(self, buf: str, i: int, final: bool) -> tuple[int, int]:
+        """Trimming the whitespace at buf[i:] (a block's start, the answer's after it): (where it
+        ends, where what stays of it starts). Blank lines go; the first line's indentation (what
+        follows the run's last line break) stays where it makes indented code (CommonMark: four
+        columns, a tab), so code keeps its shape. Whitespace on the tag's own line goes.
+        While only whitespace has come, what follows its last line break is kept for now (the
+        caller holds it): it may be that indentation."""
+        n = len(buf)
+        j = i
+        while j < n and buf[j] in WS:
+            j += 1
+        nl = max(buf.rfind("\n", i, j), buf.rfind("\r", i, j))
+        if nl >= 0:
+            self._ws_nl = True
+        if not self._ws_nl or (final and j == n):
+            return j, j
+        start = nl + 1 if nl >= 0 else i
+        if j < n and indent(buf[start:j]) < 4:
+            return j, j   # (less than code's indentation means nothing in Markdown: it goes)
+        return j, start
 
     def _start_pair(self, buf: str, i: int, out: list, final: bool) -> int | None:
         """At the very start of the output (after whitespace): the opening tag of a start pair
@@ -497,7 +548,8 @@ class Splitter:
             return None
         for pair in self.rules.start_pairs:
             if rest.startswith(pair.open):
-                self._open_block(pair)
+                self._lead_ws = buf[i:j]
+                self._open_block(pair, out, pair.open)
                 self.markup_chars += len(pair.open)
                 return j + len(pair.open)
         if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
@@ -520,6 +572,8 @@ class Splitter:
         # after the block itself (only whitespace was kept since).
         at_start = self._boundary and self._answer_ws and not self._gap
         if at_start:
+            if self._pend:   # right after a block: what is dropped here is written after it
+                self._w_close += "".join(p if isinstance(p, str) else p[0] for p in kept) + tag
             kept.clear()
         elif isinstance(kept[-1], tuple) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
             return end
@@ -527,19 +581,27 @@ class Splitter:
         k = end
         while k < n and buf[k] in WS:
             k += 1
-        self._ln.read(buf, end, k)
+        if at_start and self._pend and (k < n or final):
+            self._w_close += buf[end:k]
         if k == n:
             if final:
+                self._ln.read(buf, end, k)
                 return n
-            self._held = buf[end:]
+            self._held = buf[end:]   # (read when it goes out)
             self._ws_hold = bool(self._held) and not self.rules._ws_lead
             self._skip_ws = True
             return -1
+        self._ln.read(buf, end, k)
         if not at_start:
             kept.append((buf[end:k], 0) if k > end else (_SEPARATOR, len(_SEPARATOR)))
         return k
 
-    def _open_block(self, pair: TagPair) -> None:
+    def _open_block(self, pair: TagPair, out: list, tag: str) -> None:
+        """A block of `pair` opens after `tag`, as written ("": a marker that resumes reasoning)."""
+        self._flush_end(out)
+        # (Whitespace between two blocks is trimmed: the model's part of it, not a line break put there.)
+        self._w_open = self._lead_ws + ("" if self._gap_added else self._gap) + tag
+        self._w_close = self._lead_ws = ""
         self._inside = True
         self._pair = pair
         self._fresh = True
@@ -549,7 +611,6 @@ class Splitter:
         self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
         self._resume = None
         self._ln.reset()
-        self._ahead = (None, -1)
         self.blocks += 1
 
     def _opening_counts(self, tag: str) -> bool:
@@ -557,13 +618,41 @@ class Splitter:
         line's start, right after its text on the line ("Sure.<think>"), and a special token
         (`<|...|>`) anywhere; never in code. Prose names a tag after a space or a quote ("what
         does <think> do?"): that stays text."""
+        return not self._ln.in_code() and self._tag_counts(tag)
+
+    def _tag_counts(self, tag: str) -> bool:
+        """Outside code, where a model writes a tag in the answer (an opening tag, a closing tag
+        with no block open): at the start or right after a block, at a line's start, right after
+        its text on the line ("Reasoning.</think>"), a special token anywhere. After a space or a
+        quote in the middle of a line, prose names it ("ends with </think> and"): text."""
         if self.rules.anywhere:
             return True
         ln = self._ln
-        if ln.in_code():
-            return False
         return ((self._boundary and not self._inside) or ln.blank or tag in self.rules._special
                 or ln.glued())
+
+    @staticmethod
+    def _pair_follows(buf: str, start: int, pair: TagPair, final: bool) -> bool | None:
+        """After a first block, an opening tag where prose would name it ("V1 <reasoning>"):
+        whether its closing tag follows on the same line, within PAIR_ON_LINE characters (a
+        whole pair is markup: a second block, not prose). None: the text so far cannot tell."""
+        end = min(len(buf), start + PAIR_ON_LINE)
+        close = buf.find(pair.close, start, end)
+        line = buf.find("\n", start, end)
+        if close >= 0 and (line < 0 or close < line):
+            return True
+        if line >= 0 or end < len(buf) or final or end == start + PAIR_ON_LINE:
+            return False
+        return None
+
+    @staticmethod
+    def _prose_close(buf: str, end: int, final: bool) -> bool | None:
+        """A closing tag with no block open, after a space or a quote mid-line, ending at `end`:
+        prose names it ("ends with </think> and", '"</think>"'), unless the text after it is
+        glued to it, as markup is ("part1 </think>part2"). None: nothing follows it yet."""
+        if end == len(buf):
+            return None if not final else True
+        return not buf[end].isalnum()
 
     def _new_line(self) -> None:
         """After a block or a closing tag: the answer starts afresh there."""
@@ -598,8 +687,10 @@ class Splitter:
     def _emit_content(self, text: str, out: list, before_block: bool) -> None:
         if not text:
             return
+        self._flush_end(out, self._gap_added)
         if self._at_start:
             if before_block and self.rules.trim and text.strip(WS) == "":
+                self._lead_ws += text
                 return  # whitespace ahead of the first block is trimmed
             if text.strip(WS):
                 self._at_start = False
@@ -640,12 +731,10 @@ class Split:
 
 
 def split_text(text: str, rules: Rules) -> Split:
-    """Split a whole output as a stream of it is split, but where the whole text tells more: a
-    marker that ends reasoning (not a special token) before the block's own closing tag is part
-    of the reasoning. (A closing tag with no opening tag is removed, and the text before it stays
-    answer, as a stream has already sent it: only a profile that starts inside makes that text
-    reasoning, in bodies and streams alike.)"""
-    s = Splitter(rules, whole=True)
+    """Split a whole output as a stream of it is split. (A closing tag with no opening tag is
+    removed, and the text before it stays answer, as a stream has already sent it: only a profile
+    that starts inside makes that text reasoning here; thinkwire.context re-splits a body.)"""
+    s = Splitter(rules)
     return Split(merge(s.feed(text) + s.finish()), s.stray_closes)
 
 

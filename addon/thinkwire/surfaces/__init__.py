@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from ..fastpath import OUT
 from ..jsonnum import loads
+from ..rules import TagPair, Written
 from ..sse import dumps
 
 if TYPE_CHECKING:
@@ -57,6 +58,19 @@ def restore(data: bytes, ctx: FlowContext, how: str, key: str,
         return None
     ctx.stats.restored += n
     return dumps(obj).encode("utf-8", OUT)
+
+
+def inline(text: str, pair: TagPair) -> str:
+    """A block of ours back inline: the markup as the model wrote it around its text (a mark holds
+    it; without one, the pair's tags, with none of the whitespace the trim took)."""
+    return f"{pair.open}{text}{pair.close}"
+
+
+def after(pair: TagPair | None, text: str) -> str:
+    """The answer text that followed a block of ours, without the line break thinkwire put in
+    front of it (a `Written` pair's `added`): as the model wrote it."""
+    n = pair.added if isinstance(pair, Written) else 0
+    return text[n:] if n and text[:n] == "\n" * n else text
 
 
 def event_object(data: str, ctx: FlowContext) -> dict | None:

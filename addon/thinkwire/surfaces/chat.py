@@ -294,9 +294,9 @@ class StreamRewriter:
             pieces += st.splitter.finish()
             st.done = True
             self.ctx.ended(ended(ch))
-        if not pieces and not (isinstance(content, str) and content):
-            return unchanged
         runs = st.runs(pieces)
+        if not runs and not (isinstance(content, str) and content):
+            return unchanged   # (a block's end alone changes nothing a chat client sees)
         if len(runs) == 1 and runs[0] == (CONTENT, content):
             return unchanged  # answer text as it came: the original bytes go out
         return self._emit(ch, delta, runs)

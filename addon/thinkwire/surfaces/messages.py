@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
 from ..splitter import CONTENT, END, REASONING, Splitter
-from . import event_object, restore
+from . import after, event_object, inline, restore
 from .. import hot
 from ..fastpath import (OUT, canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
                         read_literal, slot_text)
@@ -665,15 +665,16 @@ def _restore_blocks(blocks: list, how: str, ctx: FlowContext) -> tuple[list, int
         # Nothing but our reasoning: an empty assistant message is refused, so keep it inline.
     out: list = []
     pending: list[str] = []   # inline text of ours waiting for the block after it
+    last = None               # the pair of the last of them
     for block, got in zip(blocks, ours):
         if got is not None:
-            text, pair = got
+            text, last = got
             if text:
-                pending.append(f"{pair.open}{text}{pair.close}")
+                pending.append(inline(text, last))
             continue
         if pending and isinstance(block, dict) and block.get("type") == "text" \
                 and isinstance(block.get("text"), str):
-            out.append(dict(block, text="".join(pending) + block["text"]))
+            out.append(dict(block, text="".join(pending) + after(last, block["text"])))
             pending.clear()
             continue
         if pending:

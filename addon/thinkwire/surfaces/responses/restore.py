@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...context import FlowContext
 from ...splitter import TagPair
-from .. import restore
+from .. import after, inline, restore
 
 
 # -- the way back -------------------------------------------------------------------------------
@@ -22,10 +22,12 @@ from .. import restore
 # real OpenAI blob, a tampered mark, a mark under another key), or an item with neither a mark
 # nor our id shape (the proxy cannot tell whose it is).
 #
-# inline: each item of ours attaches to the assistant turn that follows it: `<open>text</close>`
+# inline: each item of ours attaches to the assistant turn that follows it: its text with the markup
+# the model wrote around it (a mark holds it, whitespace and all; without one, `<open>text</close>`)
 # is prepended to the next assistant message's first text part, or, when the next item is a tool
 # call (`function_call`, `custom_tool_call`, any `*_call`), carried by an assistant message
-# placed just before it. Several items before one turn join in order with "\n"; foreign
+# placed just before it. Several items before one turn join in order (with "\n" where one has no mark, which
+# would hold what the model wrote between them); foreign
 # reasoning items in between do not end the turn. An item with no assistant turn after it
 # (a user message, a tool output, the end of input) is dropped, never attached to a later
 # unrelated turn. Empty reasoning injects nothing. Text is read from `content`, else from
@@ -61,23 +63,28 @@ def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
         return 0
     out: list = []
     pending: list[str] = []     # inline reasoning waiting for its assistant turn
+    last = None                 # the pair of the last of them
+    sep = ""                    # between them: nothing where marks hold what the model wrote between
     for item, got in zip(items, ours):
         if got is not None:
-            text, pair = got
+            text, last, marked = got
             if how == "inline" and text:
-                pending.append(f"{pair.open}{text}{pair.close}")
+                pending.append(inline(text, last))
+                sep = sep if marked else "\n"
             continue
         if pending:
-            inline = "\n".join(pending)
+            joined = sep.join(pending)
             if _is_assistant_message(item):
-                item = _prepend(item, inline)
+                item = _prepend(item, joined, last)
                 pending = []
             elif _is_call(item):
                 out.append({"type": "message", "role": "assistant",
-                            "content": [{"type": "output_text", "text": inline}]})
+                            "content": [{"type": "output_text", "text": joined}]})
                 pending = []
             elif not (isinstance(item, dict) and item.get("type") == "reasoning"):
                 pending = []    # the turn ended without an answer: this reasoning is dropped
+            if not pending:
+                sep = ""
         out.append(item)
     obj["input"] = out
     return restored
@@ -124,16 +131,17 @@ def _our_piece_id(rid: object) -> bool:
     return bool(base and sep and pos.isascii() and pos.isdigit())
 
 
-def _ours_item(item: object, ctx: FlowContext) -> tuple[str, TagPair] | None:
-    """(text, pair) when `item` is a reasoning item this proxy made, else None."""
+def _ours_item(item: object, ctx: FlowContext) -> tuple[str, TagPair, bool] | None:
+    """(text, pair, from a mark) when `item` is a reasoning item this proxy made, else None."""
     if not isinstance(item, dict) or item.get("type") != "reasoning":
         return None
     enc = item.get("encrypted_content")
     if enc is not None and enc != "":
-        return ctx.open_mark(enc)
+        got = ctx.open_mark(enc)
+        return None if got is None else (*got, True)
     rid = item.get("id")
     if _our_id(rid):
-        return _item_text(item), ctx.rules().pairs[0]
+        return _item_text(item), ctx.rules().pairs[0], False
     return None
 
 
@@ -167,11 +175,13 @@ def _is_call(item: object) -> bool:
     return isinstance(t, str) and t.endswith("_call")
 
 
-def _prepend(item: dict, inline: str) -> dict:
+def _prepend(item: dict, text: str, pair: TagPair | None) -> dict:
+    """The message with `text` (reasoning back inline, the last of it of `pair`) in front."""
     content = item["content"]
     if isinstance(content, str):
-        return dict(item, content=inline + content)
+        return dict(item, content=text + after(pair, content))
     for i, part in enumerate(content):
         if isinstance(part, dict) and part.get("type") in _MESSAGE_TEXT and isinstance(part.get("text"), str):
-            return dict(item, content=content[:i] + [dict(part, text=inline + part["text"])] + content[i + 1:])
-    return dict(item, content=[{"type": "output_text", "text": inline}] + content)
+            return dict(item, content=content[:i] + [dict(part, text=text + after(pair, part["text"]))]
+                        + content[i + 1:])
+    return dict(item, content=[{"type": "output_text", "text": text}] + content)

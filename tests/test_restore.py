@@ -628,3 +628,16 @@ def test_property_responses_echo_of_a_rewritten_response_restores_what_the_model
     if with_tool:
         kinds = [it.get("type") for it in items]
         assert kinds[-2:] == ["function_call", "function_call_output"]
+
+
+def test_a_restored_request_keeps_its_numbers_as_the_client_wrote_them():
+    """A request the way back re-serializes keeps every number it did not own as written (a parse
+    through floats gave 0.7, 100000.0 and Infinity, which strict servers refuse)."""
+    blocks = json.dumps([omitted("plan"), {"type": "text", "text": "hi"}])
+    data = ('{"model": "m", "max_tokens": 1024, "temperature": 0.70, "top_p": 1E5, "x": 1e400, "messages": '
+            '[{"role": "user", "content": "q"}, {"role": "assistant", "content": %s}]}' % blocks).encode()
+    from thinkwire import engine
+    new = messages.restore_request(data, make_ctx(engine.parse_request(data), SEALER))
+    assert new == (b'{"model":"m","max_tokens":1024,"temperature":0.70,"top_p":1E5,"x":1e400,"messages":'
+                   b'[{"role":"user","content":"q"},{"role":"assistant","content":'
+                   b'[{"type":"text","text":"<think>plan</think>hi"}]}]}')

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from .jsonnum import loads
 from .context import FlowContext
 from .request import KNOWN_SWITCHES, Facts, facts
 from .marks import Bound, LazySealer
@@ -31,7 +31,7 @@ def parse_request(body: bytes | None) -> dict | None:
     if not body:
         return None
     try:
-        obj = json.loads(body)
+        obj = loads(body)   # numbers kept as the client wrote them, should the way back re-serialize it
     except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON, or nested past the stack
         return None
     return obj if isinstance(obj, dict) else None

@@ -629,3 +629,24 @@ def test_the_view_reads_errors_prompts_and_images():
     req = {"model": MODEL, "system": "Be brief.", "prompt": "hi", "images": ["aGk="]}
     text = render(read_request(json.dumps(req).encode(), None), request=True)
     assert "Ollama native API (request)" in text and "Be brief." in text and "hi" in text
+
+
+def test_a_refusal_is_read_with_a_cap_on_what_its_body_decodes_to():
+    """The 400 that makes thinkwire forget a model's capabilities is the upstream's body: it is
+    decoded up to REFUSAL_MAX only (a gzip bomb is not read; a body it cannot decode is no refusal)."""
+    import gzip
+    from mitmproxy.test import tutils
+    from thinkwire.addon import REFUSAL_MAX, refuses_thinking
+    said = b'{"error":"\\"m\\" does not support thinking"}'
+
+    def resp(body, encoding=None):
+        r = tutils.tresp(status_code=400, content=b"")
+        r.raw_content = body
+        if encoding:
+            r.headers["content-encoding"] = encoding
+        return r
+    assert refuses_thinking(resp(said)) is True
+    assert refuses_thinking(resp(gzip.compress(said), "gzip")) is True
+    assert refuses_thinking(resp(gzip.compress(b" " * REFUSAL_MAX + said), "gzip")) is False
+    assert refuses_thinking(resp(b"not gzip", "gzip")) is False
+    assert refuses_thinking(resp(b'{"error":"model not found"}')) is False

@@ -335,7 +335,7 @@ class ThinkWire:
             return
         kept = self._requests.get(flow.id)
         model = kept.model if kept is not None else None
-        if model is not None and b"does not support thinking" in (r.get_content(strict=False) or b""):
+        if model is not None and refuses_thinking(r):
             self.capabilities.forget(_server(flow), flow.request.path, model, self.client_key(flow))
 
     def _response(self, flow: http.HTTPFlow) -> None:
@@ -459,6 +459,19 @@ def _not_json(e: BaseException) -> str:
     if isinstance(e, UnicodeDecodeError):
         return "not UTF-8 text"
     return str(e) if isinstance(e, BodyError) else f"not JSON ({type(e).__name__})"
+
+
+REFUSAL_MAX = 64 * 1024   # bytes of a 400 body read for Ollama's refusal (it is one short line)
+
+
+def refuses_thinking(response: http.Response) -> bool:
+    """Whether a 400 is Ollama's "does not support thinking", read with a cap: the body is the
+    upstream's, and mitmproxy's get_content would decode any size."""
+    try:
+        body = decode_body(response.raw_content or b"", response.headers.get("content-encoding"), REFUSAL_MAX)
+    except BodyError:
+        return False
+    return body is not None and b"does not support thinking" in body
 
 
 def _a_mitmproxy_tool(master) -> bool:

@@ -313,6 +313,12 @@ def test_whitespace_at_block_edges_and_after_close_is_trimmed():
     assert whole("<think> x y </think>  hi ") == (["x y"], "hi ")   # (on the tag's line: it goes)
 
 
+def test_whitespace_on_a_tags_line_is_no_indentation():
+    # (A tab right after a closing tag is not an indented code line: the next block still opens.)
+    assert whole("<think>0</think>\t<think>1</think>") == (["0", "1"], "")
+    assert whole("<think>0</think>    <think>1</think>x") == (["0", "1"], "x")
+
+
 def test_trimming_keeps_the_first_lines_indentation():
     # Blank lines go; the first line's indentation stays where it makes code (four columns, a
     # tab): an indented code block keeps its shape. Less means nothing in Markdown: it goes.

@@ -36,11 +36,14 @@ class Lines:
 
     def __init__(self) -> None:
         self.reset()
+        self.code_ok = True   # (the output's start: a line's start)
 
     def reset(self) -> None:
+        """Afresh, at a block's edge: right after a tag, on its line (no indented code until a line
+        break)."""
         self.fence = False  # in a fenced code block
         self.last = ""      # the last character read ("" at the start)
-        self.code_ok = True   # an indented code line may start here (after a blank line, code, the start)
+        self.code_ok = False  # an indented code line may start here (after a blank line, code, the start)
         self._new_line()
 
     def _new_line(self) -> None:

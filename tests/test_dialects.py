@@ -314,7 +314,9 @@ def messages_stream(model, chunks):
 
 def responses_result(final):
     out = final if isinstance(final, list) else [it.to_dict() for it in final.output]
-    reasoning = "".join(p["text"] for it in out if it["type"] == "reasoning" for p in it.get("content") or [])
+    # (a reasoning item's text is in its summary by default: think_responses_content=off)
+    reasoning = "".join(p["text"] for it in out if it["type"] == "reasoning"
+                        for p in it.get("content") or it.get("summary") or [])
     answer = "".join(p.get("text", "") for it in out if it["type"] == "message" for p in it["content"])
     return reasoning, answer
 

@@ -120,7 +120,11 @@ def check_nothing_lost(surface: str, inp: bytes, out: bytes, trim: bool, driver=
         nonws = lambda s: Counter(c for c in s if c not in _WS_CHARS)  # noqa: E731
         markup = sum(sp.markup_chars for sp in driver.rewriter.ctx._splitters)
         a, b = nonws(src), nonws(got)
-        assert not (b - a), f"text appeared that did not come in: {b - a}"
+        # (A done event that passes after the failure repeats its part's whole text, by protocol,
+        # on the client's numbers, where that text already went out rewritten: no delta carries
+        # text that did not come in.)
+        deltas = nonws("".join(t for _, t in text_sequence(surface, out, done_texts=False)))
+        assert not (deltas - a), f"text appeared that did not come in: {deltas - a}"
         # (<=: a Responses message left as it came keeps markup its splitter had counted)
         assert sum((a - b).values()) <= markup, f"lost {a - b}, markup removed {markup}"
         return
@@ -421,8 +425,31 @@ def test_damaged_streams_never_raise_never_lose_text_and_fail_open_cleanly(data,
             bounds = [0]
             for e in parse_events(wire, surface):
                 bounds.append(bounds[-1] + len(e.raw))
-            assert any(out.endswith(wire[b:]) for b in bounds if b < len(wire))
+            assert any(out.endswith(wire[b:]) for b in bounds if b < len(wire)) or _renumbered_suffix(out, wire, surface)
         check_nothing_lost(surface, wire, out, trim, driver)
+
+
+# The numbers a fail-open keeps translating, so that the client's SDK still reads one message
+# (Messages block indexes; Responses items, parts and sequence numbers).
+_TRANSLATED = ("index", "output_index", "content_index", "item_id", "sequence_number")
+
+
+def _without_numbers(e) -> object:
+    obj = _json(e)
+    if not isinstance(obj, dict):
+        return e.raw.rstrip(b"\n")
+    obj = {k: v for k, v in obj.items() if k not in _TRANSLATED}
+    if isinstance(obj.get("item"), dict):
+        obj["item"] = {k: v for k, v in obj["item"].items() if k != "id"}
+    return (e.event, obj)
+
+
+def _renumbered_suffix(out: bytes, wire: bytes, surface: str) -> bool:
+    """Whether the output ends with the input's events from one of them on, each as it came but
+    for the numbers a fail-open translates."""
+    got = [_without_numbers(e) for e in parse_events(out, surface)]
+    came = [_without_numbers(e) for e in parse_events(wire, surface)]
+    return any(got[len(got) - (len(came) - k):] == came[k:] for k in range(len(came)) if len(came) - k <= len(got))
 
 
 # == found by the properties above, kept as plain regressions ====================================
@@ -454,7 +481,7 @@ def test_zz_the_c_part_took_chunks_in_every_property():
     ran = [k[len("chunks taken in C ("):-1] for k in FIGURES if k.startswith("chunks taken in C (")]
     if not ran:
         pytest.skip("no property of this module ran")
-    assert all(FIGURES[f"chunks taken in C ({prop})"] > 0 for prop in ran), FIGURES
+    assert [prop for prop in ran if FIGURES[f"chunks taken in C ({prop})"] == 0] == [], FIGURES
 
 
 @pytest.mark.parametrize("surface", sorted(SURFACES))

@@ -59,8 +59,9 @@ def _json(ev):
         return None
 
 
-def text_sequence(surface: str, data: bytes) -> list[tuple[str, str]]:
-    """("r" | "c", text) for every text-carrying field of every event that parses, in order."""
+def text_sequence(surface: str, data: bytes, done_texts: bool = True) -> list[tuple[str, str]]:
+    """("r" | "c", text) for every text-carrying field of every event that parses, in order.
+    `done_texts`: also a Responses part's done text where its deltas never came."""
     seq: list[tuple[str, str]] = []
     streamed: set = set()
     summarized: set = set()   # Responses items whose reasoning came as summary deltas
@@ -99,7 +100,8 @@ def text_sequence(surface: str, data: bytes) -> list[tuple[str, str]]:
             elif t in ("response.output_text.delta", "response.reasoning_text.delta") and isinstance(o.get("delta"), str):
                 seq.append(("r" if "reasoning" in t else "c", o["delta"]))
                 streamed.add(key)
-            elif t == "response.output_text.done" and isinstance(o.get("text"), str) and key not in streamed:
+            elif (done_texts and t == "response.output_text.done" and isinstance(o.get("text"), str)
+                  and key not in streamed):
                 seq.append(("c", o["text"]))  # a part whose deltas never came: its text is here
                 streamed.add(key)
     return seq

@@ -221,6 +221,15 @@ def response_view(page: CDP, web: Mitmweb, password: str, screenshot: str) -> st
     return body
 
 
+def _stop(web, browser, page) -> None:
+    """What a browser test started, stopped whatever happened (browser and page may not be yet)."""
+    if page:
+        page.close()
+    if browser:
+        browser.stop()
+    web.stop()
+
+
 def test_mitmweb_shows_reasoning_and_answer_of_a_streamed_flow(up, tmp_path):
     password = secrets.token_hex(12)
     up.route("/chat/completions", sse_reply(_chat_stream()))
@@ -255,11 +264,7 @@ def test_mitmweb_shows_reasoning_and_answer_of_a_streamed_flow(up, tmp_path):
             original = json.load(r)["text"]
         assert f"<think>{REASONING}</think>{ANSWER}" in " ".join(original.split())   # (folded at 80 columns)
     finally:
-        if page:
-            page.close()
-        if browser:
-            browser.stop()
-        web.stop()
+        _stop(web, browser, page)
 
 
 LONG_REASONING = ("Air molecules are much smaller than the wavelength of visible light, so they scatter it by "
@@ -290,8 +295,4 @@ def test_mitmweb_wraps_a_long_line_of_reasoning_inside_the_pane(up, tmp_path):
             ".map(e => e.scrollWidth - e.clientWidth).reduce((a, b) => Math.max(a, b), 0)")
         assert overflow <= 1
     finally:
-        if page:
-            page.close()
-        if browser:
-            browser.stop()
-        web.stop()
+        _stop(web, browser, page)

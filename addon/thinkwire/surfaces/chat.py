@@ -208,6 +208,8 @@ class StreamRewriter:
     def _chunks(self, obj: dict, ev: Event, lists: list[list[dict]]) -> list[bytes]:
         """Chunk j holds the j-th dict of every choice that has one."""
         count = max(len(x) for x in lists)
+        if count == 0:   # every choice's text held back: only the usage goes, as a usage chunk does
+            return [] if obj.get("usage") is None else [encode(dumps(dict(obj, choices=[])), ev.event, ev.eol)]
         out = []
         for j in range(count):
             chunk = dict(obj)
@@ -238,8 +240,8 @@ class StreamRewriter:
             ch = obj["choices"][0]
             return self._chunks(obj, ev, [self._emit(ch, ch["delta"], runs)])
         if not runs:
-            value = '""'
-        elif runs[0][0] == CONTENT:
+            return []   # all held back: no empty answer delta (every other part of the event is the learned one's)
+        if runs[0][0] == CONTENT:
             if runs[0][1] == text:
                 return [ev.raw]             # answer text as it came: the original bytes go out
             value = dumps(runs[0][1])
@@ -303,8 +305,10 @@ class StreamRewriter:
 
     def _emit(self, ch: dict, delta: dict, runs: list) -> list[dict]:
         """The choice as one dict per run; the last keeps every other field of the original."""
-        if not runs:  # all of it held back for now
-            return [dict(ch, delta=dict(delta, content=""))]
+        if not runs:  # all of it held back for now: no answer delta (an empty one reads as the answer starting)
+            if len(delta) == 1 and all(v is None for k, v in ch.items() if k not in ("index", "delta")):
+                return []
+            return [dict(ch, delta=dict(delta, content=None))]
         out = [self._standalone(ch.get("index", 0), kind, text,
                                 role=delta.get("role") if k == 0 else None)
                for k, (kind, text) in enumerate(runs[:-1])]

@@ -20,6 +20,8 @@ from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _
 _ABSENT = object()
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+UNNUMBERED_MAX = 4096   # items of one stream numbered by their id, ids of at most ID_MAX characters
+ID_MAX = 256            # (docs/budget.md)
 
 
 # -- streams --------------------------------------------------------------------------------------
@@ -221,6 +223,7 @@ class StreamRewriter(_ResponseState):
         self._hot: tuple | None = None     # thinkwire.hot: (cut events, byte shape, extra; the C spec)
         self._armed: tuple | None = None   # the plan the C callable was last armed for
         self._known: tuple | None = None   # (part, its size, literal, text): what loads_known skips
+        self._unnumbered: dict = {}        # item id -> the output_index its events lack (_numbered)
 
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
@@ -409,8 +412,38 @@ class StreamRewriter(_ResponseState):
             self._shape = _learn(ev, obj) if self._misses < 16 or self._misses * 4 < self._hits else None
             self._bytes = self._learn_bytes(ev, self._shape) if self._shape is not None and self.fast else None
         self._batch = []
-        self._dispatch(obj, (ev, obj))
+        src = (ev, obj)
+        if "output_index" not in obj and obj["type"] not in _LIFECYCLE and obj["type"] not in _FINAL:
+            obj = self._numbered(obj)
+        self._dispatch(obj, src)
         return self._send(obj.get("sequence_number"))
+
+    def _numbered(self, obj: dict) -> dict:
+        """An item's event without an output_index (llama-server's carry none, nor content_index
+        or sequence_number), numbered as the upstream's items come: by the order they were added,
+        found by the item's id; a message's one text part is its content_index 0. The events go
+        out numbered. An event of an item never added passes as it came."""
+        t = obj["type"]
+        item = obj.get("item")
+        iid = obj.get("item_id", item.get("id") if isinstance(item, dict) else None)
+        if not isinstance(iid, str) or len(iid) > ID_MAX:
+            return obj
+        if t == "response.output_item.added":
+            if isinstance(item, dict) and item.get("type") == "reasoning" and not self.dirty and not self.active:
+                self.ctx.stats.native = True
+                self.passthrough = True   # native reasoning: the rest goes as it comes
+                return obj
+            if len(self._unnumbered) >= UNNUMBERED_MAX:
+                return obj
+            u = self._unnumbered.setdefault(iid, len(self._unnumbered))
+        elif iid in self._unnumbered:
+            u = self._unnumbered[iid]
+        else:
+            return obj
+        new = dict(obj, output_index=u)
+        if "content_index" not in obj and t.startswith(("response.output_text.", "response.content_part.")):
+            new["content_index"] = 0
+        return new
 
     def _parse(self, data: str) -> dict | None:
         """event_object, but an event that repeats the whole text the deltas of a part brought

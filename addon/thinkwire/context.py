@@ -10,7 +10,7 @@ from .marks import is_mark
 from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
-from .splitter import END, Split, Splitter, merge
+from .splitter import CONTENT, END, Split, Splitter, merge
 from .tagsets import MODEL_CHARS, Profile
 
 # How an output ended, as each surface says it: an answer given in full, or something else (cut
@@ -155,6 +155,9 @@ class FlowContext:
             # No tag at all, and the response ended complete: an answer given without thinking.
             pieces = self._run(text, rules, False, False)[0]
         result = Split(pieces, strays)
+        if first and (self.facts or _NO_FACTS).force_nonempty and result.reasoning and not result.content.strip():
+            # force_nonempty_content: reasoning and no answer, so the reasoning is the answer.
+            result = Split([(CONTENT, "\n\n".join(result.reasoning))], strays)
         if not count:
             return result
         if finish is not None:

@@ -76,6 +76,9 @@ class Facts:
     display_omitted: bool = False        # Anthropic's `thinking.display` is "omitted"
     summary: str | None = None           # Responses' `reasoning.summary`, when a short string
     include_encrypted: bool = False      # Responses' `include` asks for reasoning.encrypted_content
+    # vLLM's `chat_template_kwargs.force_nonempty_content`: an output with reasoning and no
+    # answer gives its reasoning as the answer (docs/behaviour.md).
+    force_nonempty: bool = False
 
     def switch(self, names: tuple[str, ...] | None = None) -> bool | None:
         """`thinking_switch` of the request, for a template that reads `names`."""
@@ -123,7 +126,8 @@ def facts(request: dict, surface: str | None, names: tuple[str, ...]) -> Facts:
         effort=effort != "none" if effort is not None else None,
         display_omitted=isinstance(thinking, dict) and thinking.get("display") == "omitted",
         summary=summary if isinstance(summary, str) and len(summary) <= SUMMARY_CHARS else None,
-        include_encrypted=isinstance(include, list) and "reasoning.encrypted_content" in include)
+        include_encrypted=isinstance(include, list) and "reasoning.encrypted_content" in include,
+        force_nonempty=isinstance(kwargs, dict) and kwargs.get("force_nonempty_content") is True)
 
 
 def _effort(request: dict) -> str | None:

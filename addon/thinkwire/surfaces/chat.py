@@ -12,6 +12,7 @@ from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
 from ..splitter import CONTENT, REASONING
 from . import event_object, is_done, restore
+from ..again import Again
 from .textruns import BLOCK_JOIN, TextRuns
 from .. import hot
 from ..jsonio import OUT, dumps
@@ -122,6 +123,8 @@ class StreamRewriter:
                     return [chunk]              # answer text as it came
                 # (runs() changes a block's first text only: skip it for the rest.)
                 text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
+                if st.again is not None and st.block_has_text:
+                    st.again.said(REASONING, text)
                 return [literal_body(text, got).join(b[2])]
         # The splitter decides (a tag's first character, text held): as _fast does once it has
         # read the literal, which the match already did.
@@ -152,7 +155,9 @@ class StreamRewriter:
     def settle(self, got: tuple) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         kind, st = self._armed   # type: ignore[misc]
-        hot.fold(st.splitter, kind, got)
+        gave = hot.fold(st.splitter, kind, got)[0]
+        if st.again is not None:
+            st.again.said(kind, gave)
 
     def on_event(self, ev: Event) -> list[bytes]:
         data = ev.data
@@ -253,7 +258,8 @@ class StreamRewriter:
             return unchanged
         st = self.choices.get(idx)
         if st is None:
-            st = self.choices[idx] = TextRuns(self.ctx.splitter(model))
+            sp = self.ctx.splitter(model)
+            st = self.choices[idx] = TextRuns(sp, Again(self.ctx, sp))
         if st.native or st.done:
             return unchanged
         if _has_native(delta):
@@ -264,11 +270,14 @@ class StreamRewriter:
             return held + [ch] if held else unchanged
         content = delta.get("content")
         pieces = st.splitter.feed(content) if isinstance(content, str) and content else []
-        if ch.get("finish_reason") is not None:
+        finished = ch.get("finish_reason") is not None
+        if finished:
             pieces += st.splitter.finish()
             st.done = True
             self.ctx.ended(ended(ch))
         runs = st.runs(pieces)
+        if finished:
+            runs += st.ended(ended(ch))   # the reasoning again, as the answer (thinkwire.again)
         if not runs and not (isinstance(content, str) and content):
             return unchanged   # (a block's end alone changes nothing a chat client sees)
         if len(runs) == 1 and runs[0] == (CONTENT, content):

@@ -11,7 +11,8 @@ from json.encoder import encode_basestring
 from ...context import FlowContext
 from ...fastpath import ASCII_SLOT, NUMBER_SLOT, SHAPE_MAX, ByteShape, canonical_head, slot_text, text_slot
 from ... import hot
-from ...splitter import CONTENT, REASONING, Rules
+from ...again import Again
+from ...splitter import CONTENT, REASONING, Rules, Splitter
 from ...events import Event
 from ...jsonio import LONG, OUT, dumps, loads_known, sharing_dumps
 from .. import event_object, is_done
@@ -224,10 +225,17 @@ class StreamRewriter(_ResponseState):
         self._armed: tuple | None = None   # the plan the C callable was last armed for
         self._known: tuple | None = None   # (part, its size, literal, text): what loads_known skips
         self._unnumbered: dict = {}        # item id -> the output_index its events lack (_numbered)
+        self._again: tuple | None = None   # (Again, the output's first splitter): thinkwire.again
 
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
         self._batch.append((ev, src))
+
+    def splitter(self) -> Splitter:
+        sp = super().splitter()
+        if self._again is None:
+            self._again = (Again(self.ctx, sp), sp)
+        return sp
 
     def known(self, text: str, t: _Text) -> None:
         if len(text) >= LONG:   # (sharing_dumps keeps long strings only)
@@ -272,6 +280,8 @@ class StreamRewriter(_ResponseState):
             return self._pieces(Event(chunk, shape.event, None), shape, vals, pieces if piece is None else [piece])
         value = piece[1]
         add(value)
+        if self._again is not None:
+            self._again[0].said(kind, value)
         seq = int(m[groups[shape.seq_i]])
         s = self.seq   # numbered as _Sequencer.number does, inline: this runs per token
         if kind == CONTENT:   # extra: (same bytes as upstream's, the slots' kinds; None: seq, text)
@@ -381,7 +391,10 @@ class StreamRewriter(_ResponseState):
         if changed:
             self.dirty = True
         self.seq.offset, self.seq.last = offset, last
-        add(*hot.fold(splitter, kind, got, True))
+        gave = hot.fold(splitter, kind, got, True)
+        add(*gave)
+        if self._again is not None:
+            self._again[0].said(kind, gave[0])
         part.came_literal(hot.literal(got))   # what the deltas brought, as they came
 
     def on_event(self, ev: Event) -> list[bytes]:
@@ -494,6 +507,8 @@ class StreamRewriter(_ResponseState):
             if kind == CONTENT and type(cur) is _MessagePiece and cur.dpart is not None and cur.dpart.upart is p:
                 dp = cur.dpart
                 dp.text.add(value)
+                if self._again is not None:
+                    self._again[0].said(CONTENT, value)
                 n = self.seq.number(seq, own=True)
                 tpl = dp.delta_template
                 if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
@@ -515,6 +530,8 @@ class StreamRewriter(_ResponseState):
                 return [b"".join(parts)]
             if kind == REASONING and type(cur) is _ReasoningItem:
                 cur.text.add(value)
+                if self._again is not None:
+                    self._again[0].said(REASONING, value)
                 tpl = cur.delta_template
                 if tpl is None or tpl[0] != (self.event_lines, self.eol):
                     tpl = cur.delta_template = ((self.event_lines, self.eol), self._reason_templates(cur))
@@ -659,6 +676,9 @@ class StreamRewriter(_ResponseState):
                 status = resp.get("status") if isinstance(resp, dict) else None
                 item = dict(m.item, status="completed" if status == "completed" else "incomplete")
             self._record(m, m.item_done(_ev("response.output_item.done", output_index=u, item=item), None))
+        extra = self._answer_again()
+        if extra is not None and isinstance(output, list):
+            self.records.setdefault(("again",), [])
         if not isinstance(output, list) or not self.records:
             self.emit(dict(obj), src)
             return
@@ -671,7 +691,29 @@ class StreamRewriter(_ResponseState):
                     new.extend(built)
                     continue
             new.append(it)
+        if extra is not None:
+            new.append(extra)
         self.emit(dict(obj, response=dict(resp, output=new)), src)
+
+    def _answer_again(self) -> dict | None:
+        """The reasoning that went out, again as a message item of its own, when a body of this
+        output would give it as the answer (thinkwire.again): its events, and the item."""
+        again, self._again = self._again, None
+        text = again[0].text(again[1], self.ending) if again is not None else None
+        if text is None:
+            return None
+        d, mid = self.alloc(), f"msg_{self.resp_id or 'resp'}_answer"
+        part = {"type": "output_text", "text": text, "annotations": []}
+        item = {"id": mid, "type": "message", "role": "assistant", "status": "completed", "content": [part]}
+        ids = dict(item_id=mid, output_index=d, content_index=0)
+        for ev in (_ev("response.output_item.added", output_index=d, item=dict(item, status="in_progress", content=[])),
+                   _ev("response.content_part.added", **ids, part=dict(part, text="")),
+                   _ev("response.output_text.delta", **ids, delta=text),
+                   _ev("response.output_text.done", **ids, text=text),
+                   _ev("response.content_part.done", **ids, part=part),
+                   _ev("response.output_item.done", output_index=d, item=item)):
+            self.emit(ev)
+        return item
 
     # -- out -----------------------------------------------------------------------------------
     def _send(self, seq: object) -> list[bytes]:
@@ -680,7 +722,14 @@ class StreamRewriter(_ResponseState):
         batch, self._batch = self._batch, []
         self.seq.stamp(batch, seq)
         out: list[bytes] = []
+        again = self._again[0] if self._again is not None else None
         for ev, src in batch:
+            if again is not None:   # (the text that goes out: one reasoning channel's, the answer's)
+                t = ev["type"]
+                if t == "response.output_text.delta":
+                    again.said(CONTENT, ev.get("delta") or "")
+                elif t == self.mode.channels[0].text_event + ".delta":
+                    again.said(REASONING, ev.get("delta") or "")
             if src is not None and ev == src[1]:
                 out.append(src[0].raw)
                 continue

@@ -227,3 +227,22 @@ def test_responses_stream(llama, proxied):
             r = s.get_final_response()
         assert _items(r.output) == [("reasoning", reasoning), ("message", answer)]
         assert r.output_text == answer
+
+
+# -- an output that never closes its block ---------------------------------------------------
+def test_an_unclosed_block_from_the_server_is_read_as_written(llama, proxied):
+    # The model writes no closing tag and ends complete. With --reasoning-format none the
+    # server writes the prompt's opening tag back in front (`<think>\n...`): a block opened and
+    # never closed, reasoning with an empty answer, body and stream alike (docs/behaviour.md).
+    # Its own parser (deepseek) says the same in its native fields, which pass as they came.
+    reasoning, answer = expected(llama, UNCLOSED)
+    assert reasoning and answer == ""
+    client = openai_client(proxied)
+    ask = dict(model=SERVED, messages=[{"role": "user", "content": QUESTION}], max_tokens=120, temperature=0,
+               extra_body=extra(UNCLOSED))
+    m = client.chat.completions.create(**ask).choices[0].message
+    assert (m.model_extra.get("reasoning_content"), m.content or "") == (reasoning, "")
+    deltas = [c.choices[0].delta for c in client.chat.completions.create(stream=True, **ask) if c.choices]
+    assert "".join(d.model_extra.get("reasoning_content") or "" for d in deltas) == reasoning
+    assert "".join(d.content or "" for d in deltas) == ""
+

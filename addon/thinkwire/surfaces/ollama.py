@@ -30,7 +30,7 @@ from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
 from ..fastpath import OUT, key_pattern, learn_literal, literal_body, slot_text, text_slot
 from ..ndjson import NDJSONParser
-from ..splitter import CONTENT, REASONING, Splitter
+from ..splitter import CONTENT, REASONING
 from ..sse import Event, dumps
 from . import event_object
 from .chat import BLOCK_JOIN, _Choice as _TextState

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from .jsonnum import loads
 from .context import FlowContext
 from .decoding import Decoder
 from .request import KNOWN_SWITCHES, Facts, facts
-from .marks import Bound, LazySealer
+from .marks import Bound, LazySealer, Sealer
 from .settings import Settings
 from .ndjson import NDJSONParser
 from .sse import EVENT_MAX, SSEParser
-from .stream import StreamDriver
+from .stream import Parser, StreamDriver
 from .surfaces import Surface, chat, messages, ollama, responses
 
 SURFACES: dict[str, Surface] = {"chat": chat, "messages": messages, "responses": responses, "ollama": ollama}
-PARSERS = {"text/event-stream": SSEParser, "application/x-ndjson": NDJSONParser}   # stream framings
+PARSERS: dict[str, Callable[[int], Parser]] = {"text/event-stream": SSEParser, "application/x-ndjson": NDJSONParser}   # stream framings
 
 
 def enabled(settings: Settings) -> list[Surface]:
@@ -47,7 +47,7 @@ def request_facts(request: dict[str, Any] | None, surface: str | None, settings:
     return facts(request, surface, tuple(dict.fromkeys(KNOWN_SWITCHES + settings.tagsets.switch_names)))
 
 
-def new_context(settings: Settings, request: dict[str, Any] | Facts | None, sealer: object | None = None,
+def new_context(settings: Settings, request: dict[str, Any] | Facts | None, sealer: Sealer | LazySealer | None = None,
                 surface: str | None = None, learner: object | None = None,
                 upstream: str | None = None, client: str | None = None, binding: bytes = b"") -> FlowContext:
     """A flow's context. `request`: the parsed request (the way back), or only its Facts (a

@@ -27,7 +27,8 @@ from typing import Callable, Protocol
 
 from . import hot
 from .decoding import DECODERS, READ_MAX, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
-from .sse import EVENT_MAX, HEAD, Event, SSEParser
+from .events import HEAD, Event
+from .sse import EVENT_MAX, SSEParser
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,10 @@
-"""Anthropic Messages, the way back: thinking blocks this proxy made that a client sends back
-become again the text the upstream model wrote."""
+"""Anthropic Messages: the way back (a client sending this proxy's thinking blocks back)."""
 
 from __future__ import annotations
 
-from ..context import FlowContext
-from . import after, inline, restore
+from ...context import FlowContext
+from .. import after, inline, restore
 
-
-# -- the way back ---------------------------------------------------------------------------
 # A client sends an assistant turn back as it received it (Claude Code does, with its tool_use;
 # so does the SDK's `messages.append({"role": "assistant", "content": msg.content})`). Blocks
 # this proxy made are recognised without any memory of earlier flows:
@@ -15,7 +12,8 @@ from . import after, inline, restore
 #     omitted: its visible text is empty, the mark holds the text and the tag pair);
 #   - a `redacted_thinking` block whose `data` is such a mark;
 #   - a `thinking` block with no signature key or an empty one (policies off / unsigned): no
-#     upstream accepts it, so it is restored with its own text and the profile's default pair.
+#     upstream accepts it, so it is restored as the proxy remembers the output it came from
+#     (_recall_runs, below), else with its own text and the guessed pair (FlowContext.guess_pair).
 # Anything else (a real signature, a real redacted_thinking, a mark under another key, a
 # tampered mark) is not ours and is left exactly as it came.
 #

@@ -22,10 +22,11 @@ KEEP_MAX = 1 << 20   # characters of reasoning one output keeps to send again
 
 
 class Again:
-    __slots__ = ("force", "tagless", "kept", "size", "answered")
+    __slots__ = ("force", "tagless", "kept", "size", "answered", "stats")
 
     def __init__(self, ctx: FlowContext, splitter: Splitter) -> None:
         f = ctx.facts
+        self.stats = ctx.stats
         self.force = f is not None and f.force_nonempty
         self.tagless = splitter.inside and ctx.inside_because not in (None, "prefill")
         self.kept: list[str] | None = [] if self.force or self.tagless else None
@@ -55,4 +56,7 @@ class Again:
         if not (tagless or self.force):
             return None
         text = "".join(self.kept)
-        return text if text.strip() else None
+        if not text.strip():
+            return None
+        self.stats.again_chars += len(text)
+        return text

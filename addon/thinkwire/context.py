@@ -33,6 +33,7 @@ class Stats:
     restored: int = 0
     refused: int = 0              # marks (tw2., tw1.) in a request this proxy does not open for it
     native: bool = False          # the upstream already sent native reasoning
+    again_chars: int = 0          # reasoning sent again as the answer (thinkwire.again)
     fell_back: str | None = None  # why the rewrite stopped and passed bytes through
     broken: str | None = None     # why a compressed stream stopped decoding part way (ended there)
 

@@ -27,8 +27,9 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from . import hot
 from .decoding import DECODERS, READ_MAX, Decoder, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
+from .events import HEAD, Event
 from .ndjson import NDJSONParser
-from .sse import EVENT_MAX, HEAD, Event, SSEParser
+from .sse import EVENT_MAX, SSEParser
 
 Parser = SSEParser | NDJSONParser   # what frames a stream's events
 

@@ -40,8 +40,7 @@ from __future__ import annotations
 
 from ...context import FlowContext
 from ...jsonnum import loads
-from ...fastpath import OUT
-from ...sse import dumps
+from ...jsonio import OUT, dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
     HOLD_MAX, _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
 from .restore import restore_request as restore_request  # (the way back)

@@ -17,7 +17,7 @@ from typing import Callable
 from .jsonnum import loads as loads_kept, written
 
 
-def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool = True):
+def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool = True) -> Callable[[object], str]:
     """Compact JSON, non-ASCII kept as is (what model servers send), with its encoder made once:
     json.dumps builds a JSONEncoder per call, and JSONEncoder.encode a C encoder per call.
     `literal` writes each string (encode_basestring, or what does the same). `probe`: check
@@ -124,11 +124,11 @@ def _put_back(obj: object, value: str) -> int:
     stack = [obj]
     while stack:
         o = stack.pop()
-        for k, v in (o.items() if type(o) is dict else enumerate(o)):   # type: ignore[union-attr]
+        for k, v in (o.items() if type(o) is dict else enumerate(o)):
             t = type(v)
             if t is str:
                 if v == _MARK:
-                    o[k] = value   # type: ignore[index]
+                    o[k] = value
                     n += 1
             elif t is dict or t is list:
                 stack.append(v)

@@ -60,8 +60,8 @@ class FlowContext:
     # None when it starts in the answer.
     inside_because: str | None = None
     tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
-    # The markup each split output was written with, for the way back of surfaces where no mark
-    # carries it (None: not kept).
+    # thinkwire.written.Memory: the markup each split output was written with, for the way back
+    # of surfaces where no mark carries it (None: not kept).
     written: _written.Memory | None = None
     _transcripts: list = field(default_factory=list)
     _recall: object | None = None

@@ -11,10 +11,10 @@ from .learning import Learner
 from .request import KNOWN_SWITCHES, Facts, facts
 from .marks import Bound, LazySealer, Sealer
 from .settings import Settings
+from .written import Memory
 from .ndjson import NDJSONParser
 from .sse import EVENT_MAX, SSEParser
 from .stream import Parser, StreamDriver
-from .written import Memory
 from .surfaces import Surface, chat, messages, ollama, responses
 
 SURFACES: dict[str, Surface] = {"chat": chat, "messages": messages, "responses": responses, "ollama": ollama}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import json
 from json.encoder import encode_basestring
-from typing import Callable
+from typing import Callable, Protocol, cast
 
 from .jsonnum import loads as loads_kept, written
 
@@ -44,7 +44,15 @@ _C_ENCODER = not getattr(dumps, "fallback", False)   # it passed the probe
 LONG = 1024   # characters: a string this long is written once per `sharing_dumps`
 
 
-def sharing_dumps(keep: int = 8) -> Callable[[object], str]:
+class SharingDumps(Protocol):
+    """What `sharing_dumps` makes: `dumps`, with `known(s, lit)`."""
+
+    known: Callable[[str, str], None]
+
+    def __call__(self, obj: object, /) -> str: ...
+
+
+def sharing_dumps(keep: int = 8) -> SharingDumps:
     """`dumps` that writes each long string once and reuses its literal, for the last `keep`
     of them: a Responses stream sends the whole text of an item in several events at its end
     (text done, part done, item done, response completed), and writing 24 KB of text costs
@@ -72,8 +80,9 @@ def sharing_dumps(keep: int = 8) -> Callable[[object], str]:
 
     def shared(obj: object) -> str:
         return write(obj)
-    shared.known = known   # type: ignore[attr-defined]
-    return shared
+    out = cast(SharingDumps, shared)   # (a function: calling it costs less than a method)
+    out.known = known
+    return out
 
 
 # A string literal put in the place of a known one: its escapes make it one no text holds as is.

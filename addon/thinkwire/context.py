@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .marks import is_mark
+from .learning import Learner
+from .marks import Bound, is_mark
 from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
@@ -46,12 +47,12 @@ class FlowContext:
     request: dict | None = None
     facts: Facts | None = None
     stats: Stats = field(default_factory=Stats)
-    sealer: object | None = None        # marks.Bound (the client's), for thinking signatures / encrypted content
+    sealer: Bound | None = None         # the client's, for thinking signatures / encrypted content
     # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
     # None when not known. The request hook sets it; the Ollama surface's way back reads it.
     native_thinking: bool | None = None
     surface: str | None = None          # the surface the request came to (what a prefill is)
-    learner: object | None = None       # learning.Learner: models learned to start inside
+    learner: Learner | None = None      # models learned to start inside
     upstream: str | None = None         # where the flow went (the learner's key, with the model)
     client: str | None = None           # who sent it (the learner's key too: addon.client_key)
     finish: str | None = None           # how the output ended (STOP, OTHER), once a response says
@@ -61,7 +62,7 @@ class FlowContext:
     tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
     # thinkwire.written.Memory: the markup each split output was written with, for the way back
     # of surfaces where no mark carries it (None: not kept).
-    written: object | None = None
+    written: _written.Memory | None = None
     _transcripts: list = field(default_factory=list)
     _recall: object | None = None
     _profile: Profile | None = None

@@ -18,12 +18,14 @@ conversation after it on every turn. So the proxy remembers, for each output it 
 
 The store is `Memory`, in-process, bounded in entries, bytes and age (docs/budget.md). Its
 interface is `remember(key, layout)` / `recall(key)` (and `note_last` / `last` for the guess),
-so another store (issue 36's reasoning memory) can take its place.
+so another store (issue 36's reasoning memory) can take its place: `dump` / `load` give a layout as
+bytes and back.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -65,6 +67,26 @@ def _digest(text: str) -> bytes:
 def _key(client: str | None, reasoning: bytes, answer: bytes) -> bytes:
     c = (client or "").encode("utf-8", "surrogateescape")
     return hashlib.sha256(b"thinkwire written\0" + c + b"\0" + reasoning + answer).digest()
+
+
+def dump(layout: Layout) -> bytes:
+    """A layout as bytes, for a store that keeps bytes (issue 36's memory stores, a fleet's)."""
+    return json.dumps([list(b) for b in layout], ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass")
+
+
+def load(data: bytes) -> Layout | None:
+    """`dump`'s bytes as a layout again; None when they are not one (a store's garbage)."""
+    try:
+        rows = json.loads(data.decode("utf-8", "surrogatepass"))
+        if not isinstance(rows, list) or not rows:
+            return None
+        blocks = tuple(Block(*row) for row in rows)
+    except (ValueError, TypeError):
+        return None
+    ok = all(type(b.at) is int and type(b.length) is int and type(b.added) is int and min(b.at, b.length, b.added) >= 0
+             and isinstance(b.open, str) and isinstance(b.close, str) for b in blocks)
+    return blocks if ok and len(blocks) <= BLOCKS_MAX else None
 
 
 def _cost(layout: Layout) -> int:

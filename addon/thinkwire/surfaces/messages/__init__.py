@@ -143,5 +143,5 @@ def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict
     return out or [dict(template, text="")]
 
 
-from .restore import restore_request  # noqa: E402, F401  (the way back)
-from .stream import HOLD_MAX, StreamRewriter  # noqa: E402, F401  (streams)
+from .restore import restore_request as restore_request  # noqa: E402  (the way back)
+from .stream import HOLD_MAX as HOLD_MAX, StreamRewriter as StreamRewriter  # noqa: E402  (streams)

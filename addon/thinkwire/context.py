@@ -50,7 +50,7 @@ class StartPlan(NamedTuple):
     how: str
 
     def describe(self) -> str:
-        where = (f"inside {self.pair[0]}" if self.pair else "inside the reasoning block") if self.inside \
+        where = (f"inside {self.pair.open}" if self.pair else "inside the reasoning block") if self.inside \
             else "in the answer"
         return f"started {where} ({_SAID[self.how]})"
 

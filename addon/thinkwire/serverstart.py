@@ -153,8 +153,8 @@ def read_prompt(prompt: str, pairs: tuple[TagPair, ...]) -> tuple[bool, TagPair 
     tag (whitespace after it aside); else (False, None), in the answer (an empty block closed, a
     generation prompt that opens nothing)."""
     tail = prompt[-PROMPT_TAIL:].rstrip()
-    for pair in sorted(pairs, key=lambda p: -len(p[0])):
-        if tail.endswith(pair[0]):
+    for pair in sorted(pairs, key=lambda p: -len(p.open)):
+        if tail.endswith(pair.open):
             return True, pair
     return False, None
 
@@ -336,7 +336,7 @@ def _weigh(key: tuple, value: object) -> int:
         if isinstance(part, Shape):
             size += len(part.kwargs) + sum(len(s) for s in part.system) + len(part.effort or "") + 16
     if isinstance(value, Told):
-        size += len(value.model or "") + sum(len(t) for t in value.pair or ()) + 32
+        size += len(value.model or "") + (len(value.pair.open) + len(value.pair.close) if value.pair else 0) + 32
     elif isinstance(value, _Kind):
         size += len(value.model or "") + sum(len(a) + len(b) for a, b in value.roots) + 32
     return size

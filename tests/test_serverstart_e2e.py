@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from harness import Reply, json_reply, post
+from harness import Reply, Upstream, json_reply, post
 from support import templates as t
 
 pytestmark = pytest.mark.e2e
@@ -55,7 +55,7 @@ def expected(tm: t.TemplateModel, kind: str, surface: str, req: dict) -> tuple[s
     """What the user should read: the reasoning the model wrote (none, when it wrote none) and
     its answer."""
     written = t._written(tm, req, surface, kind)
-    if req["messages" if surface != "responses" else "input"][-1]["role"] == "assistant":
+    if t.is_prefill(req, surface):
         return "", written
     return (t.REASONING if t.REASONING in written else ""), t.ANSWER
 
@@ -114,7 +114,7 @@ def test_the_log_line_says_the_server_template_decided(fleet):
     assert got.status == 200
     # The vLLM rendering of llama.cpp's R1 template closes the block when enable_thinking is
     # not passed: the output starts in the answer, and the line says who said so.
-    proxy.wait_for(r"POST /said/v1/chat/completions: thinkwire chat \[default\]: 0 reasoning block\(s\), 0 chars "
+    proxy.wait_for(r"POST /said/v1/chat/completions: thinkwire chat \[deepseek-r1\]: 0 reasoning block\(s\), 0 chars "
                    r"moved; started in the answer \(the server's chat template\)", timeout=10)
 
 
@@ -128,16 +128,24 @@ def test_the_real_model_behind_an_alias_picks_the_profile(fleet):
 
 
 # -- a server that cannot say in time ------------------------------------------------------------
-def test_a_server_that_hangs_leaves_it_to_the_profile_within_the_deadline(upstream, proxy_factory):
+@pytest.fixture
+def own(proxy_factory):
+    """An upstream of the test's own (the fleet's keeps its routes)."""
+    up = Upstream()
+    yield up, lambda options=None: proxy_factory(options, upstream_url=up.url)
+    up.close()
+
+
+def test_a_server_that_hangs_leaves_it_to_the_profile_within_the_deadline(own):
     """/props never answers: the first byte waits think_start_wait, then the name decides; the
     ask goes on in the background (bounded by think_ask_timeout) and is not repeated while its
     failure is kept."""
-    upstream.reset()
+    upstream, start = own
     gate = threading.Event()
     upstream.route("/props", Reply(200, {"content-type": "application/json"}, [b"{}"], gate=gate, gate_at=0))
     text = f"<think>{t.REASONING}</think>{t.ANSWER}"
     upstream.route(PATHS["chat"], t.completion("chat", text, True, "m"))
-    proxy = proxy_factory({"think_start_wait": "0.2", "think_ask_timeout": "1"})
+    proxy = start({"think_start_wait": "0.2", "think_ask_timeout": "1"})
     try:
         for _ in range(2):
             got = post(proxy.url + PATHS["chat"], request("chat", "deepseek-r1-distill-qwen", "default", True))
@@ -149,12 +157,12 @@ def test_a_server_that_hangs_leaves_it_to_the_profile_within_the_deadline(upstre
         gate.set()
 
 
-def test_a_redirect_is_not_followed(upstream, proxy_factory):
-    upstream.reset()
+def test_a_redirect_is_not_followed(own):
+    upstream, start = own
     upstream.route("/props", Reply(302, {"location": "http://127.0.0.1:9/props"}, [b""], chunked=False))
     upstream.route("/v1/models", Reply(307, {"location": "http://127.0.0.1:9/v1/models"}, [b""], chunked=False))
     upstream.route(PATHS["chat"], t.completion("chat", f"{t.REASONING}</think>{t.ANSWER}", True, "m"))
-    proxy = proxy_factory()
+    proxy = start()
     got = post(proxy.url + PATHS["chat"], request("chat", "local-model", "default", True),
                headers={"authorization": "Bearer sk-mine"})
     assert got.status == 200
@@ -165,11 +173,11 @@ def test_a_redirect_is_not_followed(upstream, proxy_factory):
     assert t.stream_texts("chat", got.content)[1].endswith(t.ANSWER)
 
 
-def test_off_asks_nothing(upstream, proxy_factory):
-    upstream.reset()
+def test_off_asks_nothing(own):
+    upstream, start = own
     upstream.route(PATHS["chat"], json_reply({"choices": [{"index": 0, "message": {"role": "assistant",
                                                                                    "content": "hi"}}]}))
-    proxy = proxy_factory({"think_ask_template": "off"})
+    proxy = start({"think_ask_template": "off"})
     assert post(proxy.url + PATHS["chat"], request("chat", "m", "default", False)).status == 200
     assert upstream.asks == [] and [s.path for s in upstream.requests] == [PATHS["chat"]]
     assert json.loads(upstream.requests[0].body)["model"] == "m"

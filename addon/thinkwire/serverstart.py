@@ -26,7 +26,9 @@ only an alias (`local-model`, a GGUF path, whatever Claude Code sends).
 The request's shape is what the template reads of it and nothing else (the conversation is not
 sent, nor kept): the `/think` and `/no_think` switches of its system prompt, its
 `chat_template_kwargs`, `reasoning_effort` (and Responses' `reasoning.effort`), Ollama's `think`.
-The asked request is a user turn of one word with those. Answers are kept per server, path
+The asked request is a user turn of one word with those (and an assistant turn after it where
+the request's conversation ends in one that is not a prefill: Responses renders its generation
+prompt after it). Answers are kept per server, path
 prefix, client, model and shape (`START_TTL`; "not known" `FAILURE_TTL`), bounded in entries and
 bytes, so a conversation asks once; which kind a server is is kept per server, prefix and client.
 Every ask is one of thinkwire.outbound's: a deadline, no redirect followed, the client's
@@ -69,6 +71,7 @@ class Shape:
     kwargs: str = ""                 # chat_template_kwargs, as canonical JSON ("" none)
     effort: str | None = None        # reasoning_effort / reasoning.effort
     think: object = None             # Ollama's `think` (a bool or a level)
+    after_assistant: bool = False    # the conversation ends in an assistant turn (not a prefill)
 
 
 @dataclass(frozen=True)
@@ -110,9 +113,12 @@ def shape_of(request: dict, surface: str) -> Shape | None:
     if effort is None and isinstance(reasoning, dict):
         effort = reasoning.get("effort")
     think = request.get("think") if surface == "ollama" else None
+    items = request.get("input") if surface == "responses" else request.get("messages")
+    last = items[-1] if isinstance(items, list) and items else None
     return Shape(system_switches(request, surface), text,
                  effort[:32] if isinstance(effort, str) else None,
-                 think if isinstance(think, bool) or isinstance(think, str) and len(think) <= 32 else None)
+                 think if isinstance(think, bool) or isinstance(think, str) and len(think) <= 32 else None,
+                 isinstance(last, dict) and last.get("role") == "assistant")
 
 
 def system_switches(request: dict, surface: str) -> tuple[str, ...]:
@@ -285,7 +291,8 @@ class ServerStart:
         if kind.kind not in ("llama-server", "vllm"):
             return Told(kind.kind, model=real) if real else None
         messages = ([{"role": "system", "content": " ".join(shape.system)}] if shape.system else []) + \
-            [{"role": "user", "content": QUESTION}]
+            [{"role": "user", "content": QUESTION}] + \
+            ([{"role": "assistant", "content": QUESTION}] if shape.after_assistant else [])
         body: dict = {"messages": messages, "add_generation_prompt": True}
         if shape.kwargs:
             body["chat_template_kwargs"] = json.loads(shape.kwargs)

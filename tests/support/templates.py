@@ -146,6 +146,16 @@ def chat_messages(request: dict, surface: str) -> list[dict]:
     return out
 
 
+def is_prefill(request: dict, surface: str) -> bool:
+    """Whether the server continues the request's trailing assistant message: Anthropic's and
+    Ollama's always, chat's when asked (continue_final_message); a Responses server renders
+    its generation prompt after it all the same."""
+    msgs = request.get("messages")
+    if surface == "responses" or not msgs or msgs[-1].get("role") != "assistant":
+        return False
+    return surface != "chat" or request.get("continue_final_message") is True
+
+
 def _system(msgs: list[dict]) -> str:
     return " ".join(m["content"] for m in msgs if m["role"] in ("system", "developer"))
 
@@ -153,17 +163,19 @@ def _system(msgs: list[dict]) -> str:
 def _prompt_for(tm: TemplateModel, request: dict, surface: str, kind: str) -> tuple[str, list[dict]]:
     msgs = chat_messages(request, surface)
     kwargs = dict(request.get("chat_template_kwargs") or {})
-    if kind == "llama-server":
-        kwargs.setdefault("enable_thinking", True)   # llama-server passes it, true unless turned off
+    if kind in ("llama-server", "ollama"):
+        # llama-server passes it, true unless turned off; Ollama's own templates of these models
+        # open the block as these do with it on.
+        kwargs.setdefault("enable_thinking", True)
     if request.get("reasoning_effort"):
         kwargs.setdefault("reasoning_effort", request["reasoning_effort"])
-    prefill = bool(msgs) and msgs[-1]["role"] == "assistant"
+    prefill = is_prefill(request, surface)
     return render(tm.template, msgs, add_generation_prompt=not prefill, **kwargs), msgs
 
 
 def _written(tm: TemplateModel, request: dict, surface: str, kind: str) -> str:
     prompt, msgs = _prompt_for(tm, request, surface, kind)
-    if msgs and msgs[-1]["role"] == "assistant":
+    if is_prefill(request, surface):
         return f" {ANSWER}"   # the model goes on from the prefill
     return tm.output(prompt, _system(msgs))
 

@@ -289,6 +289,10 @@ class ThinkWire:
         request for structured output, the ask turned off)."""
         if not self.settings.ask_template or kept is None or kept.prefill is not None or kept.structured:  # type: ignore[union-attr]
             return
+        if surface == "ollama":
+            # (serverstart reads /api/show too; until it shares the capabilities' kept answer,
+            # an Ollama flow would ask twice: the profile decides there.)
+            return
         model = parsed.get("model")
         model = model if isinstance(model, str) and model else None
         shape = shape_of(parsed, surface)

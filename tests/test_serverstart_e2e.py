@@ -17,9 +17,8 @@ pytestmark = pytest.mark.e2e
 
 PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses",
          "ollama": "/api/chat"}
-# (Ollama: serverstart can read /api/show's model_info, but the addon does not ask it yet: it
-# would ask /api/show twice beside the capabilities' ask.)
-KINDS = {"llama-server": ("chat", "messages", "responses"), "vllm": ("chat", "messages", "responses")}
+KINDS = {"llama-server": ("chat", "messages", "responses"), "vllm": ("chat", "messages", "responses"),
+         "ollama": ("ollama",)}
 VARIANTS = ("default", "enable_thinking_false", "no_think", "prefill")
 PREFILL = "Sure,"
 

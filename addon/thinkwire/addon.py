@@ -76,7 +76,8 @@ class ThinkWire:
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         # What servers say of where their output starts (their templates), kept a while; the
         # asks share the capabilities' bounds (one Asker).
-        self.server_start = ServerStart(self.capabilities.asker, self._pairs)
+        self.server_start = ServerStart(self.capabilities.asker, self._pairs,
+                                        ollama_show=self.capabilities.show)
         # flow id -> (the ask of its server about its start, when it began), until its response
         self._asks: dict[str, tuple[asyncio.Future, float]] = {}
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
@@ -288,10 +289,6 @@ class ThinkWire:
         until think_start_wait. Not asked where nothing it says would count (a prefill, a
         request for structured output, the ask turned off)."""
         if not self.settings.ask_template or kept is None or kept.prefill is not None or kept.structured:  # type: ignore[union-attr]
-            return
-        if surface == "ollama":
-            # (serverstart reads /api/show too; until it shares the capabilities' kept answer,
-            # an Ollama flow would ask twice: the profile decides there.)
             return
         model = parsed.get("model")
         model = model if isinstance(model, str) and model else None

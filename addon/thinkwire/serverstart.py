@@ -14,9 +14,10 @@ first byte comes), the way each kind of server lets one ask (found by asking, ne
 - SGLang: `GET /v1/models` (`owned_by: sglang`), `GET /get_model_info` (`model_path`): who the
   model is, not what its template renders;
 - LM Studio: `GET /api/v0/models` (the model's key and `arch`): who the model is;
-- Ollama: `POST /api/show`: its `model_info` (`general.basename`) and its Go template, whose
-  last literal text tells whether it opens a block (thinkwire renders no Go template: where the
-  template decides at run time, only the identity is used).
+- Ollama: `POST /api/show` (the answer thinkwire.capabilities keeps, asked once for both): its
+  `model_info` (`general.basename`) and its Go template, whose last literal text tells whether
+  it opens a block (thinkwire renders no Go template: where the template decides at run time,
+  only the identity is used).
 
 The prompt's end decides (`read_prompt`): ending in an opening tag, the output starts inside that
 pair's block; anything else (an empty block `<think>\\n\\n</think>\\n\\n`, a plain generation
@@ -212,8 +213,10 @@ class ServerStart:
     """The kept answers of servers about where their output starts."""
 
     def __init__(self, asker: Asker, pairs: Callable[[], tuple[TagPair, ...]],
-                 clock: Callable[[], float] | None = None) -> None:
-        self.asker, self._pairs = asker, pairs
+                 clock: Callable[[], float] | None = None, ollama_show: Callable | None = None) -> None:
+        """`ollama_show`: capabilities.Capabilities.show (one kept /api/show answer for all
+        that read it); without it Ollama servers are not asked."""
+        self.asker, self._pairs, self._ollama_show = asker, pairs, ollama_show
         more = [clock] if clock else []
         self._kinds: Kept = Kept(KIND_TTL, KIND_FAILURE_TTL, SIZE, *more, max_bytes=MAX_BYTES, weigh=_weigh)
         self._told: Kept = Kept(START_TTL, FAILURE_TTL, SIZE, *more, max_bytes=MAX_BYTES, weigh=_weigh)
@@ -239,12 +242,10 @@ class ServerStart:
             return self.asker.ask(server, method, prefix + where, raw, credentials, route)
 
         if surface == "ollama":
-            if not model:
+            if not model or self._ollama_show is None:
                 return None
-
-            async def show() -> Told | None:
-                return self._from_show(_json(await ask("POST", "/api/show", {"model": model})))
-            return await self._told.get((server, prefix, client, "ollama", model, shape.system), show)
+            got = await self._ollama_show(server, path, model, client, credentials, route)
+            return self._from_show(got) if got is not None else None
 
         async def find_kind() -> _Kind | None:
             return await self._find_kind(ask)
@@ -311,28 +312,21 @@ class ServerStart:
         inside, pair = read_prompt(prompt, self._pairs())
         return Told(kind.kind, inside, pair, real)
 
-    def _from_show(self, show: object) -> Told | None:
-        """Ollama's /api/show: the model's name from its model_info, and whether its template's
-        generation prompt opens a block."""
-        if not isinstance(show, dict):
-            return None
-        info = show.get("model_info")
-        real = None
-        if isinstance(info, dict):
-            real = info.get("general.basename") or info.get("general.name")
-        real = real[:LONGEST] if isinstance(real, str) and real.strip() else None
-        template = show.get("template")
+    def _from_show(self, shown) -> Told | None:
+        """Ollama's /api/show (capabilities.Shown): the model's name from its model_info, and
+        whether its template's generation prompt opens a block. The generation prompt is the
+        literal text before the template's closing `{{ end }}`s (rendered when the last message
+        is the user's); a template that reads `.Think` decides at run time (its tail is not
+        kept): Ollama's own parser then separates the reasoning."""
         inside = pair = None
-        if isinstance(template, str) and ".Think" not in template:
-            # The generation prompt is the literal text before the template's closing `{{ end }}`s
-            # (rendered when the last message is the user's). A template that reads `.Think`
-            # decides at run time: Ollama's own parser then separates the reasoning.
-            literal = re.sub(r"(?:\{\{-?\s*end\s*-?\}\}\s*)+$", "", template[-PROMPT_TAIL * 4:].rstrip())
+        template = shown.template_tail
+        if isinstance(template, str):
+            literal = re.sub(r"(?:\{\{-?\s*end\s*-?\}\}\s*)+$", "", template.rstrip())
             if literal and not literal.endswith("}}"):
                 inside, pair = read_prompt(literal, self._pairs())
-        if inside is None and real is None:
+        if inside is None and shown.name is None:
             return None
-        return Told("ollama", inside, pair, real)
+        return Told("ollama", inside, pair, shown.name)
 
 
 def _weigh(key: tuple, value: object) -> int:

@@ -115,3 +115,37 @@ def test_a_server_with_no_endpoint_is_not_known_and_kept_so(fleet):
     made = ss.asker.made
     assert made == 3   # /props, /v1/models, /api/v0/models: each 404
     assert _ask(up, ss, "/nothing-here", "m") is None and ss.asker.made == made
+
+
+def test_the_flow_record_says_how_the_start_was_decided():
+    from thinkwire.record import FlowRecord
+    rec = FlowRecord("chat", "default", 1, 22, start="started inside <think> (the server's chat template)")
+    assert rec.summary() == "1 reasoning block(s), 22 chars moved; started inside <think> (the server's chat template)"
+
+
+def test_an_ollama_trailing_assistant_message_is_a_prefill():
+    from thinkwire import engine
+    from thinkwire.settings import Settings
+    request = {"model": "deepseek-r1:7b", "messages": [{"role": "user", "content": "q"},
+                                                       {"role": "assistant", "content": "<think>Let me"}]}
+    ctx = engine.new_context(Settings.from_values({}), request, surface="ollama")
+    got = ctx.split(" see.</think>It is 4.")
+    assert (got.reasoning, ctx.plan.how, ctx.inside_because) == ([" see."], "prefill", "prefill")
+    answer = engine.new_context(Settings.from_values({}), dict(request, messages=[
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "Sure,"}]), surface="ollama")
+    assert answer.split(" it is 4.").reasoning == [] and answer.plan.describe() == "started in the answer (the prefill's text)"
+
+
+def test_the_server_template_decides_before_the_profile_and_the_real_name_picks_the_profile():
+    from thinkwire import engine
+    from thinkwire.serverstart import Told
+    from thinkwire.settings import Settings
+    s = Settings.from_values({})
+    ctx = engine.new_context(s, {"model": "deepseek-r1-distill"}, surface="chat")
+    ctx.told = Told("vllm", False, None, "DeepSeek-R1-Distill-Qwen-7B")
+    assert ctx.split("It is 4.").reasoning == [] and ctx.plan.how == "server template"
+    alias = engine.new_context(s, {"model": "local-model"}, surface="chat")
+    alias.told = Told("sglang", None, None, "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B")
+    assert alias.split("Two.</think>It is 4.").reasoning == ["Two."]
+    assert (alias.profile.name, alias.plan.describe()) == (
+        "deepseek-r1", "started inside the reasoning block (the profile of the model the server runs)")

@@ -17,7 +17,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
 
-from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog
+from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog, written
 from .capabilities import Capabilities
 from .context import NO_PROFILE, PROFILE, FlowContext, shown_model
 from .request import Facts
@@ -85,6 +85,7 @@ class ThinkWire:
         self.verbosity = userlog.Verbosity()   # how much mitmproxy itself says (think_log)
         self.reachability = errors.Reachability()   # reverse-mode upstreams seen reachable
         self.learner = Learner()               # models learned to start inside, per client (think_learn)
+        self.written = written.Memory()        # the markup models wrote around reasoning, for the way back
         self._salt = os.urandom(16)            # for client_key: a client's hash means nothing outside this process
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
 
@@ -218,7 +219,7 @@ class ThinkWire:
         fctx = engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
-                                  binding=client_binding(r.headers))
+                                  binding=client_binding(r.headers), written=self.written)
         fctx.told = self._told(flow)
         return fctx
 
@@ -277,7 +278,10 @@ class ThinkWire:
         if parsed is None:
             return None
         self._ask_start(flow, surface.NAME, parsed, kept)
-        fctx = engine.new_context(self.settings, parsed, self.sealer, binding=client_binding(flow.request.headers))
+        r = flow.request
+        fctx = engine.new_context(self.settings, parsed, self.sealer, binding=client_binding(r.headers),
+                                  upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
+                                  written=self.written)
         if surface is ollama and fctx.model and ollama.wants_capabilities(parsed):
             return self._ask_then_restore(flow, body, fctx)   # mitmproxy awaits it
         self._restore(flow, surface, body, fctx)

@@ -13,6 +13,7 @@ from .settings import Settings
 from .rules import Rules, TagPair
 from .splitter import END, Split, Splitter, merge
 from .tagsets import MODEL_CHARS, Profile
+from . import written as _written
 
 # How an output ended, as each surface says it: an answer given in full, or something else (cut
 # off at the token limit, a tool call, a filter). Only a complete answer tells a tagless output
@@ -96,6 +97,11 @@ class FlowContext:
     told: object | None = None
     plan: StartPlan | None = None       # (set with the rules)
     tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
+    # thinkwire.written.Memory: the markup each split output was written with, for the way back
+    # of surfaces where no mark carries it (None: not kept).
+    written: object | None = None
+    _transcripts: list = field(default_factory=list)
+    _recall: object | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
     _prefill: str | None = None
@@ -190,7 +196,7 @@ class FlowContext:
         """A stream's splitter. starts_inside None: the output's start (prefill included);
         False: a later text block of the same output (Messages), which starts in the answer."""
         rules = self.rules(response_model)
-        sp = Splitter(rules, starts_inside)
+        sp = (Splitter if self.written is None else _written.RecordingSplitter)(rules, starts_inside)
         if starts_inside is None and self._prefill is not None:
             sp.resume(self._prefill)
         self._splitters.append(sp)
@@ -218,6 +224,10 @@ class FlowContext:
         result = Split(pieces, strays)
         if not count:
             return result
+        if self.written is not None:
+            t = _written.Transcript()
+            t.note(pieces)
+            self._transcripts.append(t)
         if finish is not None:
             self.finish = finish
         self.tagged |= tagged
@@ -267,8 +277,30 @@ class FlowContext:
             self.stats.stray_closes += sp.stray_closes
             self.stats.stray_after_text += sp.stray_after_text
             self.tagged |= sp.markup_chars > 0 or sp.stray_closes > 0
+            if isinstance(sp, _written.RecordingSplitter):
+                self._transcripts.append(sp.transcript)
         self._splitters.clear()
+        if self.written is not None and not self.stats.fell_back:
+            for t in self._transcripts:
+                _written.record(self.written, t, self.client, self.scope)  # type: ignore[arg-type]
+        self._transcripts.clear()
         return self.stats
+
+    @property
+    def scope(self) -> tuple:
+        """Whose model writes the guess of the way back is kept for: client, upstream, model."""
+        return (self.client, self.upstream, self.model)
+
+    @property
+    def recall(self) -> _written.Recall:
+        """The way back's memory of what this client's model wrote (thinkwire.written)."""
+        if self._recall is None:
+            self._recall = _written.Recall(self.written, self.client, self.scope)  # type: ignore[arg-type]
+        return self._recall  # type: ignore[return-value]
+
+    def guess_pair(self) -> TagPair:
+        """The markup to restore a block of ours with when nothing recorded its layout."""
+        return self.recall.guess(self.rules().pairs[0])
 
     def learn(self) -> str | None:
         """Tell the learner what this flow showed about its model, for its client (after `tally`):

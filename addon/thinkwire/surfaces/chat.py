@@ -350,21 +350,38 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
 
 
 def _restore_messages(messages: list, mode: str, ctx: FlowContext) -> int:
-    pair = ctx.rules().pairs[0]
     changed = 0
     for m in messages:
         if not isinstance(m, dict) or m.get("role") != "assistant":
             continue
         texts = [m.pop(k) for k in _NATIVE if k in m]
-        reasoning = "\n\n".join(t for t in texts if isinstance(t, str) and t)
-        if not texts:
-            continue
-        changed += 1
-        if mode == "inline" and reasoning:
-            inline = f"{pair.open}{reasoning}{pair.close}"
-            content = m.get("content")
-            if isinstance(content, list):
-                m["content"] = [{"type": "text", "text": inline}] + content
-            else:
-                m["content"] = inline + (content if isinstance(content, str) else "")
+        # (Both fields, under think_chat_field=both, hold the same text: it counts once.)
+        reasoning = "\n\n".join(dict.fromkeys(t for t in texts if isinstance(t, str) and t))
+        if mode == "inline" and (texts or isinstance(m.get("content"), str)):
+            changed += inline_turn(m, reasoning, ctx, counted=bool(texts))
+        elif texts:
+            changed += 1
     return changed
+
+
+def inline_turn(m: dict, reasoning: str, ctx: FlowContext, counted: bool = True) -> int:
+    """An assistant message's reasoning back in its `content`, as the model wrote it where this
+    proxy saw the output (thinkwire.written: its whitespace, several blocks where they stood),
+    else around the pair the model was last seen writing (the profile's, before any). A turn
+    that had no reasoning field changes only where its output is remembered (all its blocks
+    were empty). 1 when the message changed (or had a reasoning field), else 0."""
+    content = m.get("content")
+    answer = content if isinstance(content, str) else "" if content is None else None
+    got = ctx.recall.written(reasoning, answer) if answer is not None else None
+    if got is not None:
+        m["content"] = got
+        return 1
+    if not reasoning:
+        return int(counted)
+    pair = ctx.guess_pair()
+    text = f"{pair.open}{reasoning}{pair.close}"
+    if isinstance(content, list):
+        m["content"] = [{"type": "text", "text": text}] + content
+    else:
+        m["content"] = text + (content if isinstance(content, str) else "")
+    return 1

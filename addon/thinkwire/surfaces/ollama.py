@@ -34,6 +34,7 @@ from ..ndjson import NDJSONParser
 from ..splitter import CONTENT, REASONING
 from ..events import Event
 from . import event_object
+from .chat import inline_turn
 from .textruns import BLOCK_JOIN, TextRuns
 
 NAME = "ollama"
@@ -405,18 +406,21 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     how = ctx.settings.restore
     messages = obj.get("messages")
     if how != "keep" and isinstance(messages, list):
-        pair = ctx.rules().pairs[0]
         new, n = [], 0
         for m in messages:
-            if isinstance(m, dict) and m.get("role") == "assistant" and _THINK in m:
+            had = isinstance(m, dict) and m.get("role") == "assistant" and _THINK in m
+            if had or how == "inline" and isinstance(m, dict) and m.get("role") == "assistant":
                 m = dict(m)
-                thinking = m.pop(_THINK)
-                if isinstance(thinking, str) and thinking:
-                    n += 1
-                    if how == "inline":
-                        content = m.get("content")
-                        m["content"] = f"{pair.open}{thinking}{pair.close}" + (content if isinstance(content, str) else "")
-                changed = True
+                thinking = m.pop(_THINK, None)
+                thinking = thinking if isinstance(thinking, str) else ""
+                if how == "inline":
+                    # As the model wrote it where this proxy saw the output (chat.inline_turn).
+                    got = inline_turn(m, thinking, ctx, counted=False)
+                    n += got
+                    changed |= bool(got)
+                else:
+                    n += bool(thinking)
+                changed |= had
             new.append(m)
         obj["messages"] = new
         ctx.stats.restored += n

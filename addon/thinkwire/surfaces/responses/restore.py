@@ -57,8 +57,11 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
 
 def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
     items, refs = _upstream_refs(items, how)
+    recalled = 0
+    if how == "inline":
+        items, recalled = _recall_runs(items, ctx)
     ours = [_ours_item(it, ctx) for it in items]
-    restored = sum(o is not None for o in ours) + refs
+    restored = sum(o is not None for o in ours) + refs + recalled
     if not restored:
         return 0
     out: list = []
@@ -88,6 +91,72 @@ def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
         out.append(item)
     obj["input"] = out
     return restored
+
+
+# Where no mark holds an item (no `encrypted_content`), the output it came from may be
+# remembered (thinkwire.written): a run of reasoning items without one and assistant messages,
+# which is what the rewrite made of one upstream message, becomes that message again, as the
+# model wrote it, whatever ids the client kept (Codex keeps none).
+def _recall_runs(items: list, ctx: FlowContext) -> tuple[list, int]:
+    """The items with each remembered run back as one assistant message, and how many went."""
+    out: list = []
+    run: list = []
+    n = 0
+
+    def flush() -> None:
+        nonlocal n
+        if run:
+            got = _recalled(run, ctx)
+            if got is None:
+                out.extend(run)
+            else:
+                out.append(got)
+                n += max(1, sum(it.get("type") == "reasoning" for it in run))
+            run.clear()
+
+    for item in items:
+        if _unmarked(item):
+            run.append(item)
+        else:
+            flush()
+            out.append(item)
+    flush()
+    return out, n
+
+
+def _unmarked(item: object) -> bool:
+    """A reasoning item with no `encrypted_content`, or an assistant message of text."""
+    if not isinstance(item, dict):
+        return False
+    if item.get("type") == "reasoning":
+        return item.get("encrypted_content") in (None, "")
+    return _is_assistant_message(item) and _message_text(item) is not None
+
+
+def _message_text(item: dict) -> str | None:
+    content = item["content"]
+    if isinstance(content, str):
+        return content
+    texts = [p.get("text") for p in content if isinstance(p, dict)]
+    return "".join(texts) if texts and all(isinstance(t, str) for t in texts) else None  # type: ignore[arg-type]
+
+
+def _recalled(run: list, ctx: FlowContext) -> dict | None:
+    reasoning = "\n\n".join(t for t in (_item_text(it) for it in run if it.get("type") == "reasoning") if t)
+    answer = "".join(_message_text(it) or "" for it in run if it.get("type") != "reasoning")
+    got = ctx.recall.written(reasoning, answer)
+    if not got:
+        return None
+    base = next((it for it in run if it.get("type") != "reasoning"), None)
+    if base is None:
+        return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": got}]}
+    if _our_piece_id(base.get("id")):
+        base = dict(base, id=base["id"].rpartition("_")[0])   # the upstream's own message id
+    content = base["content"]
+    if isinstance(content, str):
+        return dict(base, content=got)
+    part = content[0] if content and isinstance(content[0], dict) else {"type": "output_text"}
+    return dict(base, content=[dict(part, text=got)])
 
 
 def _upstream_refs(items: list, how: str) -> tuple[list, int]:
@@ -141,7 +210,7 @@ def _ours_item(item: object, ctx: FlowContext) -> tuple[str, TagPair, bool] | No
         return None if got is None else (*got, True)
     rid = item.get("id")
     if _our_id(rid):
-        return _item_text(item), ctx.rules().pairs[0], False
+        return _item_text(item), ctx.guess_pair(), False
     return None
 
 

@@ -471,11 +471,18 @@ class Splitter:
                     pass                             # prose that names the tag: text
                 elif not self._seen_tag:
                     # A closing tag with no opening tag: the block was opened in the prompt.
-                    self._emit_kept(kept, out, buf[i:j])
                     self.stray_closes += 1
-                    self.stray_after_text += not self._at_start
-                    self.markup_chars += len(tag)
                     self._seen_tag = True
+                    if not self._at_start or buf[i:j].strip(WS) or any(
+                            isinstance(p, str) and p.strip(WS) for p in kept):
+                        # The text before it went out as answer (a stream cannot take it back):
+                        # the tag stays, as written, where the reasoning ended (a body re-splits
+                        # from inside: thinkwire.context). Removed, the two would run together.
+                        self.stray_after_text += 1
+                        pos = j + len(tag)
+                        continue
+                    self._emit_kept(kept, out, buf[i:j])
+                    self.markup_chars += len(tag)
                     self._new_line()
                     self._skip_ws = rules.trim
                     return j + len(tag)

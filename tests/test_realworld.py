@@ -61,13 +61,16 @@ ARGUED: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
                        "that removes the redundant `}` …\n    WHY - To fix the `SyntaxError: missing ) after argument "
                        "list` …\n\n<channel|>"),
     },
-    # A tool call stays in the answer as the model wrote it, header and `<|call|>` included, for a
-    # tool parser (the collection checks only that it is there: `match: contains`).
+    # A tool call stays in the answer as the model wrote it, the whole header (`<|start|>assistant`
+    # included) and `<|call|>`, for a tool parser (the collection checks only that it is there:
+    # `match: contains`).
     "wild/mlxcel-654/gpt-oss-commentary-tool-call": {
         "body": (("Need to read /etc/hosts and summarize it. Use read_file.",),
-                 '<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{"path":"/etc/hosts"}<|call|>'),
+                 '<|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>'
+                 '{"path":"/etc/hosts"}<|call|>'),
         "stream": (("Need to read /etc/hosts and summarize it. Use read_file.",),
-                   '<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{"path":"/etc/hosts"}<|call|>'),
+                   '<|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>'
+                   '{"path":"/etc/hosts"}<|call|>'),
     },
 }
 

@@ -721,3 +721,23 @@ def test_the_end_piece_of_a_cut_off_block_holds_no_closing_tag():
     s = Splitter(Rules(PAIRS))
     assert merge(s.feed("\n<think>\n plan \n") + s.finish()) == [(REASONING, "plan"),
                                                                    (END, TagPair("\n<think>\n ", " \n"))]
+
+
+# -- tool calls as written ------------------------------------------------------------------------
+GPT_OSS_TOOLS = Rules((TagPair("<|channel|>analysis<|message|>", "<|end|>"),), strip=("<|start|>assistant", "<|end|>"),
+                      ends=("<|start|>",), tools=(("<|start|>assistant to=", "<|call|>"),))
+
+
+def test_a_tool_call_stays_as_written_up_to_its_end_marker_at_any_cut():
+    call = '<|start|>assistant to=functions.f<|channel|>commentary<|message|>{"s": "<|end|>`"}<|call|>'
+    text = "<|channel|>analysis<|message|>Plan.<|end|>" + call + "<|start|>assistant<|end|>Done `x` <|end|>."
+    want = (["Plan."], call + "\nDone `x` .")   # (after the call, markers are markup again, and code is code)
+    assert whole(text, GPT_OSS_TOOLS) == want
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]], GPT_OSS_TOOLS)) == want, k
+    assert result(stream(list(text), GPT_OSS_TOOLS)) == want
+    # Cut off inside the call: what came of it is answer, a partial end marker included.
+    s = Splitter(GPT_OSS_TOOLS)
+    out = s.feed('<|start|>assistant to=f<|message|>{}<|ca')
+    assert merge(out) == [(CONTENT, '<|start|>assistant to=f<|message|>{}')]
+    assert merge(s.finish()) == [(CONTENT, "<|ca")]

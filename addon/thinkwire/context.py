@@ -71,7 +71,7 @@ class FlowContext:
             s, p = self.settings, self._profile
             inside = self._start()
             self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends, p.start_pairs, p.start_ends,
-                                 p.resumes)
+                                 p.resumes, p.tools)
         return self._rules
 
     def _pick_profile(self, response_model: object) -> Profile:
@@ -102,7 +102,7 @@ class FlowContext:
         self.inside_because = None
         if self._prefill is not None:
             sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
-                                 p.resumes))
+                                 p.resumes, p.tools))
             sp.resume(self._prefill)
             if sp.inside:
                 self.inside_because = "prefill"
@@ -244,7 +244,7 @@ def _unclosed(pieces: list) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _rules(pairs, trim, anywhere, starts_inside, strip, ends, start_pairs=(), start_ends=(), resumes=()) -> Rules:
+def _rules(pairs, trim, anywhere, starts_inside, strip, ends, start_pairs=(), start_ends=(), resumes=(), tools=()) -> Rules:
     # Rules compile their patterns: build each distinct set once, not per flow.
     return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends,
-                 start_pairs=start_pairs, start_ends=start_ends, resumes=resumes)
+                 start_pairs=start_pairs, start_ends=start_ends, resumes=resumes, tools=tools)

@@ -40,7 +40,7 @@ class Splitter:
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_lead_open", "_fresh", "_literal",
         "blocks", "reasoning_chars", "stray_closes", "stray_after_text", "markup_chars", "_ws_hold", "_ws_more",
-        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl",
+        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl", "_tool",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
@@ -87,6 +87,7 @@ class Splitter:
         self._pend = False
         self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
         self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
+        self._tool = None     # in a tool call (`Rules.tools`): the scan for its end marker
 
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list:
@@ -374,6 +375,10 @@ class Splitter:
     def _content(self, buf: str, i: int, out: list, final: bool) -> int:
         rules = self.rules
         n = len(buf)
+        if self._tool is not None:
+            i = self._tool_call(buf, i, out, final)
+            if i < 0 or i == n:
+                return -1
         if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
             j, keep = self._trim_end(buf, i, final)
             if not self._answer_ws:
@@ -427,6 +432,16 @@ class Splitter:
                 break
             self._observe(buf, seen, j)  # line and code state up to the candidate
             seen = j
+            tool = rules._tool_of.get(tag)
+            if tool is not None and self._opening_counts(tag):
+                # A tool call's header: the call goes out as written, up to its end marker.
+                if kept and isinstance(kept[-1], tuple) and kept[-1][1]:
+                    kept.pop()   # (no line break put before it: a header is no word to keep apart)
+                self._emit_kept(kept, out, buf[i:j])
+                if self._gap_added:
+                    self._gap, self._gap_added = "", 0
+                self._tool = tool
+                return j
             if tag in rules._strip and not ln.in_code():   # (in code, a marker is text)
                 self.markup_chars += len(tag)
                 if self._boundary:  # a wrapper opening the answer: trim after it as after a block
@@ -521,6 +536,27 @@ class Splitter:
             self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
         else:
             self._held = buf[cut:]
+        return -1
+
+    def _tool_call(self, buf: str, i: int, out: list, final: bool) -> int:
+        """In a tool call, from its header to its end marker (`Rules.tools`): all of it is answer
+        text, as the model wrote it (strip markers, tags and code alike), for a tool parser. Where
+        the scan goes on after its end marker, or -1: the rest was given (a partial end marker
+        held)."""
+        scan = self._tool
+        m = scan.regex.search(buf, i)
+        if m is not None:
+            end = m.end()
+            self._observe(buf, i, end)
+            self._emit_content(buf[i:end], out, False)
+            self._tool = None
+            self._ln.reset()   # (a backtick in the call's arguments opens no code span after it)
+            return end
+        n = len(buf)
+        cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
+        self._observe(buf, i, cut)
+        self._emit_content(buf[i:cut], out, False)
+        self._held = buf[cut:]
         return -1
 
     def _trim_end(self, buf: str, i: int, final: bool) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from .context import FlowContext, shown_model
 from .request import Facts
 from .decoding import BODY_MAX, BodyError, decode_body
 from .learning import Learner
-from .marks import LazySealer, client_binding
+from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
@@ -166,7 +166,7 @@ class ThinkWire:
             cfg = keys.KeyConfig.from_values({name: getattr(ctx.options, name) for name in keys.OPTIONS})
             sealer = LazySealer(ctx.options.confdir, cfg)
             if cfg.given:
-                sealer.keyring   # read and checked now: KeySetupError stops the start
+                sealer.keyring   # noqa: B018 - read and checked now: KeySetupError stops the start
         except (SettingError, keys.KeySetupError) as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
         self.sealer, self._keyring = sealer, None
@@ -486,14 +486,11 @@ def _refuse_to_start(message: str) -> None:
     raise SystemExit(2)
 
 
-CREDENTIALS = ("authorization", "x-api-key", "api-key")   # the headers a client's credential comes in
-
-
 def _credentials(flow: http.HTTPFlow) -> dict[str, str]:
     """The credentials the client gives the server (for the server's answers about its models,
     and to tell clients apart)."""
     h = flow.request.headers
-    return {name: h[name] for name in CREDENTIALS if h.get(name)}
+    return {name: h[name] for name in CREDENTIAL_HEADERS if h.get(name)}
 
 
 def _server(flow: http.HTTPFlow) -> Server:

@@ -248,8 +248,9 @@ def test_harmony_final_only_message_agrees_as_body_and_stream():
 def test_harmony_tool_call_ends_the_analysis_and_stays_for_a_tool_parser():
     call = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"SF"}<|call|>'
     text = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" + call
-    assert chat_body("gpt-oss-20b", text) == ("Need weather.", call)
-    assert chat_stream("gpt-oss-20b", list(text)) == ("Need weather.", call)
+    # (The whole header, `<|start|>assistant` included: a tool call stays as written.)
+    assert chat_body("gpt-oss-20b", text) == ("Need weather.", "<|start|>assistant" + call)
+    assert chat_stream("gpt-oss-20b", list(text)) == ("Need weather.", "<|start|>assistant" + call)
 
 
 @pytest.mark.parametrize("model,text,call", [

@@ -18,6 +18,7 @@ from .tagsets import MODEL_CHARS, Profile
 # of a model that starts inside apart from one cut off while thinking.
 STOP = "stop"
 OTHER = "other"
+LENGTH = "length"   # cut off at the token limit (one of the OTHER endings): a tag cut short there is markup
 
 
 @dataclass
@@ -145,15 +146,16 @@ class FlowContext:
         first = starts_inside is None
         inside = rules.starts_inside if first else starts_inside
         prefilled = first and self._prefill is not None
-        pieces, sp = self._run(text, rules, inside, prefilled)
+        cut = finish == LENGTH
+        pieces, sp = self._run(text, rules, inside, prefilled, cut)
         strays, tagged = sp.stray_closes, sp.markup_chars > 0 or sp.stray_closes > 0
         if strays and not prefilled:
             # The template opened the block: split again from inside it.
-            pieces = self._run(text, rules, True, False)[0]
+            pieces = self._run(text, rules, True, False, cut)[0]
         elif (inside and not (first and self.inside_because == "prefill") and not tagged
               and _unclosed(pieces) and self._answered(finish)):
             # No tag at all, and the response ended complete: an answer given without thinking.
-            pieces = self._run(text, rules, False, False)[0]
+            pieces = self._run(text, rules, False, False, cut)[0]
         result = Split(pieces, strays)
         if not count:
             return result
@@ -167,11 +169,11 @@ class FlowContext:
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
 
-    def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool) -> tuple[list, Splitter]:
+    def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool, cut: bool = False) -> tuple[list, Splitter]:
         sp = Splitter(rules, inside)
         if prefilled:
             sp.resume(self._prefill)   # type: ignore[arg-type]
-        return merge(sp.feed(text) + sp.finish()), sp
+        return merge(sp.feed(text) + sp.finish(cut)), sp
 
     def _answered(self, finish: str | None) -> bool:
         if finish is not None:

@@ -16,6 +16,7 @@ Pieces are tuples `(kind, value)`:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .lines import Lines, indent
@@ -40,7 +41,7 @@ class Splitter:
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_lead_open", "_fresh", "_literal",
         "blocks", "reasoning_chars", "stray_closes", "stray_after_text", "markup_chars", "_ws_hold", "_ws_more",
-        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl", "_tool",
+        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl", "_tool", "_cut_off",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
@@ -88,6 +89,7 @@ class Splitter:
         self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
         self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
         self._tool = None     # in a tool call (`Rules.tools`): the scan for its end marker
+        self._cut_off = False   # finishing an output cut off at the token limit (`finish`)
 
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list:
@@ -112,6 +114,11 @@ class Splitter:
         held = self._take_held()
         self._run(held + text if held else text, out, final=False)
         return out
+
+    def holds_tag(self) -> bool:
+        """Whether what is held is more than whitespace (the start of a tag, or one undecided):
+        what `finish` gives then depends on how the output ended."""
+        return bool(self._held) and not self._ws_hold
 
     @property
     def inside(self) -> bool:
@@ -212,7 +219,11 @@ class Splitter:
             self._boundary = False
         self._answer_ws = text[-1] in WS
 
-    def finish(self) -> list:
+    def finish(self, cut_off: bool = False) -> list:
+        """The rest. `cut_off`: the output was cut at the token limit, so a tail that is only
+        the start of a tag or marker (`<thi`, `work</thi`, `Partial result<|e`) is markup cut
+        short, and goes (`_cut_tail`); otherwise only one that begins with a whole special token."""
+        self._cut_off = cut_off
         out: list = []
         held = self._take_held()
         if held:
@@ -303,7 +314,7 @@ class Splitter:
         # No tag yet: emit all but a possible partial tag (and trailing whitespace).
         rest = buf[i:]
         if final:
-            hold = cut_off_marker(rest, scan.prefixes, scan.longest, scan.first)
+            hold = self._cut_tail(rest, scan.prefixes, scan.longest, scan.first)
             if hold:
                 probe = ln.copy()
                 probe.read(buf, seen, n - hold)
@@ -515,7 +526,7 @@ class Splitter:
         # No tag in the rest: hold back a partial tag (or one still undecided).
         rest_start = i
         if final:
-            cut = n - cut_off_marker(buf[rest_start:], rules._content_prefixes, rules._longest, rules._first_re)
+            cut = n - self._cut_tail(buf[rest_start:], rules._content_prefixes, rules._longest, rules._first_re)
         elif cut < 0:
             cut = n - partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
                                        rules._longest, rules._first_re)
@@ -537,6 +548,16 @@ class Splitter:
         else:
             self._held = buf[cut:]
         return -1
+
+    def _cut_tail(self, text: str, prefixes: frozenset[str], longest: int, first: re.Pattern[str]) -> int:
+        """At the output's end: the length of the tag or marker cut off there, which goes. At the
+        token limit, any start of one but a lone first character (`a <`, `[`: a comparison, a
+        bracket); else one that begins with a whole special token (`cut_off_marker`)."""
+        if self._cut_off:
+            k = partial_tag_len(text, prefixes, longest, first)
+            if k >= 2:
+                return k
+        return cut_off_marker(text, prefixes, longest, first)
 
     def _tool_call(self, buf: str, i: int, out: list, final: bool) -> int:
         """In a tool call, from its header to its end marker (`Rules.tools`): all of it is answer

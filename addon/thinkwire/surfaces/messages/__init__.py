@@ -30,7 +30,7 @@ Here: the surface and whole bodies; streams in stream.py, the way back in restor
 from __future__ import annotations
 
 
-from ...context import OTHER, STOP, FlowContext
+from ...context import LENGTH, OTHER, STOP, FlowContext
 from ...jsonio import OUT, dumps
 from ...jsonnum import loads
 from ...splitter import END, REASONING
@@ -116,9 +116,10 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
 
 
 def ended(stop_reason: object) -> str | None:
-    """How the message ended: STOP for `end_turn`, OTHER for the rest (`max_tokens`, `tool_use`,
-    `stop_sequence`, `pause_turn`, `refusal`), None when it does not say."""
-    return None if stop_reason is None else STOP if stop_reason == "end_turn" else OTHER
+    """How the message ended: STOP for `end_turn`, LENGTH for `max_tokens`, OTHER for the rest
+    (`tool_use`, `stop_sequence`, `pause_turn`, `refusal`), None when it does not say."""
+    return (None if stop_reason is None else STOP if stop_reason == "end_turn"
+            else LENGTH if stop_reason == "max_tokens" else OTHER)
 
 
 def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Protocol
 
-from ...context import OTHER, STOP, FlowContext
+from ...context import LENGTH, OTHER, STOP, FlowContext
 from ...splitter import CONTENT, END, REASONING, Splitter, TagPair
 
 _SUMMARY_ASKED = frozenset({"auto", "concise", "detailed"})
@@ -554,7 +554,8 @@ def _split_pieces(owner: _ResponseState, text: str) -> list:
 
 def ended(resp: object) -> str | None:
     """How a response ended: STOP when it completed with an answer (no tool call in its output),
-    OTHER when it is incomplete, failed or calls a tool, None when it does not say."""
+    LENGTH when it is incomplete at the token limit (`max_output_tokens`), OTHER when it is
+    otherwise incomplete, failed or calls a tool, None when it does not say."""
     status = resp.get("status") if isinstance(resp, dict) else None
     if status == "completed":
         output = resp.get("output")   # type: ignore[union-attr]
@@ -562,7 +563,10 @@ def ended(resp: object) -> str | None:
             isinstance(it, dict) and isinstance(it.get("type"), str) and it["type"].endswith("_call")
             for it in output)
         return OTHER if calls else STOP
-    return OTHER if status in ("incomplete", "failed", "cancelled") else None
+    if status == "incomplete":
+        details = resp.get("incomplete_details")   # type: ignore[union-attr]
+        return LENGTH if isinstance(details, dict) and details.get("reason") == "max_output_tokens" else OTHER
+    return OTHER if status in ("failed", "cancelled") else None
 
 
 def _drive_parts(m: _Message, item: dict, split) -> None:

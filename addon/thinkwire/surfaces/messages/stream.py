@@ -446,7 +446,7 @@ class StreamRewriter:
         """Fail open: what is still held goes out, and each text block still open stays open
         as a text block: the upstream's next events of that block land on it (`translate`)."""
         out: list[bytes] = []
-        self._deferred = None   # (its block stays open as a text block, as the others)
+        deferred, self._deferred = self._deferred, None   # (its stop goes after what it held)
         try:
             for st in list(self.texts.values()):
                 out += self._emit(st, st.splitter.finish())
@@ -458,6 +458,8 @@ class StreamRewriter:
         # The rest passes as it came, unless a block's index moved: then every block event
         # still needs the client's index, or a text_delta would land on a thinking block.
         self.translating = not self.raw and any(u != i for u, i in self.moved.items())
+        if deferred is not None:
+            out += self.translate(deferred[1]) if self.translating else [deferred[1].raw]
         return out
 
     def translate(self, ev: Event) -> list[bytes]:

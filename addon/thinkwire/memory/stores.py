@@ -183,21 +183,20 @@ class RedisStore:
                                                    retry_on_timeout=False, health_check_interval=0)
         self._down_until = 0.0
 
-    async def _call(self, coro):
+    async def _call(self, fn, *args, **kw):
         if self._clock() < self._down_until:
-            coro.close()
             raise Unavailable("down a moment ago")
         try:
-            return await asyncio.wait_for(coro, self.timeout)
+            return await asyncio.wait_for(fn(*args, **kw), self.timeout)
         except Exception as e:   # connection refused, timeout, a server error: a miss
             self._down_until = self._clock() + RETRY_AFTER
             raise Unavailable(f"{type(e).__name__}: {e}") from None
 
     async def get_many(self, keys: list[str]) -> list[bytes | None]:
-        return list(await self._call(self._redis.mget(keys)))
+        return list(await self._call(self._redis.mget, keys))
 
     async def put(self, key: str, value: bytes) -> None:
-        await self._call(self._redis.set(key, value, ex=max(1, self.ttl)))
+        await self._call(self._redis.set, key, value, ex=max(1, self.ttl))
 
     async def close(self) -> None:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 
 import pytest
@@ -175,8 +176,23 @@ def test_redis_store_keeps_entries_with_a_lifetime_and_is_a_miss_when_down(redis
     got, ttl = run(go())
     assert got == [b"value", None] and 3590 <= ttl <= 3600
 
-    async def down():
+    async def refused():
         s = stores.RedisStore("redis://127.0.0.1:1/0", ttl=60, timeout=1)
+        got = await asyncio.gather(s.get_many(["a"]), s.get_many(["a"]), return_exceptions=True)
+        await s.close()
+        return got
+    assert ["ConnectionError" in str(o) for o in run(refused())] == [True, True]   # each tried: it fails at once
+
+
+def test_a_redis_that_hangs_is_skipped_after_one_timeout():
+    """A server that accepts and never answers (a stuck host): one call waits its timeout, the
+    next ones are misses at once, without a call."""
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)
+
+    async def go():
+        s = stores.RedisStore(f"redis://127.0.0.1:{hung.getsockname()[1]}/0", ttl=60, timeout=0.2)
         first = await asyncio.gather(s.get_many(["a"]), return_exceptions=True)
         calls = []
         real = s._redis.mget
@@ -184,9 +200,24 @@ def test_redis_store_keeps_entries_with_a_lifetime_and_is_a_miss_when_down(redis
         second = await asyncio.gather(s.get_many(["a"]), s.put("a", b"v"), return_exceptions=True)
         await s.close()
         return first, second, calls
-    first, second, calls = run(down())
-    assert isinstance(first[0], stores.Unavailable) and "ConnectionError" in str(first[0])
+    try:
+        first, second, calls = run(go())
+    finally:
+        hung.close()
+    assert isinstance(first[0], stores.Unavailable) and "Timeout" in str(first[0])
     assert [str(o) for o in second] == ["down a moment ago"] * 2 and calls == []
+
+
+def test_a_restarted_redis_is_used_again_at_once(redis_server):
+    async def go():
+        s = stores.RedisStore(redis_server.url, ttl=60, timeout=1)
+        await s.put("thinkwire:mem:1:r", b"1")
+        redis_server.restart()   # the pooled connection is dead now
+        await s.put("thinkwire:mem:1:r", b"2")
+        got = await s.get_many(["thinkwire:mem:1:r"])
+        await s.close()
+        return got
+    assert run(go()) == [b"2"]
 
 
 # -- the coordinator --------------------------------------------------------------------------------

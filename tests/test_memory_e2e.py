@@ -9,56 +9,18 @@ import json
 import httpx
 import pytest
 
-from harness import Turn
-from support.thinking import DEEPSEEK_400, InterleavedTemplate, StrictThinking
+from support.thinking import (DEEPSEEK_400, InterleavedTemplate, LangChainLoop, StrictThinking, deepseek_turns,
+                              inline_turns)
 
-langchain_openai = pytest.importorskip("langchain_openai", reason="langchain-openai is in the test extra")
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
+pytest.importorskip("langchain_openai", reason="langchain-openai is in the test extra")
+from langchain_core.messages import AIMessage  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
 
-@tool
-def bash(cmd: str) -> str:
-    """Run a shell command."""
-    return "ok"
-
-
-def deepseek_turns() -> list[Turn]:
-    """Native reasoning (DeepSeek's API), a tool call per turn, then the answer."""
-    return [Turn("", ("bash", {"cmd": "ls"}), native="I should list the files first.\n\nThen read them."),
-            Turn("Reading it.", ("bash", {"cmd": "cat README.md"}), native="Now the README: ünïcode ✓"),
-            Turn("", ("bash", {"cmd": "pytest"}), native="  Run the tests; spaces kept.  "),
-            Turn("All three steps are done.", native="done")]
-
-
-def inline_turns() -> list[Turn]:
-    """Reasoning written inline, as a server without a reasoning parser passes it."""
-    return [Turn("<think>\nI should list the files.\n</think>\n\n", ("bash", {"cmd": "ls"})),
-            Turn("<think>\nNow read the README.\n</think>\n\nReading it.", ("bash", {"cmd": "cat README.md"})),
-            Turn("<think>One more check: ünïcode ✓</think>", ("bash", {"cmd": "pytest"})),
-            Turn("<think>\ndone\n</think>\n\nAll three steps are done.")]
-
-
 def langchain_loop(url: str, model: str, stream: bool, key: str = "sk-one") -> tuple[str, list]:
-    """LangChain's tool loop as its docs write it: invoke (or stream and add up the chunks),
-    append the AI message, answer each tool call, until an answer."""
-    llm = langchain_openai.ChatOpenAI(base_url=url + "/v1", api_key=key, model=model, max_retries=0,
-                                      timeout=20).bind_tools([bash])
-    msgs: list = [HumanMessage("fix the build")]
-    for _ in range(8):
-        if stream:
-            ai = None
-            for chunk in llm.stream(msgs):
-                ai = chunk if ai is None else ai + chunk
-        else:
-            ai = llm.invoke(msgs)
-        msgs.append(ai)
-        if not ai.tool_calls:
-            return ai.content, msgs
-        msgs += [ToolMessage("ok", tool_call_id=c["id"]) for c in ai.tool_calls]
-    raise AssertionError("the loop did not end")
+    loop = LangChainLoop(model, stream, key)
+    return loop.run(url), loop.msgs
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])

@@ -331,7 +331,7 @@ class ThinkWire:
         flow.response.stream = driver.callable()
         if bodies.wanted(ctx.options):  # [inspect] keep both bodies for mitmweb / saved flows
             flow.response.stream = bodies.Recorder(flow.response.stream, encoding)
-        flow.response.stream = self.memory.tap(flow.id, flow.response.stream, encoding)
+        flow.response.stream = self.memory.tap(flow, flow.response.stream, encoding)
         headers = flow.response.headers
         headers.pop("content-length", None)
         if decoder is not None:

@@ -116,3 +116,62 @@ class InterleavedTemplate:
         turn = self.turns[min(self._n, len(self.turns) - 1)]
         self._n += 1
         return _reply(self._n, turn.text, _call(turn, self._n, "call_"), bool(req.get("stream")))
+
+
+# Scripts: each turn's reasoning is distinct, so one put back into the wrong turn would not read as
+# the model wrote it.
+def deepseek_turns() -> list[Turn]:
+    """Native reasoning (DeepSeek's API), a tool call per turn, then the answer."""
+    return [Turn("", ("bash", {"cmd": "ls"}), native="I should list the files first.\n\nThen read them."),
+            Turn("Reading it.", ("bash", {"cmd": "cat README.md"}), native="Now the README: ünïcode ✓"),
+            Turn("", ("bash", {"cmd": "pytest"}), native="  Run the tests; spaces kept.  "),
+            Turn("All three steps are done.", native="done")]
+
+
+def inline_turns() -> list[Turn]:
+    """Reasoning written inline, as a server without a reasoning parser passes it."""
+    return [Turn("<think>\nI should list the files.\n</think>\n\n", ("bash", {"cmd": "ls"})),
+            Turn("<think>\nNow read the README.\n</think>\n\nReading it.", ("bash", {"cmd": "cat README.md"})),
+            Turn("<think>One more check: ünïcode ✓</think>", ("bash", {"cmd": "pytest"})),
+            Turn("<think>\ndone\n</think>\n\nAll three steps are done.")]
+
+
+class LangChainLoop:
+    """LangChain's tool loop as its docs write it, one turn at a time (each to the URL given for
+    it): invoke (or stream and add up the chunks), append the AI message (ChatOpenAI keeps no
+    `reasoning_content` in it, and sends none back), answer each tool call with "ok"."""
+
+    def __init__(self, model: str, stream: bool = False, key: str = "sk-one") -> None:
+        from langchain_core.messages import HumanMessage
+        self.model, self.stream, self.key = model, stream, key
+        self.msgs: list = [HumanMessage("fix the build")]
+        self.done = False
+
+    def turn(self, url: str):
+        from langchain_core.messages import ToolMessage
+        from langchain_core.tools import tool
+        from langchain_openai import ChatOpenAI
+
+        @tool
+        def bash(cmd: str) -> str:
+            """Run a shell command."""
+            return "ok"
+        llm = ChatOpenAI(base_url=url + "/v1", api_key=self.key, model=self.model, max_retries=0,
+                         timeout=20).bind_tools([bash])
+        if self.stream:
+            ai = None
+            for chunk in llm.stream(self.msgs):
+                ai = chunk if ai is None else ai + chunk
+        else:
+            ai = llm.invoke(self.msgs)
+        self.msgs.append(ai)
+        self.done = not ai.tool_calls
+        self.msgs += [ToolMessage("ok", tool_call_id=c["id"]) for c in ai.tool_calls]
+        return ai
+
+    def run(self, url: str, most: int = 8) -> str:
+        for _ in range(most):
+            ai = self.turn(url)
+            if self.done:
+                return ai.content
+        raise AssertionError("the loop did not end")

@@ -21,6 +21,7 @@ A miss (expired, evicted, a store that is down) leaves the request as the client
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 ENTRY_MAX = 1 << 20      # bytes of one remembered turn at most (a larger one is not remembered)
 TAP_MAX = 4 * ENTRY_MAX  # bytes of a stream kept, each way, to read the turn from (past it: not remembered)
+WRITES_MAX = 256          # streams' writes under way at once; past it, a turn is not remembered
 KEY = "thinkwire_memory"  # flow.metadata: what the memory did for the flow (plain data)
 
 
@@ -60,6 +62,7 @@ class Memory:
         self._where: tuple | None = None
         self.settings = None
         self._flows: dict[str, Pending] = {}
+        self._writing: set = set()   # writes of streams' turns under way (at most WRITES_MAX)
 
     def configure(self, settings) -> None:
         """(Re)open the store when its options changed (the old one is closed)."""
@@ -106,23 +109,54 @@ class Memory:
     def serves(self, flow_id: str) -> bool:
         return flow_id in self._flows
 
-    def tap(self, flow_id: str, stream, encoding: str | None):
-        """The stream callable, keeping (up to TAP_MAX each way) what went in and came out."""
-        p = self._flows.get(flow_id)
+    def tap(self, flow, stream, encoding: str | None):
+        """The stream callable, keeping (up to TAP_MAX each way) what went in and came out. The
+        turn is remembered as the stream ends (the client's last event, or the upstream's end),
+        before the client has it: a client that reads `[DONE]` and sends the next turn at once
+        must find it."""
+        p = self._flows.get(flow.id)
         if p is None:
             return stream
         p.upstream, p.client, p.encoding = bytearray(), bytearray(), encoding
+        end = p.side.stream_end
 
         def tapped(chunk: bytes):
             out = stream(chunk)
-            if not p.over:
-                p.upstream += chunk   # type: ignore[operator]
-                for piece in out:
-                    p.client += piece   # type: ignore[operator]
-                if len(p.upstream) > TAP_MAX or len(p.client) > TAP_MAX:   # type: ignore[arg-type]
-                    p.over, p.upstream, p.client = True, None, None
+            if p.over:
+                return out
+            p.upstream += chunk   # type: ignore[operator]
+            for piece in out:
+                p.client += piece   # type: ignore[operator]
+            if len(p.upstream) > TAP_MAX or len(p.client) > TAP_MAX:   # type: ignore[arg-type]
+                p.over, p.upstream, p.client = True, None, None
+            elif not chunk or (out and end in out[-1][-64:]):
+                p.over = True   # read once
+                self._remember_soon(flow, p)
             return out
         return tapped
+
+    def _remember_soon(self, flow, p: Pending) -> None:
+        try:
+            puts = self._entries(p)
+        except Exception as e:   # a shape the readers do not know: nothing remembered
+            log.debug("thinkwire memory: response not read (%s)", type(e).__name__)
+            return
+        finally:
+            p.upstream = p.client = None
+        if not puts:
+            return
+        if isinstance(self.store, stores.LocalStore):   # no wait: kept before this event goes out
+            for k, v in puts:
+                self.store.set(k, v)
+            self._noted(flow, p.side.name, len(puts))
+            return
+        if len(self._writing) >= WRITES_MAX:
+            self._count(p.side.name, "unavailable", len(puts))
+            return
+        # Started now, so the write goes to the store ahead of any later request's read.
+        task = asyncio.get_running_loop().create_task(self._remember(flow, p.side.name, puts))
+        self._writing.add(task)
+        task.add_done_callback(self._writing.discard)
 
     def saw_body(self, flow_id: str, upstream: bytes, client: bytes | None) -> None:
         p = self._flows.get(flow_id)
@@ -133,9 +167,11 @@ class Memory:
         self._flows.pop(flow_id, None)
 
     def settle(self, flow):
-        """A coroutine remembering the flow's turns, or None when there is nothing to keep."""
+        """A coroutine remembering a whole body's turns (the client gets the body once it is
+        done), or None when there is nothing (more) to keep."""
         p = self._flows.pop(flow.id, None)
-        if p is None or p.over or flow.response is None or not 200 <= flow.response.status_code < 300:
+        if p is None or p.over or p.bodies is None or flow.response is None or \
+                not 200 <= flow.response.status_code < 300:
             return None
         try:
             puts = self._entries(p)
@@ -176,6 +212,9 @@ class Memory:
                 self._count(surface, "unavailable", 1)
                 log.debug("thinkwire memory: %s store unavailable (%s)", self.store.name, e)
                 break
+        self._noted(flow, surface, done)
+
+    def _noted(self, flow, surface: str, done: int) -> None:
         self._count(surface, "remembered", done)
         if done:
             kept = flow.metadata.setdefault(KEY, {})
@@ -203,7 +242,6 @@ def _objects(raw: bytes, surface: str) -> list:
 
 
 def _close_later(store) -> None:
-    import asyncio
     try:
         asyncio.get_running_loop().create_task(store.close())
     except RuntimeError:   # no loop (tools, tests): nothing waits on it

@@ -32,6 +32,7 @@ def entry_for(upstream: Said, client: Said | None) -> Entry | None:
 
 class ChatSide:
     name = "chat"
+    stream_end = b"[DONE]"   # in the client's last event: the stream is over
     read_body = staticmethod(turns.chat_body)
     read_stream = staticmethod(turns.chat_stream)
 
@@ -73,6 +74,7 @@ def _calls_text(said_text: str, calls: list) -> str:
 
 class OllamaSide:
     name = "ollama"
+    stream_end = b'"done":true'
     read_body = staticmethod(turns.ollama_body)
     read_stream = staticmethod(turns.ollama_stream)
 

@@ -9,8 +9,9 @@ both async, both bounded in time; a store that fails or is slow gives a miss, ne
   most PENDING_MAX calls wait for it, past that a call is a miss at once.
 - RedisStore: redis-py's asyncio client (`redis.asyncio`); entries expire with Redis's own
   lifetime (SET ... EX); the server's `maxmemory` with an LRU policy bounds the total (the fleet
-  docs say how). After a failure the store is skipped for RETRY_AFTER seconds, so a server that
-  is down costs each request nothing, not a timeout.
+  docs say how). A refused connection fails at once (a miss); a call that timed out makes the
+  store skipped for RETRY_AFTER seconds, so a server that hangs costs each request nothing, not a
+  timeout. A pooled connection a restarted server dropped is reconnected once, in the call.
 Every call is wrapped in `asyncio.wait_for(..., timeout)`.
 """
 
@@ -177,10 +178,14 @@ class RedisStore:
 
     def __init__(self, url: str, ttl: int, timeout: float, clock=time.monotonic) -> None:
         import redis.asyncio   # the optional extra: thinkwire[redis]
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
         url = "redis://" + url.removeprefix("valkey://") if url.startswith("valkey://") else url
         self.ttl, self.timeout, self._clock = ttl, timeout, clock
-        self._redis = redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                                                   retry_on_timeout=False, health_check_interval=0)
+        self._redis = redis.asyncio.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=0,
+            retry=Retry(NoBackoff(), 1), retry_on_error=[RedisConnectionError], retry_on_timeout=False)
         self._down_until = 0.0
 
     async def _call(self, fn, *args, **kw):
@@ -189,7 +194,8 @@ class RedisStore:
         try:
             return await asyncio.wait_for(fn(*args, **kw), self.timeout)
         except Exception as e:   # connection refused, timeout, a server error: a miss
-            self._down_until = self._clock() + RETRY_AFTER
+            if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__:
+                self._down_until = self._clock() + RETRY_AFTER
             raise Unavailable(f"{type(e).__name__}: {e}") from None
 
     async def get_many(self, keys: list[str]) -> list[bytes | None]:

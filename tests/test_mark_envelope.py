@@ -45,9 +45,11 @@ def restore(req: dict, sealer, client: bytes, **opts):
 
 
 # -- the credential ----------------------------------------------------------------------------
-def test_the_binding_is_a_hash_of_authorization_else_x_api_key_else_nothing():
+def test_the_binding_is_a_hash_of_authorization_else_x_api_key_else_api_key_else_nothing():
     assert client_binding({"authorization": "Bearer a", "x-api-key": "b"}) == client_binding({"authorization": "Bearer a"})
     assert client_binding({"x-api-key": "b"}) not in (b"", client_binding({"x-api-key": "c"}))
+    # Azure OpenAI's api-key header tells clients apart too (as it does for what is kept per client)
+    assert client_binding({"api-key": "b"}) not in (b"", client_binding({"api-key": "c"}))
     assert client_binding({}) == b"" and client_binding({"authorization": ""}) == b""
     assert b"alice-key" not in ALICE and len(ALICE) == 32
 

@@ -22,7 +22,7 @@ from .request import Facts
 from .decoding import BODY_MAX, BodyError, decode_body
 from .learning import Learner
 from .memory import KEY as MEMORY_KEY, Memory
-from .marks import LazySealer, client_binding
+from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
@@ -516,14 +516,11 @@ def _refuse_to_start(message: str) -> None:
     raise SystemExit(2)
 
 
-CREDENTIALS = ("authorization", "x-api-key", "api-key")   # the headers a client's credential comes in
-
-
 def _credentials(flow: http.HTTPFlow) -> dict[str, str]:
     """The credentials the client gives the server (for the server's answers about its models,
     and to tell clients apart)."""
     h = flow.request.headers
-    return {name: h[name] for name in CREDENTIALS if h.get(name)}
+    return {name: h[name] for name in CREDENTIAL_HEADERS if h.get(name)}
 
 
 def _server(flow: http.HTTPFlow) -> Server:

@@ -9,7 +9,7 @@ a restart, or another proxy instance with the same key, opens the same marks.
 
 A mark is bound, through the AEAD's associated data (AD), to its issue time and to the client's
 credential (`client_binding`: a hash of the request's Authorization header, else its x-api-key,
-else nothing): it opens only for a request with the same credential, and only while younger than
+else its api-key, else nothing): it opens only for a request with the same credential, and only while younger than
 the maximum age (think_mark_max_age). So one user's block pasted into another user's
 conversation is not theirs to restore. A mark is read only when it is strict base64url of at
 most MAX_MARK_CHARS characters, checked before anything is decoded or decrypted.
@@ -52,10 +52,15 @@ SKEW = 300                        # seconds a mark may seem to come from the fut
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 
+# The headers a client's credential comes in, in the order one is taken to tell clients apart
+# (OpenAI-style Authorization, Anthropic's x-api-key, Azure OpenAI's api-key).
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
+
+
 def client_binding(headers) -> bytes:
-    """What marks are bound to: a hash of the client's credential (the Authorization header,
-    else x-api-key), b"" when it sends neither. `headers`: a mapping with a `get`."""
-    for name in ("authorization", "x-api-key"):
+    """What marks are bound to: a hash of the client's credential (the first of
+    CREDENTIAL_HEADERS it sends), b"" when it sends none. `headers`: a mapping with a `get`."""
+    for name in CREDENTIAL_HEADERS:
         value = headers.get(name)
         if value:
             return hashlib.sha256(b"thinkwire client\0" + value.encode("utf-8", "surrogateescape")).digest()

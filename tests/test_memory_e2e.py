@@ -9,6 +9,8 @@ import json
 import httpx
 import pytest
 
+from harness import StrictAnthropic, StrictResponses
+from support.loops import MessagesConversation, ResponsesConversation, loop_turns
 from support.thinking import (DEEPSEEK_400, InterleavedTemplate, LangChainLoop, StrictThinking, deepseek_turns,
                               inline_turns)
 
@@ -81,3 +83,56 @@ def test_another_credential_sending_the_same_tool_call_ids_gets_nothing(up, prox
     assert got.status_code == 400 and got.json()["error"]["message"] == DEEPSEEK_400
     assert json.loads(strict.bodies[-1])["messages"] == history
     assert len(first) == 8
+
+
+# -- every surface: the official SDKs, with clients that drop what they got ---------------------
+@pytest.mark.parametrize("display", [None, "omitted"], ids=["signed", "omitted"])
+def test_messages_loop_that_drops_thinking_blocks_reaches_the_upstream_as_the_model_wrote_it(up, proxy, display):
+    """A client that rebuilds Anthropic turns from text and tool_use blocks (no thinking): the
+    memory puts back the blocks the client got (thinkwire's marks), and the way back turns them
+    into the text the model wrote, byte for byte (StrictAnthropic exact)."""
+    strict = StrictAnthropic(loop_turns(), exact=True)
+    up.route("/messages", strict.handle)
+    conv = MessagesConversation(display=display, model="kimi-k2-thinking", drop=True)
+    while not conv.done:
+        conv.turn(proxy.url)
+    assert strict.errors == []
+    assert [b.text for b in conv.final.content if b.type == "text"] == ["All three steps are done."]
+    sent = json.loads(strict.bodies[-1])["messages"]
+    assert [[b.get("text") for b in m["content"] if b["type"] == "text"] for m in sent if m["role"] == "assistant"] == \
+        [["<think>\nI should list the files.\n</think>\n\nLet me look."], ["<think>Now read the README.</think>"],
+         ["<think>One more check: ünïcode ✓</think>Checking tests."]]
+    # What the client sent carried no thinking block: the memory's were put back.
+    assert all(b["type"] != "thinking" for m in conv.msgs if m["role"] == "assistant" for b in m["content"])
+
+
+def test_messages_loop_without_the_memory_reaches_the_upstream_without_the_reasoning(up, proxy_factory):
+    strict = StrictAnthropic(loop_turns(), exact=True)
+    up.route("/messages", strict.handle)
+    p = proxy_factory({"think_memory": "off"})
+    conv = MessagesConversation(display=None, model="kimi-k2-thinking", drop=True)
+    conv.turn(p.url)
+    with pytest.raises(Exception):
+        conv.turn(p.url)
+    assert strict.errors == ["messages.1: assistant turn reads 'Let me look.', the model wrote "
+                             "'<think>\\nI should list the files.\\n</think>\\n\\nLet me look.'"]
+
+
+@pytest.mark.parametrize("include", [True, False], ids=["encrypted_content", "ids"])
+def test_responses_loop_that_drops_reasoning_items_reaches_the_upstream_with_its_reasoning(up, proxy, include):
+    """store: false, the output echoed without its reasoning items: the memory puts back the
+    items the client got before the turn's function call, and the way back inlines them (byte
+    for byte with encrypted_content's marks; with the pair's tags around the text by id)."""
+    strict = StrictResponses(loop_turns(), exact=include)
+    up.route("/responses", strict.handle)
+    conv = ResponsesConversation(include=include, drop=True)   # model qwen3: the memory is on
+    while not conv.done:
+        conv.turn(proxy.url)
+    assert strict.errors == []
+    assert all(it["type"] != "reasoning" for it in conv.items)
+    sent = [it for it in json.loads(strict.bodies[-1])["input"] if it.get("role") == "assistant"]
+    texts = [p["text"] for it in sent for p in it["content"]]
+    assert texts == (["<think>\nI should list the files.\n</think>\n\nLet me look.", "<think>Now read the README.</think>",
+                      "<think>One more check: ünïcode ✓</think>Checking tests."] if include else
+                     ["<think>I should list the files.</think>Let me look.", "<think>Now read the README.</think>",
+                      "<think>One more check: ünïcode ✓</think>Checking tests."])

@@ -40,9 +40,13 @@ class MessagesConversation:
     """Claude Code's loop: stream each turn, send the assistant turn back (as received, or as
     the SDK's objects) plus a tool result for each tool_use."""
 
-    def __init__(self, display: str | None = "omitted", as_received: bool = True) -> None:
+    def __init__(self, display: str | None = "omitted", as_received: bool = True, model: str = "m",
+                 drop: bool = False) -> None:
+        """`drop`: send turns back without their thinking blocks (as clients that rebuild
+        turns from text and tool calls do)."""
         self.msgs: list = [{"role": "user", "content": "fix the build"}]
-        self.kw: dict = dict(model="m", max_tokens=4096, tools=TOOLS_M)
+        self.kw: dict = dict(model=model, max_tokens=4096, tools=TOOLS_M)
+        self.drop = drop
         if display:
             self.kw["thinking"] = {"type": "adaptive", "display": display}
         self.as_received = as_received
@@ -53,8 +57,11 @@ class MessagesConversation:
         client = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=20)
         with client.messages.stream(messages=self.msgs, **self.kw) as s:
             final = self.final = s.get_final_message()
-        self.msgs.append({"role": "assistant",
-                          "content": final.to_dict()["content"] if self.as_received else final.content})
+        content = final.to_dict()["content"] if self.as_received else final.content
+        if self.drop:
+            content = [b for b in content if (b["type"] if isinstance(b, dict) else b.type)
+                       not in ("thinking", "redacted_thinking")]
+        self.msgs.append({"role": "assistant", "content": content})
         if final.stop_reason != "tool_use":
             self.done = True
             return final
@@ -67,7 +74,10 @@ class ResponsesConversation:
     """Codex's loop: stream each turn (store false, summaries, encrypted content), echo the output
     into `input` (without ids, as Codex does, unless `ids`), answer each function call."""
 
-    def __init__(self, ids: bool = False, include: bool = True) -> None:
+    def __init__(self, ids: bool = False, include: bool = True, drop: bool = False) -> None:
+        """`drop`: echo the output without its reasoning items (as clients with `store: false`
+        that drop the reasoning of a model they do not know to reason)."""
+        self.drop = drop
         self.items: list = [{"type": "message", "role": "developer", "content": "be brief"},
                             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}]
         self.kw: dict = dict(model="qwen3", tools=TOOLS_R, store=False, reasoning={"summary": "auto"}, stream=True)
@@ -85,6 +95,8 @@ class ResponsesConversation:
         calls = []
         for it in final.output:
             d = it.to_dict()
+            if self.drop and d["type"] == "reasoning":
+                continue
             self.items.append(d if self.ids else codex_echo(d))
             if d["type"] == "function_call":
                 calls.append(d["call_id"])

@@ -31,7 +31,7 @@ from ..ndjson import NDJSONParser
 from ..sse import SSEParser
 from . import policy, stores
 from .entry import Entry
-from .sides import SIDES, entry_for
+from .sides import SIDES
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Memory:
         if p is None:
             return stream
         p.upstream, p.client, p.encoding = bytearray(), bytearray(), encoding
-        end = p.side.stream_end
+        ended = p.side.ended
 
         def tapped(chunk: bytes):
             out = stream(chunk)
@@ -129,7 +129,7 @@ class Memory:
                 p.client += piece   # type: ignore[operator]
             if len(p.upstream) > TAP_MAX or len(p.client) > TAP_MAX:   # type: ignore[arg-type]
                 p.over, p.upstream, p.client = True, None, None
-            elif not chunk or (out and end in out[-1][-64:]):
+            elif not chunk or (out and ended(out[-1])):
                 p.over = True   # read once
                 self._remember_soon(flow, p)
             return out
@@ -194,7 +194,7 @@ class Memory:
         puts = []
         for idx, said in up.items():
             seen = cl.get(idx)
-            e = entry_for(said, seen)
+            e = p.side.entry(said, seen)
             k = p.side.turn_key(p.scope, seen or said, p.family.every_turn) if e is not None else None
             if k is not None:
                 value = e.encode()   # type: ignore[union-attr]

@@ -7,6 +7,8 @@ An entry holds the reasoning exactly as the upstream gave it:
   byte, when the client's text is still `answer`.
 - `native`: the upstream sent it in a field of its own (`reasoning_content`, `reasoning`,
   Ollama's `thinking`): `text` is that field's value, `field` its name.
+- `objects`: Messages thinking blocks or Responses reasoning items as the client got them (the
+  JSON list, in `text`): thinkwire's carry marks, an upstream's its own signatures or ids.
 
 Keys never hold the text: a hash of the client's scope (a hash of its credential), the surface,
 and what the client sends back of the turn (its tool call ids, else its answer text).
@@ -18,7 +20,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-INLINE, NATIVE = "inline", "native"
+INLINE, NATIVE, OBJECTS = "inline", "native", "objects"
 PREFIX = "thinkwire:mem:1:"   # a store's keys (a shared Redis may hold others)
 
 
@@ -41,7 +43,7 @@ class Entry:
             form, text, answer, field = json.loads(bytes(raw).decode("utf-8", "surrogatepass"))  # type: ignore[arg-type]
         except Exception:
             return None
-        if form not in (INLINE, NATIVE) or not all(isinstance(x, str) for x in (text, answer, field)):
+        if form not in (INLINE, NATIVE, OBJECTS) or not all(isinstance(x, str) for x in (text, answer, field)):
             return None
         return cls(form, text, answer, field)
 

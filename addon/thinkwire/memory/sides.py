@@ -7,6 +7,11 @@ goes back as the turn's text exactly as the model wrote it (the upstream reads o
 template finds the markup there), when the client's text is still the answer thinkwire gave.
 Ollama: the same, with `thinking` as the native field; its tool calls have no ids, so a turn is
 found by its answer text and its calls.
+Messages and Responses: the thinking blocks / reasoning items the client got (thinkwire's carry
+marks: the exact text and markup the model wrote) go back where the client would have kept them,
+and the way back (docs/way-back.md) turns them into what the upstream reads, as for a client that
+kept them. An upstream's own blocks or items (native reasoning) go back as it sent them.
+A side's `ended(piece)`: whether a piece the client gets holds the stream's last event.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import json
 
 from . import turns
-from .entry import INLINE, NATIVE, Entry, key
+from .entry import INLINE, NATIVE, OBJECTS, Entry, key
 from .turns import Said
 
 LOOKUPS_MAX = 64   # assistant turns of one request looked up (the newest): one store call
@@ -30,9 +35,18 @@ def entry_for(upstream: Said, client: Said | None) -> Entry | None:
     return None
 
 
+def _line_start(piece: bytes, line: bytes) -> bool:
+    return piece.startswith(line) or b"\n" + line in piece
+
+
 class ChatSide:
     name = "chat"
-    stream_end = b"[DONE]"   # in the client's last event: the stream is over
+
+    @staticmethod
+    def ended(piece: bytes) -> bool:
+        return piece.rstrip().endswith(b"data: [DONE]")
+
+    entry = staticmethod(entry_for)
     read_body = staticmethod(turns.chat_body)
     read_stream = staticmethod(turns.chat_stream)
 
@@ -74,7 +88,11 @@ def _calls_text(said_text: str, calls: list) -> str:
 
 class OllamaSide:
     name = "ollama"
-    stream_end = b'"done":true'
+    entry = staticmethod(entry_for)
+
+    @staticmethod
+    def ended(piece: bytes) -> bool:
+        return b'"done":true' in piece or b'"done": true' in piece
     read_body = staticmethod(turns.ollama_body)
     read_stream = staticmethod(turns.ollama_stream)
 
@@ -112,4 +130,110 @@ class OllamaSide:
         return False
 
 
-SIDES = {"chat": ChatSide, "ollama": OllamaSide}
+def _objects_entry(upstream: Said, client: Said | None) -> Entry | None:
+    got = client if client is not None else upstream
+    return Entry(OBJECTS, json.dumps(got.objects, ensure_ascii=False)) if got.objects else None
+
+
+def _by_ids_or_text(surface: str, scope: bytes, ids, text: str, every_turn: bool) -> str | None:
+    if ids:
+        return key(scope, surface, tuple(ids))
+    return key(scope, surface, answer=text) if every_turn else None
+
+
+class MessagesSide:
+    name = "messages"
+    read_body = staticmethod(turns.messages_body)
+    read_stream = staticmethod(turns.messages_stream)
+    entry = staticmethod(_objects_entry)
+
+    @staticmethod
+    def ended(piece: bytes) -> bool:
+        return _line_start(piece, b"event: message_stop")
+
+    @staticmethod
+    def turn_key(scope: bytes, said: Said, every_turn: bool) -> str | None:
+        return _by_ids_or_text("messages", scope, said.ids, said.text, every_turn)
+
+    @staticmethod
+    def wanting(request: dict, scope: bytes, every_turn: bool) -> list[tuple[dict, str]]:
+        out = []
+        for m in turns.messages_request(request)[:LOOKUPS_MAX]:
+            said = turns.messages_turn(m)
+            if said.objects:
+                continue   # the client kept them
+            k = _by_ids_or_text("messages", scope, said.ids, said.text, every_turn)
+            if k is not None:
+                out.append((m, k))
+        return out
+
+    @staticmethod
+    def fill(m: dict, e: Entry) -> bool:
+        if e.form != OBJECTS:
+            return False
+        content = m.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}] if content else []
+        if not isinstance(content, list):
+            return False
+        m["content"] = json.loads(e.text) + content   # thinking comes first in a turn
+        return True
+
+
+class ResponsesSide:
+    name = "responses"
+    read_body = staticmethod(turns.responses_body)
+    read_stream = staticmethod(turns.responses_stream)
+    entry = staticmethod(_objects_entry)
+
+    @staticmethod
+    def ended(piece: bytes) -> bool:
+        return _line_start(piece, b"event: response.completed") or _line_start(piece, b"event: response.incomplete")
+
+    @staticmethod
+    def turn_key(scope: bytes, said: Said, every_turn: bool) -> str | None:
+        return _by_ids_or_text("responses", scope, said.ids, said.text, every_turn)
+
+    @staticmethod
+    def wanting(request: dict, scope: bytes, every_turn: bool) -> list[tuple[tuple, str]]:
+        """A turn in `input`: a run of assistant messages, reasoning items and tool calls (ended by
+        anything else: a tool's output, a user message). Handles: (input, the run's first item)."""
+        items = request.get("input")
+        if not isinstance(items, list):
+            return []
+        runs: list[list[dict]] = []
+        open_run = False
+        for it in items:
+            t = it.get("type", "message") if isinstance(it, dict) else None
+            part = t == "reasoning" or (t == "message" and it.get("role") == "assistant") or \
+                (isinstance(t, str) and t.endswith("_call"))
+            if part and not open_run:
+                runs.append([])
+            if part:
+                runs[-1].append(it)
+            open_run = part
+        out = []
+        for run in reversed(runs):
+            if len(out) >= LOOKUPS_MAX:
+                break
+            said = turns._responses_items([dict(it, type=it.get("type", "message")) for it in run])[0]
+            if said.objects:
+                continue
+            k = _by_ids_or_text("responses", scope, said.ids, said.text, every_turn)
+            if k is not None:
+                out.append(((items, run[0]), k))
+        return out
+
+    @staticmethod
+    def fill(handle: tuple, e: Entry) -> bool:
+        items, first = handle
+        if e.form != OBJECTS:
+            return False
+        at = next((i for i, it in enumerate(items) if it is first), None)
+        if at is None:
+            return False
+        items[at:at] = json.loads(e.text)
+        return True
+
+
+SIDES = {"chat": ChatSide, "ollama": OllamaSide, "messages": MessagesSide, "responses": ResponsesSide}

@@ -19,6 +19,7 @@ class Said:
     native_field: str = ""           # which field
     ids: list[str] = field(default_factory=list)   # tool call ids, in order
     calls: list = field(default_factory=list)      # Ollama: the tool calls themselves (they have no ids)
+    objects: list = field(default_factory=list)    # Messages thinking blocks, Responses reasoning items
 
 
 CHAT_NATIVE = ("reasoning_content", "reasoning")
@@ -114,3 +115,91 @@ def ollama_stream(objs) -> dict[int, Said]:
             s.calls += calls
             s.ids += [c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
     return {0: s}
+
+
+# -- Anthropic Messages (as the client got it: thinking blocks carry thinkwire's marks) -------------
+REASONING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def messages_body(obj: object) -> dict[int, Said]:
+    s = Said()
+    for b in obj.get("content") or [] if isinstance(obj, dict) else []:
+        _message_block(b, s)
+    return {0: s}
+
+
+def _message_block(b: object, s: Said) -> None:
+    if not isinstance(b, dict):
+        return
+    t = b.get("type")
+    if t in REASONING_BLOCKS:
+        s.objects.append(b)
+    elif t == "text" and isinstance(b.get("text"), str):
+        s.text += b["text"]
+    elif t in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str):
+        s.ids.append(b["id"])
+
+
+def messages_stream(objs) -> dict[int, Said]:
+    blocks: dict[int, dict] = {}
+    for obj in objs:
+        if not isinstance(obj, dict):
+            continue
+        t, i = obj.get("type"), obj.get("index")
+        if t == "content_block_start" and isinstance(obj.get("content_block"), dict) and isinstance(i, int):
+            blocks[i] = dict(obj["content_block"])
+        elif t == "content_block_delta" and i in blocks and isinstance(obj.get("delta"), dict):
+            d, b = obj["delta"], blocks[i]
+            for part, into in (("thinking", "thinking"), ("signature", "signature"), ("text", "text")):
+                if isinstance(d.get(part), str) and d.get("type") in (f"{part}_delta",):
+                    b[into] = (b.get(into) or "") + d[part]
+    return messages_body({"content": [blocks[i] for i in sorted(blocks)]})
+
+
+def messages_request(obj: dict) -> list[dict]:
+    msgs = obj.get("messages")
+    return [m for m in reversed(msgs) if isinstance(m, dict) and m.get("role") == "assistant"] \
+        if isinstance(msgs, list) else []
+
+
+def messages_turn(m: dict) -> Said:
+    s = Said()
+    c = m.get("content")
+    if isinstance(c, str):
+        s.text = c
+    for b in c if isinstance(c, list) else []:
+        _message_block(b, s)
+    return s
+
+
+# -- OpenAI Responses (as the client got it: reasoning items carry thinkwire's marks or ids) -------
+def responses_body(obj: object) -> dict[int, Said]:
+    return _responses_items(obj.get("output") if isinstance(obj, dict) else None)
+
+
+def _responses_items(items: object) -> dict[int, Said]:
+    s = Said()
+    for it in items if isinstance(items, list) else []:
+        if not isinstance(it, dict):
+            continue
+        t = it.get("type")
+        if t == "reasoning":
+            s.objects.append({k: v for k, v in it.items() if k != "status"})
+        elif t == "message":
+            s.text += _text(it.get("content"))
+        elif isinstance(t, str) and t.endswith("_call") and isinstance(it.get("call_id"), str):
+            s.ids.append(it["call_id"])
+    return {0: s}
+
+
+def responses_stream(objs) -> dict[int, Said]:
+    done: dict[int, dict] = {}
+    for obj in objs:
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("type") == "response.output_item.done" and isinstance(obj.get("item"), dict):
+            i = obj.get("output_index")
+            done[i if isinstance(i, int) else len(done)] = obj["item"]
+        elif obj.get("type") in ("response.completed", "response.incomplete") and not done:
+            return responses_body(obj.get("response"))
+    return _responses_items([done[i] for i in sorted(done)])

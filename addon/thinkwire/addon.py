@@ -156,7 +156,10 @@ class ThinkWire:
         except SettingError as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
         self.capabilities.asker.deadline = self.settings.ask_timeout
-        self.memory.configure(self.settings)
+        try:
+            self.memory.configure(self.settings)
+        except SettingError as e:
+            raise exceptions.OptionsError(f"thinkwire: {e}") from None
         self.verbosity.apply(ctx.options, self.settings.log)
         errors.lazy_in_reverse_mode(ctx.options)
 

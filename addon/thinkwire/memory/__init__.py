@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..decoding import decode_body
 from ..jsonnum import loads
 from ..ndjson import NDJSONParser
+from ..record import MEMORY_KEY as KEY   # flow.metadata: what the memory did for the flow
 from ..sse import SSEParser
 from . import policy, stores
 from .entry import Entry
@@ -36,9 +37,8 @@ from .sides import SIDES
 log = logging.getLogger(__name__)
 
 ENTRY_MAX = 1 << 20      # bytes of one remembered turn at most (a larger one is not remembered)
-TAP_MAX = 4 * ENTRY_MAX  # bytes of a stream kept, each way, to read the turn from (past it: not remembered)
+TAP_MAX = 2 * ENTRY_MAX  # bytes of a stream kept, each way, to read the turn from (past it: not remembered)
 WRITES_MAX = 256          # streams' writes under way at once; past it, a turn is not remembered
-KEY = "thinkwire_memory"  # flow.metadata: what the memory did for the flow (plain data)
 
 
 @dataclass

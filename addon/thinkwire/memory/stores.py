@@ -25,6 +25,8 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..settings import SettingError
+
 log = logging.getLogger(__name__)
 
 PENDING_MAX = 64      # calls waiting for the file store's thread; past it, a miss at once
@@ -219,5 +221,9 @@ def open_store(settings):
         return SqliteStore(where.removeprefix("sqlite:").removeprefix("//"), settings.memory_entries,
                            settings.memory_bytes, ttl, settings.memory_timeout)
     if where.startswith(("redis://", "rediss://", "unix://", "valkey://")):
-        return RedisStore(where, ttl, settings.memory_timeout)
+        try:
+            return RedisStore(where, ttl, settings.memory_timeout)
+        except ImportError:
+            raise SettingError("think_memory_store names a Redis, and the redis library is not installed: "
+                               "pip install 'thinkwire[redis]' (or redis), or use memory or sqlite:PATH") from None
     return LocalStore(settings.memory_entries, settings.memory_bytes, ttl)

@@ -11,6 +11,7 @@ import pytest
 
 from harness import StrictAnthropic, StrictResponses
 from support.loops import MessagesConversation, ResponsesConversation, loop_turns
+from support.ollama import StrictOllama
 from support.thinking import (DEEPSEEK_400, InterleavedTemplate, LangChainLoop, StrictThinking, deepseek_turns,
                               inline_turns)
 
@@ -136,3 +137,31 @@ def test_responses_loop_that_drops_reasoning_items_reaches_the_upstream_with_its
                       "<think>One more check: ünïcode ✓</think>Checking tests."] if include else
                      ["<think>I should list the files.</think>Let me look.", "<think>Now read the README.</think>",
                       "<think>One more check: ünïcode ✓</think>Checking tests."])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_ollama_client_that_drops_thinking_reaches_the_model_as_it_wrote_each_turn(up, proxy, stream):
+    """Ollama's own client, its history rebuilt from each answer's content (its `thinking` left
+    out), a model whose template reads only text (the reasoning inline). Kimi K2 thinking reads
+    the reasoning of every turn back: each answer is remembered and put back as written."""
+    import ollama
+    turns = ["<think>\nFirst, the plan.\n</think>\n\nHere is the plan.", "<think>Then: ünïcode ✓</think>Done twice.",
+             "<think>last</think>All done."]
+    server = StrictOllama({"kimi-k2-thinking": turns})
+    for path in ("/api/chat", "/api/show"):
+        up.route(path, server.handle)
+    client = ollama.Client(host=proxy.url)
+    msgs: list = []
+    for ask in ("plan it", "do it", "finish"):
+        msgs.append({"role": "user", "content": ask})
+        if stream:
+            parts = list(client.chat(model="kimi-k2-thinking", messages=msgs, stream=True))
+            content = "".join(p.message.content or "" for p in parts)
+            thinking = "".join(p.message.thinking or "" for p in parts)
+        else:
+            r = client.chat(model="kimi-k2-thinking", messages=msgs)
+            content, thinking = r.message.content, r.message.thinking
+        assert thinking   # the client got it split out...
+        msgs.append({"role": "assistant", "content": content})   # ... and keeps only the text
+    assert server.errors == []
+    assert [m["content"] for m in server.bodies[-1]["messages"] if m["role"] == "assistant"] == turns[:2]

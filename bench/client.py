@@ -66,6 +66,7 @@ class StreamResult:
     surface: str
     status: int = 0
     events: int = 0                 # events (SSE events, NDJSON lines) the client received
+    bytes: int = 0                  # bytes of them (de-chunked)
     stamps: int = 0                 # distinct upstream stamps seen
     rewritten: bool = False         # reasoning showed up in the surface's native field
     tags_left: bool = False         # a literal <think> reached the client
@@ -81,6 +82,10 @@ class RunResult:
     @property
     def events(self) -> int:
         return sum(s.events for s in self.streams)
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.streams)
 
     @property
     def errors(self) -> list[str]:
@@ -117,6 +122,7 @@ async def one_stream(port: int, shape: Shape, query: str, delays: list[int],
             now = mono()
             if dech is not None:
                 data = dech.feed(data)
+            res.bytes += len(data)
             pending = pending + data if pending else data
             cut = pending.rfind(end)
             if cut >= 0:

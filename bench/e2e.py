@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import statistics
 import tempfile
@@ -24,12 +25,22 @@ def _plan(shapes: list, streams: int, query: str) -> list:
 
 
 def _sent_events(plan: list, n: int) -> int:
-    """Events the upstream writes: each shape's head and tail plus n text deltas."""
+    """Events the upstream writes: each shape's head and tail plus n text deltas (with
+    `--workload spaced`, the deltas n tokens are cut into)."""
     total = 0
-    for shape, _ in plan:
+    for shape, query in plan:
         st: dict = {}
-        total += len(shape.head(st)) + n + len(shape.tail(st, ""))
+        deltas = n
+        if workload.SPACED:
+            seed = dict(kv.split("=", 1) for kv in query.split("&")).get("seed", "0")
+            deltas = len(_deltas(n, int(seed)))
+        total += len(shape.head(st)) + deltas + len(shape.tail(st, ""))
     return total
+
+
+@functools.lru_cache(maxsize=64)
+def _deltas(n: int, seed: int) -> list:
+    return workload.tokens(n, seed=seed)
 
 
 def _one(p: Mitmdump, plan: list, n: int) -> dict:
@@ -46,7 +57,7 @@ def _one(p: Mitmdump, plan: list, n: int) -> dict:
         b["streams"] += 1
         b["rewritten"] += s.rewritten
         b["tags_left"] += s.tags_left
-    return {"cpu_s": cpu, "wall_s": r.wall, "events": events, "client_events": r.events,
+    return {"cpu_s": cpu, "wall_s": r.wall, "events": events, "client_events": r.events, "client_bytes": r.bytes,
             "stamps": len(d), "p50_ms": _pct(d, 0.50), "p99_ms": _pct(d, 0.99), "max_ms": _pct(d, 1.0),
             "errors": r.errors[:5], "surfaces": by_surface,
             "callable_us_per_call": (t1 - t0) / (k1 - k0) * 1e6 if k1 > k0 else None}
@@ -62,6 +73,7 @@ def _summarise(runs: list[dict]) -> dict:
             "events_per_s": ev / wall if wall else float("nan"),
             "p50_ms": min(r["p50_ms"] for r in runs), "p99_ms": min(r["p99_ms"] for r in runs),
             "max_ms": min(r["max_ms"] for r in runs),
+            "client_bytes_per_round": sum(r["client_bytes"] for r in runs) / len(runs),
             "errors": [e for r in runs for e in r["errors"]][:5],
             "surfaces": runs[-1]["surfaces"]}
 

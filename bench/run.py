@@ -159,7 +159,7 @@ def table(res: dict) -> str:
                             ", each event its own chunk, as fast as the proxy reads"))
             lines.append(f"   {'surface':>9} {'rounds':>6} {'c/b':>5} {'range':>11} {'c/a':>5} {'us/ev':>6} {'call us':>7} "
                          f"{'cpu ms/1k ev a/b/c':>19} {'added p50 ms':>12} {'added p99 ms':>12} "
-                         f"{'p99 ms b/c':>11}  rewritten")
+                         f"{'p99 ms b/c':>11} {'bytes c/b':>9}  rewritten")
             for name in e["surfaces"]:
                 row = m.get(name)
                 if not row:
@@ -172,10 +172,11 @@ def table(res: dict) -> str:
                 rw = ", ".join(f"{c} {sum(v['rewritten'] for v in row[c]['surfaces'].values())}/"
                                f"{sum(v['streams'] for v in row[c]['surfaces'].values())}" for c in "bc")
                 errs = [x for c in "abcd" if c in row for x in row[c]["errors"]]
+                by = row["c"]["client_bytes_per_round"] / row["b"]["client_bytes_per_round"]
                 lines.append(f"   {name:>9} {cb['rounds']:>6} {cb['median']:>5.2f} "
                              f"{cb['min']:>5.2f}-{cb['max']:<5.2f} {_f(ca, '{:.2f}'):>5} {us['median']:>6.1f} {_f(call):>7} "
                              f"{cpu:>19} {p50['median']:>+12.2f} {p99['median']:>+12.2f} "
-                             f"{row['b']['p99_ms']:>5.1f}/{row['c']['p99_ms']:<5.1f}  {rw}"
+                             f"{row['b']['p99_ms']:>5.1f}/{row['c']['p99_ms']:<5.1f} {by:>9.3f}  {rw}"
                              + (f"  ERRORS {errs[:2]}" if errs else ""))
         for c, w in e.get("log_warnings", {}).items():
             if w:
@@ -237,7 +238,14 @@ def main(argv: list[str] | None = None) -> int:
                                        "instruction parts (default all: chat,messages,responses,ollama)")
     ap.add_argument("--delta-chars", type=int, help="larger deltas: --events tokens joined into deltas of up to N "
                                                     "characters, as servers that flush several tokens at once")
+    ap.add_argument("--workload", choices=("words", "spaced"), default="words",
+                    help="words (default): one word a delta, compact JSON; spaced: issue 34's chat shape, deltas "
+                         "of 1-6 characters on every surface and chat written as Python's json.dumps writes it")
     args = ap.parse_args(argv)
+    if args.workload == "spaced":   # (read by workload.py, here and in the upstream process)
+        if args.delta_chars:
+            ap.error("--workload spaced cuts its own deltas: without --delta-chars")
+        os.environ["THINKWIRE_BENCH_WORKLOAD"] = "spaced"
     if args.delta_chars:   # (read by workload.py, here and in the upstream process)
         os.environ["THINKWIRE_BENCH_DELTA_CHARS"] = str(args.delta_chars)
     p = dict(QUICK if args.quick else FULL)

@@ -38,6 +38,13 @@ _ANSWER_WORDS = (
 # at once. Each delta then takes the next tokens up to a size drawn from N/4..N characters.
 DELTA_CHARS = int(os.environ.get("THINKWIRE_BENCH_DELTA_CHARS") or 0)
 
+# `--workload spaced` (THINKWIRE_BENCH_WORKLOAD=spaced), the chat shape of issue 34: deltas of 1-6
+# characters (each token's text cut so), one stamp every STAMP_EVERY deltas only (a stamp is ~17
+# characters: on every delta it would make them long), and chat's events written as Python's
+# json.dumps writes them (a space after `:` and `,`, `"logprobs": null, "finish_reason": null`).
+SPACED = (os.environ.get("THINKWIRE_BENCH_WORKLOAD") or "").strip() == "spaced"
+STAMP_EVERY = 50
+
 
 def tokens(n: int, reasoning_frac: float = 0.7, seed: int = 0) -> list[tuple[str, str]]:
     """`n` streamed deltas: a reasoning block (about `reasoning_frac` of them), then the answer.
@@ -63,7 +70,28 @@ def tokens(n: int, reasoning_frac: float = 0.7, seed: int = 0) -> list[tuple[str
                 out.append((" a", " <"))   # ends in "<": held back until the next delta
             else:
                 out.append((w, ""))
+    if SPACED:
+        return small(out, rng)
     return grouped(out, DELTA_CHARS, rng) if DELTA_CHARS else out
+
+
+def small(toks: list[tuple[str, str]], rng: random.Random) -> list[tuple]:
+    """Each token's text cut into deltas of 1-6 characters; a delta is (before, after, stamped):
+    only the last of every STAMP_EVERY-th token's carries the upstream's stamp (`render`), so no
+    stamp cuts a tag. What a token has after its stamp (a tag, a line break) stays in its last
+    delta."""
+    out: list[tuple] = []
+    for t, (before, after) in enumerate(toks):
+        pieces, i = [], 0
+        while i < len(before):
+            k = rng.randint(1, 6)
+            pieces.append(before[i:i + k])
+            i += k
+        pieces = pieces or [""]
+        for j, p in enumerate(pieces):
+            last = j == len(pieces) - 1
+            out.append((p, after if last else "", last and t % STAMP_EVERY == 0))
+    return out
 
 
 def grouped(toks: list[tuple[str, str]], chars: int, rng: random.Random) -> list[tuple[str, str]]:
@@ -84,7 +112,9 @@ def grouped(toks: list[tuple[str, str]], chars: int, rng: random.Random) -> list
     return out
 
 
-def render(tok: tuple[str, str], ts: int) -> str:
+def render(tok: tuple, ts: int) -> str:
+    if len(tok) > 2 and not tok[2]:   # (a `small` delta without a stamp)
+        return tok[0] + tok[1]
     return f"{tok[0]}@{ts}{tok[1]}"
 
 
@@ -187,6 +217,8 @@ class Chat(Shape):
         return {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
     def _pre(self, st: dict) -> str:
+        if SPACED:
+            return self._spaced(st)
         if "pre" not in st:
             st["pre"] = ('data: {"id":"chatcmpl-' + _stream_id(st) + '","object":"chat.completion.chunk",'
                          '"created":1700000000,"model":"' + MODEL + '","system_fingerprint":"fp_bench",'
@@ -194,17 +226,36 @@ class Chat(Shape):
         return st["pre"]
 
     def head(self, st: dict) -> list[bytes]:
+        if SPACED:
+            return [(self._pre(st) + '{"role": "assistant", "content": ""}, "logprobs": null, '
+                     '"finish_reason": null}]}\n\n').encode()]
         return [(self._pre(st) + '{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n').encode()]
 
     def delta(self, st: dict, text: str) -> bytes:
+        if SPACED:
+            return (self._pre(st) + '{"content": ' + _j(text) + '}, "logprobs": null, "finish_reason": null}]}\n\n').encode()
         return (self._pre(st) + '{"content":' + _j(text) + '},"logprobs":null,"finish_reason":null}]}\n\n').encode()
 
     def tail(self, st: dict, full: str) -> list[bytes]:
         pre = self._pre(st)
+        if SPACED:
+            return [(pre + '{}, "logprobs": null, "finish_reason": "stop"}]}\n\n').encode(),
+                    (pre[:-len('{"index": 0, "delta": ')] + '], "usage": {"prompt_tokens": 9, '
+                     '"completion_tokens": 2000, "total_tokens": 2009}}\n\n').encode(),
+                    b"data: [DONE]\n\n"]
         return [(pre + '{},"logprobs":null,"finish_reason":"stop"}]}\n\n').encode(),
                 (pre[:-len('{"index":0,"delta":')] + '],"usage":{"prompt_tokens":9,'
                  '"completion_tokens":2000,"total_tokens":2009}}\n\n').encode(),
                 b"data: [DONE]\n\n"]
+
+    def _spaced(self, st: dict) -> str:
+        """The same, as Python's json.dumps writes it (with the spaces head, delta and tail
+        splice in)."""
+        if "pre" not in st:
+            st["pre"] = ('data: {"id": "chatcmpl-' + _stream_id(st) + '", "object": "chat.completion.chunk", '
+                         '"created": 1700000000, "model": "' + MODEL + '", '
+                         '"choices": [{"index": 0, "delta": ')
+        return st["pre"]
 
     def rewritten(self, body: bytes) -> bool:
         return b'"reasoning_content":"' in body or b'"reasoning":"' in body

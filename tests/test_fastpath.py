@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
 from thinkwire import hot
-from thinkwire.fastpath import NUMBER_SLOT, OUT, ByteShape, dumps, loads_known, sharing_dumps, slot_text, text_slot
+from thinkwire.fastpath import NUMBER_SLOT, ByteShape, slot_text, text_slot
+from thinkwire.jsonio import OUT, dumps, loads_known, sharing_dumps
 from thinkwire.marks import Sealer
 from thinkwire.rules import TagPair
 from thinkwire.splitter import CONTENT, REASONING, Splitter

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import make_ctx
 from thinkwire import hot
-from thinkwire.fastpath import dumps
+from thinkwire.jsonio import dumps
 from thinkwire.marks import Sealer
 from thinkwire.rules import Rules, TagPair
 from thinkwire.stream import StreamDriver

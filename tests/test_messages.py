@@ -660,7 +660,8 @@ import re  # noqa: E402
 
 from thinkwire.context import Stats  # noqa: E402
 from thinkwire.marks import PREFIX  # noqa: E402
-from thinkwire.sse import dumps, encode  # noqa: E402
+from thinkwire.jsonio import dumps  # noqa: E402
+from thinkwire.sse import encode  # noqa: E402
 
 
 class FullPath(messages.StreamRewriter):
@@ -671,7 +672,7 @@ class FullPath(messages.StreamRewriter):
         super().__init__(ctx, fast=False)
 
     def _delta_event(self, index, head, literal):
-        kind = "text_delta" if head == messages._TEXT_DELTA else "thinking_delta"
+        kind = "text_delta" if head == messages.stream._TEXT_DELTA else "thinking_delta"
         key = "text" if kind == "text_delta" else "thinking"
         return self._created(messages._DELTA, {"type": messages._DELTA, "index": index,
                                                "delta": {"type": kind, key: json.loads(literal)}})

@@ -14,7 +14,7 @@ from thinkwire import engine
 from thinkwire.marks import Sealer
 from thinkwire.sse import SSEParser
 from thinkwire.surfaces import responses
-import thinkwire.sse as sse_mod
+import thinkwire.jsonio as jsonio
 from support.responses import (  # noqa: F401  (builders shared with other test modules)
     MODEL, RESP, USAGE, _Served, _text_part, body_of, check_invariants, final_item, final_response, fn, msg, native, parse, run_stream, sdk_client, sdk_final, shape, sse_bytes, stream_of, upstream_events,
 )
@@ -955,14 +955,14 @@ def test_text_is_held_once_and_comes_back_whole():
 def test_dumps_falls_back_to_the_json_encoder(monkeypatch):
     import json.encoder as enc
     monkeypatch.setattr(enc, "c_make_encoder", None)
-    assert sse_mod._make_dumps()({"a": "é"}) == '{"a":"é"}'
+    assert jsonio._make_dumps()({"a": "é"}) == '{"a":"é"}'
     made = []
 
     def other(*args):   # an encoder that reads its arguments otherwise: each one says something else
         made.append(args)
         return lambda o, level, n=len(made): [str(n)]
     monkeypatch.setattr(enc, "c_make_encoder", other)
-    assert sse_mod._make_dumps().fallback   # json.JSONEncoder.encode, behind the kept numbers
+    assert jsonio._make_dumps().fallback   # json.JSONEncoder.encode, behind the kept numbers
 
 
 @pytest.mark.parametrize("content", [[{"type": "reasoning_text", "text": ""}], None])

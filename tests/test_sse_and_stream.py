@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from harness import ENCODINGS, compress_events, decoded_before_error, rechunk
-from thinkwire.sse import Event, SSEParser, encode
+from thinkwire.events import Event
+from thinkwire.sse import SSEParser, encode
 from thinkwire.stream import StreamDriver, decoder_for
 
 

@@ -174,7 +174,7 @@ class ThinkWire:
             cfg = keys.KeyConfig.from_values({name: getattr(ctx.options, name) for name in keys.OPTIONS})
             sealer = LazySealer(ctx.options.confdir, cfg)
             if cfg.given:
-                sealer.keyring   # read and checked now: KeySetupError stops the start
+                sealer.keyring   # noqa: B018 - read and checked now: KeySetupError stops the start
         except (SettingError, keys.KeySetupError) as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
         self.sealer, self._keyring = sealer, None

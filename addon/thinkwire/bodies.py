@@ -18,17 +18,18 @@ memory. A stream larger than KEEP_LIMIT is not kept.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, cast
 
 from mitmproxy import http
 from mitmproxy.net import encoding
+from mitmproxy.optmanager import OptManager
 
-from .contentview import UPSTREAM_KEY
+from .record import UPSTREAM_KEY
 
 KEEP_LIMIT = 64 * 1024 * 1024   # bytes, upstream and client copies together, per flow
 
 
-def wanted(options) -> bool:
+def wanted(options: OptManager) -> bool:
     """Whether the user asked mitmproxy to keep flows (see the module docstring)."""
     if getattr(options, "store_streamed_bodies", False) or getattr(options, "save_stream_file", None):
         return True
@@ -73,7 +74,7 @@ def settle(flow: http.HTTPFlow, stream: object) -> None:
     original = bytes(stream.upstream)
     if stream.content_encoding:
         try:
-            original = encoding.decode(original, stream.content_encoding)
+            original = cast(bytes, encoding.decode(original, stream.content_encoding))   # (bytes in: bytes)
         except ValueError:
             pass  # shown as it came
     _keep(flow, original, sent)

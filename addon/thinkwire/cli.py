@@ -26,11 +26,14 @@ import socket
 import ssl
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import endpoints, engine, keys, userlog
 from .ndjson import NDJSONParser
 from .settings import SettingError, Settings
 from .sse import SSEParser
+from .surfaces import Surface
+from .tagsets import Profile
 
 
 class InputError(Exception):
@@ -55,7 +58,7 @@ def detect(data: bytes) -> str:
     raise InputError("the input is neither a JSON body nor an SSE stream (no 'data:' lines) nor NDJSON (lines of JSON)")
 
 
-def _json_objects(line: bytes) -> list[dict]:
+def _json_objects(line: bytes) -> list[dict[str, Any]]:
     try:
         obj = json.loads(line)
     except ValueError:
@@ -66,7 +69,7 @@ def _json_objects(line: bytes) -> list[dict]:
 STREAM_KINDS = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
 
 
-def _objects(data: bytes, kind: str) -> list[dict]:
+def _objects(data: bytes, kind: str) -> list[dict[str, Any]]:
     """The JSON objects of a body, or of a stream's events or lines."""
     if kind == "json":
         objs = [json.loads(data)]
@@ -74,9 +77,9 @@ def _objects(data: bytes, kind: str) -> list[dict]:
         parser = NDJSONParser()
         objs = [o for ev in parser.feed(data) + parser.finish() if ev.data for o in _json_objects(ev.data.encode())]
     else:
-        parser = SSEParser()
+        sse = SSEParser()
         objs = []
-        for ev in parser.feed(data) + parser.finish():
+        for ev in sse.feed(data) + sse.finish():
             try:
                 objs.append(json.loads(ev.data)) if ev.data else None
             except ValueError:
@@ -84,11 +87,11 @@ def _objects(data: bytes, kind: str) -> list[dict]:
     return [o for o in objs if isinstance(o, dict)]
 
 
-def _streams_as(surface, kind: str) -> bool:
+def _streams_as(surface: Surface, kind: str) -> bool:
     return kind == "json" or STREAM_KINDS[kind] == surface.STREAM_TYPE
 
 
-def _check_surface(surface, data: bytes, kind: str) -> None:
+def _check_surface(surface: Surface, data: bytes, kind: str) -> None:
     if not _streams_as(surface, kind):
         fits = [n for n, m in engine.SURFACES.items() if _streams_as(m, kind)]
         raise InputError(f"the input is an {kind.upper()} stream, which {surface.NAME} does not stream "
@@ -116,7 +119,7 @@ def detect_surface(data: bytes) -> str:
 
 
 def rewrite(data: bytes, surface_name: str, settings: Settings, model: str | None = None,
-            request: dict | None = None, confdir: str | None = None) -> bytes:
+            request: dict[str, Any] | None = None, confdir: str | None = None) -> bytes:
     surface = engine.SURFACES[surface_name]
     kind = detect(data)
     _check_surface(surface, data, kind)
@@ -130,7 +133,7 @@ def rewrite(data: bytes, surface_name: str, settings: Settings, model: str | Non
     return b"".join(driver(data) + driver(b""))
 
 
-def _cmd_rewrite(args) -> int:
+def _cmd_rewrite(args: argparse.Namespace) -> int:
     settings = Settings.from_values({})
     if args.file in (None, "-"):
         data = sys.stdin.buffer.read()
@@ -147,7 +150,7 @@ def _cmd_rewrite(args) -> int:
     return 0
 
 
-def _cmd_tags(args) -> int:
+def _cmd_tags(args: argparse.Namespace) -> int:
     settings = Settings.from_values({})
     ts = settings.tagsets
     if args.model:
@@ -165,7 +168,7 @@ def _cmd_tags(args) -> int:
     return 0
 
 
-def _print_profile(p) -> None:
+def _print_profile(p: Profile) -> None:
     for pair in p.declared or p.pairs:
         print(f"  {pair.open}  ...  {pair.close}")
     if p.declared:
@@ -183,7 +186,7 @@ def _print_profile(p) -> None:
 
 
 # -- keys and health, for running a fleet -----------------------------------------------------
-def _cmd_key(args) -> int:
+def _cmd_key(args: argparse.Namespace) -> int:
     if args.action == "new":
         if args.out:
             print(f"thinkwire: a new key is in {args.out} (mode 0600), id {keys.write_new_key(args.out)}",
@@ -200,7 +203,7 @@ def _cmd_key(args) -> int:
     return 0
 
 
-def _cmd_health(args) -> int:
+def _cmd_health(args: argparse.Namespace) -> int:
     """GET the health endpoint directly (never through HTTP_PROXY): 0 when it answers 200."""
     import http.client
     from urllib.parse import urlsplit
@@ -311,7 +314,7 @@ LOCAL_BYPASS = ("# thinkwire: local servers (localhost, 127.0.0.1, ::1) are reac
                 f"through the proxy; for one, put thinkwire in front of it in reverse mode: {userlog.REVERSE_HINT}\n")
 
 
-def _cmd_env(args) -> int:
+def _cmd_env(args: argparse.Namespace) -> int:
     if args.undo:
         sys.stdout.write(shell_lines(None, args.shell))
         return 0
@@ -373,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     he.set_defaults(func=_cmd_health)
     args = ap.parse_args(argv)
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except (InputError, SettingError, keys.KeySetupError, OSError) as e:
         print(f"thinkwire: {e}", file=sys.stderr)
         return 2

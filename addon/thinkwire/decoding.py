@@ -15,7 +15,7 @@ Model servers write one event per read, a few hundred bytes decoded; a read that
 from __future__ import annotations
 
 import zlib
-from typing import Callable
+from typing import Any, Callable, Protocol, cast
 
 READ_MAX = 8 * 1024 * 1024    # bytes decoded from one upstream read of a stream
 BODY_MAX = 32 * 1024 * 1024   # bytes of a whole response body, decoded (or as it came)
@@ -38,11 +38,29 @@ class TooLarge(ValueError):
         return self._made[:self._limit]
 
 
+class Decoder(Protocol):
+    """An incremental decoder (`decoder_for`): `decompress` makes at most its limit a call."""
+
+    def decompress(self, data: bytes) -> bytes: ...
+    def flush(self) -> bytes: ...
+    def ended(self) -> bool: ...
+
+
+class _Member(Protocol):
+    """What `_Members` reads of one member's decompressor (zstd's, or `_ZlibObj`)."""
+
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unused_data(self) -> bytes: ...
+    def decompress(self, data: bytes, max_length: int) -> bytes: ...
+
+
 class _Members:
     """A decompressor that starts a new one after each member (gzip) or frame (zstd): both
     formats allow several back to back. `new()` objects take `decompress(data, max_length)`."""
 
-    def __init__(self, new: Callable[[], object], limit: int) -> None:
+    def __init__(self, new: Callable[[], _Member], limit: int) -> None:
         self._new = new
         self._d = new()
         self._fed = False
@@ -69,13 +87,13 @@ class _Members:
 
     def _more(self) -> bool:
         tail = getattr(self._d, "unconsumed_tail", None)   # zlib
-        return bool(tail) if tail is not None else not self._d.needs_input   # zstd
+        return bool(tail) if tail is not None else not cast(Any, self._d).needs_input   # zstd
 
     def flush(self) -> bytes:
         flush = getattr(self._d, "flush", None)  # zlib holds output back; zstd does not
         if flush is None:
             return b""
-        out = flush(self.limit + 1)
+        out: bytes = flush(self.limit + 1)
         if len(out) > self.limit:
             raise TooLarge(out, self.limit)
         return out
@@ -159,7 +177,7 @@ class _Brotli:
     def decompress(self, data: bytes) -> bytes:
         self._fed = True
         d, cap = self._d, self.limit + 1
-        out = d.process(data, output_buffer_limit=cap)
+        out: bytes = d.process(data, output_buffer_limit=cap)
         # (Past the limit, brotli keeps the rest for calls with no input.)
         while len(out) <= self.limit and not d.can_accept_more_data():
             more = d.process(b"", output_buffer_limit=cap - len(out))
@@ -185,7 +203,7 @@ def _zstd(limit: int) -> _Members:
     return _Members(zstd.ZstdDecompressor, limit)
 
 
-DECODERS: dict[str, Callable[[int], object]] = {
+DECODERS: dict[str, Callable[[int], Decoder]] = {
     # (32 +: a zlib header is read too, as mitmproxy's own gzip decoding does)
     "gzip": lambda limit: _zlib(32 + zlib.MAX_WBITS, limit),
     "x-gzip": lambda limit: _zlib(32 + zlib.MAX_WBITS, limit),
@@ -195,7 +213,7 @@ DECODERS: dict[str, Callable[[int], object]] = {
 }
 
 
-def decoder_for(content_encoding: str | None, limit: int = READ_MAX):
+def decoder_for(content_encoding: str | None, limit: int = READ_MAX) -> Decoder | None:
     """A fresh incremental decoder that makes at most `limit` bytes a call, None for identity;
     KeyError for an encoding we cannot decode (TypeError: brotli too old to cap its output)."""
     enc = (content_encoding or "").strip().lower()

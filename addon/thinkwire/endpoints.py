@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from typing import Callable
+from typing import Any, Callable
 
 from mitmproxy import http
 from mitmproxy.proxy.mode_specs import ReverseMode
@@ -59,7 +59,7 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return (a.ipv4_mapped or a) if isinstance(a, ipaddress.IPv6Address) else a
 
 
-def answer(flow: http.HTTPFlow, health: Callable[[], dict],
+def answer(flow: http.HTTPFlow, health: Callable[[], dict[str, Any]],
            metrics: Callable[[str | None], tuple[bytes, str]], metrics_port: int | None = None) -> bool:
     """Answer `flow` when it is addressed to the proxy and its path is one of ours (True); False
     leaves it to go on its way. `health()`: the health document; `metrics(accept)`: the
@@ -85,6 +85,6 @@ def answer(flow: http.HTTPFlow, health: Callable[[], dict],
     return True
 
 
-def _json(status: int, obj: dict) -> http.Response:
+def _json(status: int, obj: dict[str, Any]) -> http.Response:
     return http.Response.make(status, json.dumps(obj).encode() + b"\n",
                               {"content-type": "application/json", "cache-control": "no-store"})

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from .jsonnum import loads
 from .context import FlowContext
+from .decoding import Decoder
 from .request import KNOWN_SWITCHES, Facts, facts
-from .marks import Bound, LazySealer
+from .marks import Bound, LazySealer, Sealer
 from .settings import Settings
 from .ndjson import NDJSONParser
 from .sse import EVENT_MAX, SSEParser
-from .stream import StreamDriver
+from .stream import Parser, StreamDriver
 from .surfaces import Surface, chat, messages, ollama, responses
 
 SURFACES: dict[str, Surface] = {"chat": chat, "messages": messages, "responses": responses, "ollama": ollama}
-PARSERS = {"text/event-stream": SSEParser, "application/x-ndjson": NDJSONParser}   # stream framings
+PARSERS: dict[str, Callable[[int], Parser]] = {"text/event-stream": SSEParser, "application/x-ndjson": NDJSONParser}   # stream framings
 
 
 def enabled(settings: Settings) -> list[Surface]:
@@ -27,7 +30,7 @@ def surface_for_path(path: str, settings: Settings) -> Surface | None:
     return None
 
 
-def parse_request(body: bytes | None) -> dict | None:
+def parse_request(body: bytes | None) -> dict[str, Any] | None:
     if not body:
         return None
     try:
@@ -37,14 +40,14 @@ def parse_request(body: bytes | None) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-def request_facts(request: dict | None, surface: str | None, settings: Settings) -> Facts | None:
+def request_facts(request: dict[str, Any] | None, surface: str | None, settings: Settings) -> Facts | None:
     """What the response side keeps of a parsed request (thinkwire.request.Facts)."""
     if not isinstance(request, dict):
         return None
     return facts(request, surface, tuple(dict.fromkeys(KNOWN_SWITCHES + settings.tagsets.switch_names)))
 
 
-def new_context(settings: Settings, request: dict | Facts | None, sealer: object | None = None,
+def new_context(settings: Settings, request: dict[str, Any] | Facts | None, sealer: Sealer | LazySealer | None = None,
                 surface: str | None = None, learner: object | None = None,
                 upstream: str | None = None, client: str | None = None, binding: bytes = b"") -> FlowContext:
     """A flow's context. `request`: the parsed request (the way back), or only its Facts (a
@@ -79,7 +82,7 @@ def is_stream(content_type: str | None, surface: Surface | None = None) -> bool:
     return got == surface.STREAM_TYPE if surface is not None else got in PARSERS
 
 
-def stream_driver(surface: Surface, ctx: FlowContext, decoder=None) -> StreamDriver:
+def stream_driver(surface: Surface, ctx: FlowContext, decoder: Decoder | None = None) -> StreamDriver:
     def on_fail(reason: str) -> None:
         ctx.stats.fell_back = reason
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from mitmproxy import http
+from mitmproxy.connection import Client, Server
+from mitmproxy.optmanager import OptManager
 from mitmproxy.proxy.mode_specs import RegularMode, ReverseMode
 
 from .surfaces import messages, ollama
@@ -27,7 +30,7 @@ def body(path: str, status: int, message: str) -> tuple[bytes, str]:
     """The error document of the API `path` belongs to: Anthropic's, Ollama's, else OpenAI's."""
     if messages.matches(path):
         kind = "invalid_request_error" if status < 500 else "api_error"
-        doc: dict = {"type": "error", "error": {"type": kind, "message": message}}
+        doc: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
     elif ollama.matches(path):
         doc = {"error": message}
     else:
@@ -60,7 +63,7 @@ def misaddressed(flow: http.HTTPFlow) -> str | None:
             f"with HTTPS_PROXY={here} (`eval \"$(thinkwire env)\"`)")
 
 
-def lazy_in_reverse_mode(options) -> None:
+def lazy_in_reverse_mode(options: OptManager) -> None:
     """In reverse mode mitmproxy opens the upstream connection when a client connects, and on a
     failure closes the client with no reply: opened when the request has come (unless the user
     chose), a failure gets an answer."""
@@ -79,11 +82,12 @@ def unreachable(upstream: str, why: str) -> str:
             f"--mode reverse:URL names it")
 
 
-def connect_failed(client, server) -> str:
+def connect_failed(client: Client, server: Server) -> str:
     """The log line for a connection mitmproxy could not open."""
     mode = client.proxy_mode
-    if isinstance(mode, ReverseMode) and server.address == tuple(mode.address):
-        return unreachable(_url(mode), server.error)
+    if isinstance(mode, ReverseMode) and server.address == mode.address:
+        return unreachable(_url(mode), str(server.error))   # (f-string's None: "None" as before)
+    assert server.address is not None   # (the one it failed to connect to)
     host, port = server.address
     return f"thinkwire: cannot connect to {host}:{port} ({server.error}); the client was answered 502"
 
@@ -107,13 +111,13 @@ class Reachability:
     def __init__(self) -> None:
         self.reachable: set[tuple[str, int]] = set()
 
-    def connected(self, client, server) -> None:
+    def connected(self, client: Client, server: Server) -> None:
         """mitmproxy opened a connection (`server_connected`): kept for a reverse mode's upstream."""
         mode = client.proxy_mode
-        if isinstance(mode, ReverseMode) and server.address == tuple(mode.address):
-            self.reachable.add(tuple(mode.address))
+        if isinstance(mode, ReverseMode) and server.address == mode.address:
+            self.reachable.add(mode.address)
 
-    def failed(self, server) -> None:
+    def failed(self, server: Server) -> None:
         self.reachable.discard(server.address)
 
     async def check(self, flow: http.HTTPFlow) -> str | None:
@@ -121,7 +125,7 @@ class Reachability:
         mode = flow.client_conn.proxy_mode
         if not isinstance(mode, ReverseMode) or flow.server_conn.connected:
             return None
-        address = tuple(mode.address)
+        address = mode.address
         if address in self.reachable:
             return None
         why = await probe(address)

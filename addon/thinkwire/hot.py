@@ -29,7 +29,7 @@ import os
 
 from json.decoder import scanstring
 
-from .fastpath import dumps
+from .jsonio import dumps
 from .rules import WS, Rules
 from .splitter import REASONING, Splitter
 

@@ -4,7 +4,7 @@ json.loads reads every number with a fraction or an exponent as a float, and a f
 Python writes it: `1e400` becomes `Infinity` (which strict JSON parsers refuse), `1E5` becomes
 `100000.0`, `-1.5e-4` becomes `-0.00015`. thinkwire owns no float of any surface, so `loads`
 keeps each number a float would not write back the same as a string holding a mark and the
-number's text, and every `dumps` (thinkwire.fastpath) writes such a string back as that text.
+number's text, and every `dumps` (thinkwire.jsonio) writes such a string back as that text.
 Numbers a float writes back the same (most: `0.5`, `1e-07`) stay floats; integers stay ints.
 The mark holds a NUL and a random key made at start-up, so no text an upstream sends is one.
 """

@@ -103,7 +103,8 @@ class KeyConfig:
         def get(name: str) -> str:
             opt = BY_NAME[name]
             raw = values.get(name)
-            return opt.parse(env.get(opt.env, opt.default) if raw is None else raw)
+            value: str = opt.parse(env.get(opt.env, opt.default) if raw is None else raw)
+            return value
 
         return cls(key_file=get("think_key_file").strip(),
                    previous_files=tuple(p.strip() for p in get("think_key_previous_files").split(",") if p.strip()),
@@ -119,7 +120,7 @@ class KeyConfig:
                     or self.env_previous)
 
 
-def load(cfg: KeyConfig, confdir: str | os.PathLike | None) -> Keyring:
+def load(cfg: KeyConfig, confdir: str | os.PathLike[str] | None) -> Keyring:
     """The keyring `cfg` describes; KeySetupError, saying how to fix it, when it cannot be had or
     its current key is not the one think_key_id names."""
     if cfg.key_file and cfg.env_key:

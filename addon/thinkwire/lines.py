@@ -65,7 +65,7 @@ class Lines:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Lines) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
 
-    __hash__ = None   # type: ignore[assignment]   (mutable)
+    __hash__ = None   # type: ignore[assignment]  # (mutable; typeshed declares it so too)
 
     def read(self, buf: str, i: int = 0, j: int | None = None) -> None:
         """Read buf[i:j]."""

@@ -32,7 +32,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -57,7 +57,7 @@ _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
 
 
-def client_binding(headers) -> bytes:
+def client_binding(headers: Mapping[str, str]) -> bytes:
     """What marks are bound to: a hash of the client's credential (the first of
     CREDENTIAL_HEADERS it sends), b"" when it sends none. `headers`: a mapping with a `get`."""
     for name in CREDENTIAL_HEADERS:
@@ -85,7 +85,7 @@ def _aead(secret: bytes) -> AESGCM:
 
 
 class Sealer:
-    def __init__(self, secret: bytes, previous: Iterable[bytes] = (), clock=time.time) -> None:
+    def __init__(self, secret: bytes, previous: Iterable[bytes] = (), clock: Callable[[], float] = time.time) -> None:
         """`secret` seals and opens; each of `previous` only opens (marks from before a rotation).
         `clock`: seconds since the epoch (the issue time sealed in, the age checked)."""
         self._aead = _aead(secret)
@@ -167,7 +167,7 @@ def _envelope(mark: object) -> bytes | None:
 class Bound:
     """A flow's sealer: marks sealed for its client, and opened only for it and while young."""
 
-    def __init__(self, sealer, client: bytes, max_age: int) -> None:
+    def __init__(self, sealer: Sealer | LazySealer, client: bytes, max_age: int) -> None:
         self.sealer, self.client, self.max_age = sealer, client, max_age
 
     def seal(self, text: str, pair: TagPair, literal: str | None = None) -> str:
@@ -181,7 +181,7 @@ class LazySealer:
     """A Sealer whose keys are loaded (this instance's own key created) on first use, for tools
     that rarely need one; `config` defaults to what the environment says (thinkwire.keys)."""
 
-    def __init__(self, confdir: str | os.PathLike | None, config: keys.KeyConfig | None = None) -> None:
+    def __init__(self, confdir: str | os.PathLike[str] | None, config: keys.KeyConfig | None = None) -> None:
         self._confdir = confdir
         self._config = config
         self._sealer: Sealer | None = None
@@ -191,7 +191,8 @@ class LazySealer:
     def keyring(self) -> keys.Keyring:
         """The keys (loaded now if not yet); KeySetupError when they cannot be had."""
         self._get()
-        return self._keyring  # type: ignore[return-value]
+        assert self._keyring is not None   # (_get loads it with the sealer)
+        return self._keyring
 
     def _get(self) -> Sealer:
         if self._sealer is None:

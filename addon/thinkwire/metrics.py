@@ -7,7 +7,7 @@ again from zero instead of clashing with the metrics of the instance it replaces
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from prometheus_client import (CollectorRegistry, Counter, GCCollector, Info, PlatformCollector,
                                ProcessCollector, disable_created_metrics)
@@ -117,7 +117,7 @@ class _OpenStreams:
         self._open = open_streams
         self._surfaces = surfaces
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         counts = dict.fromkeys(self._surfaces, 0)
         for s in self._open():
             counts[s] = counts.get(s, 0) + 1

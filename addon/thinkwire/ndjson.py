@@ -1,14 +1,14 @@
 """Newline-delimited JSON framing (`application/x-ndjson`, Ollama's streams): bytes in, lines out.
 
 Pure. A line ends at LF (a CR before it is part of the line end, CRLF); a stream may start with a
-UTF-8 BOM. Each line comes out as an `sse.Event` with no event name, `data` its text without the
+UTF-8 BOM. Each line comes out as an `events.Event` with no event name, `data` its text without the
 line end, and `raw` its bytes as received, line end included, so a line the rewrite leaves alone
 goes back out exactly as it came in. A line of only whitespace has no data (it passes as it came).
 """
 
 from __future__ import annotations
 
-from .sse import HEAD, Event, long_piece
+from .events import HEAD, Event, long_piece
 
 _BOM = b"\xef\xbb\xbf"
 _LF = b"\n"

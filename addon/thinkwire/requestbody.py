@@ -51,7 +51,8 @@ class _Out:
     """Decoded pieces, their total held to the cap."""
 
     def __init__(self, cap: int) -> None:
-        self.cap, self.size, self.pieces = cap, 0, []
+        self.cap, self.size = cap, 0
+        self.pieces: list[bytes] = []
 
     def add(self, piece: bytes) -> None:
         self.size += len(piece)

@@ -38,9 +38,9 @@ class _Scan:
     """What to look for inside a reasoning block: its closing tag(s), the markers that end it,
     and, in a block the template opened, the opening tag the model may write anyway."""
 
-    regex: re.Pattern
-    prefixes: frozenset
-    first: re.Pattern
+    regex: re.Pattern[str]
+    prefixes: frozenset[str]
+    first: re.Pattern[str]
     longest: int
 
 
@@ -70,23 +70,23 @@ class Rules:
     # `<|tools_suffix|>`). Both markers stay in the answer with the call.
     resumes: tuple[tuple[str, str], ...] = ()
     # Compiled helpers, derived from the above.
-    _content_re: re.Pattern = field(init=False, repr=False, compare=False)
-    _resume_of: dict = field(init=False, repr=False, compare=False)
-    _by_open: dict = field(init=False, repr=False, compare=False)
-    _by_close: dict = field(init=False, repr=False, compare=False)
-    _content_prefixes: frozenset = field(init=False, repr=False, compare=False)
-    _strip: frozenset = field(init=False, repr=False, compare=False)
-    _longer: dict = field(init=False, repr=False, compare=False)
+    _content_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _resume_of: dict[str, str] = field(init=False, repr=False, compare=False)
+    _by_open: dict[str, TagPair] = field(init=False, repr=False, compare=False)
+    _by_close: dict[str, TagPair] = field(init=False, repr=False, compare=False)
+    _content_prefixes: frozenset[str] = field(init=False, repr=False, compare=False)
+    _strip: frozenset[str] = field(init=False, repr=False, compare=False)
+    _longer: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _longest: int = field(init=False, repr=False, compare=False)
     _ws_lead: bool = field(init=False, repr=False, compare=False)
-    _first_re: re.Pattern = field(init=False, repr=False, compare=False)
+    _first_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
     # The first character of every tag and marker.
-    tag_starts: frozenset = field(init=False, repr=False, compare=False)
-    _plain_re: re.Pattern = field(init=False, repr=False, compare=False)
-    _scans: dict = field(init=False, repr=False, compare=False)
+    tag_starts: frozenset[str] = field(init=False, repr=False, compare=False)
+    _plain_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _scans: dict[tuple[TagPair | None, bool], _Scan] = field(init=False, repr=False, compare=False)
     # Tags and markers shaped as special tokens (`<|...|>`, `<｜...｜>`, `<|channel>`): prose never
     # holds them, so they count outside code wherever they stand.
-    _special: frozenset = field(init=False, repr=False, compare=False)
+    _special: frozenset[str] = field(init=False, repr=False, compare=False)
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -164,7 +164,7 @@ def is_special_token(tag: str) -> bool:
 _SPECIAL_HEAD = re.compile(r"<\|[^<>|\n]*\|>|<｜[^<>｜\n]*｜>")
 
 
-def cut_off_marker(text: str, prefixes: frozenset, longest: int, first: re.Pattern) -> int:
+def cut_off_marker(text: str, prefixes: frozenset[str], longest: int, first: re.Pattern[str]) -> int:
     """At the output's end: the length of a tag or marker cut off there (text that is only the
     start of one) when it begins with a whole special token (`<|close|>` of `<|close|>think<|sep|>`):
     markup, as prose never holds one, so it is dropped. Any other start of a tag stays text."""
@@ -172,21 +172,21 @@ def cut_off_marker(text: str, prefixes: frozenset, longest: int, first: re.Patte
     return k if k and _SPECIAL_HEAD.match(text, len(text) - k) else 0
 
 
-def _alternation(tags: list[str]) -> re.Pattern:
+def _alternation(tags: list[str]) -> re.Pattern[str]:
     # Longest first, so `<thinking>` wins over a `<think` prefix of it.
     ordered = sorted(set(tags), key=len, reverse=True)
     return re.compile("|".join(re.escape(t) for t in ordered))
 
 
-def _prefixes(tags: list[str]) -> frozenset:
+def _prefixes(tags: list[str]) -> frozenset[str]:
     return frozenset(t[:k] for t in tags for k in range(1, len(t)))
 
 
-def _chars(tags: list[str], extra: str = "") -> re.Pattern:
+def _chars(tags: list[str], extra: str = "") -> re.Pattern[str]:
     return re.compile("[" + re.escape("".join(sorted({t[0] for t in tags})) + extra) + "]")
 
 
-def partial_tag_len(text: str, prefixes: frozenset, longest: int, first: re.Pattern | None = None) -> int:
+def partial_tag_len(text: str, prefixes: frozenset[str], longest: int, first: re.Pattern[str] | None = None) -> int:
     """Length of the longest suffix of `text` that is a proper prefix of a tag. `first` (the
     tags' first characters) says where such a suffix may start: only there is it looked up."""
     n = len(text)

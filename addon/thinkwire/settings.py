@@ -140,6 +140,7 @@ class Option:
 
 def _opt(name: str, default: str, help: str, kind: str = "bool", choices: tuple[str, ...] = ()) -> Option:
     env = name.upper()
+    parse: Callable[[str], Any]
     if kind == "bool":
         parse = _bool(name, env)
     elif kind == "choice":

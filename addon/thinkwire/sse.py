@@ -8,33 +8,15 @@ back out exactly as it came in.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from .fastpath import OUT, _make_dumps, dumps  # noqa: F401  (the JSON encoder lives in fastpath)
+from .events import HEAD, Event, long_piece
+from .jsonio import OUT
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _LINES = re.compile("\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
 _SPLIT_MAX = 4096   # bytes: a read up to this long is framed with bytes.split, a longer one line by line
 EVENT_MAX = 1024 * 1024   # bytes: an event (an NDJSON line) held longer than this passes as it comes
-
-
-@dataclass(slots=True)
-class Event:
-    raw: bytes               # the event's bytes as received, with its terminating blank line
-    event: str | None        # the value of its `event:` line, if any
-    data: str | None         # its `data:` lines joined with "\n"; None when there are none
-    eol: bytes = b"\n"       # line ending it used, reused when it is re-serialized
-    complete: bool = True    # False: the stream ended inside it (no blank line after it)
-    long: int = 0            # a piece of an event longer than the cap (data None): HEAD, or REST
-
-
-HEAD, REST = 1, 2   # Event.long: the first piece of a long event (its start), a piece after it
-
-
-def long_piece(raw: bytes, part: int = REST) -> Event:
-    """Bytes of an event longer than the cap: they pass as they came, never parsed whole."""
-    return Event(raw, None, None, long=part)
 
 
 class SSEParser:

@@ -23,11 +23,15 @@ import logging
 import re
 import sys
 from dataclasses import replace
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from . import hot
-from .decoding import DECODERS, READ_MAX, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
-from .sse import EVENT_MAX, HEAD, Event, SSEParser
+from .decoding import DECODERS, READ_MAX, Decoder, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
+from .events import HEAD, Event
+from .ndjson import NDJSONParser
+from .sse import EVENT_MAX, SSEParser
+
+Parser = SSEParser | NDJSONParser   # what frames a stream's events
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +47,39 @@ def _raised(e: BaseException) -> str:
 
 class EventRewriter(Protocol):
     def on_event(self, ev: Event) -> list[bytes]: ...
-    # Optional, the byte fast path (thinkwire.fastpath): called with a chunk that starts where
-    # an event starts (the parser holds nothing). Its output as the full path would give it
-    # (one whole event; or any bytes, once the rewriter passes everything as it came), or None
-    # (nothing changed) for the full path to decide. Used only when the rewriter's `fast` is true.
-    # def on_chunk(self, chunk: bytes) -> list[bytes] | None: ...
     def finish(self) -> list[bytes]: ...
     def abort(self) -> list[bytes]: ...
-    # Optional, after failing open (see the module docstring): `translating` (set by abort),
-    # translate(ev) -> list[bytes], renumbered(fields) -> the fields the client has otherwise.
+
+
+class FastRewriter(EventRewriter, Protocol):
+    """Optional, the byte fast path (thinkwire.fastpath), used only when `fast` is true:
+    `on_chunk` is called with a chunk that starts where an event starts (the parser holds
+    nothing). Its output as the full path would give it (one whole event; or any bytes, once the
+    rewriter passes everything as it came), or None (nothing changed) for the full path to decide."""
+
+    fast: bool
+
+    def on_chunk(self, chunk: bytes) -> list[bytes] | None: ...
+
+
+@runtime_checkable
+class HotRewriter(Protocol):
+    """Optional, the C callable (thinkwire.hot): `hot` gives what `Hot.arm` takes for the
+    rewriter's state now, or None (disarm); `settle` folds in what Hot took (`Hot.take`)."""
+
+    def hot(self) -> tuple[Any, ...] | None: ...
+    def settle(self, got: tuple[int, int, bytes | None, int, int]) -> None: ...
+
+
+@runtime_checkable
+class Translator(Protocol):
+    """Optional, after failing open (see the module docstring): `translating` (set by abort),
+    `translate(ev)`, and `renumbered(fields)`: the fields the client has otherwise."""
+
+    translating: bool
+
+    def translate(self, ev: Event) -> list[bytes]: ...
+    def renumbered(self, fields: dict[str, Any]) -> dict[str, Any]: ...
 
 
 # -- the start of a long event, after failing open ---------------------------------------------
@@ -59,14 +87,16 @@ _OPEN = re.compile(rb"(?:event:[^\r\n]*(?:\r\n|\r|\n))?(?:data: ?)?[ \t]*\{")
 _FIELD = re.compile(rb'\s*"([A-Za-z_]+)"\s*:\s*(-?[0-9]+|"[^"\\\x00-\x1f]*")\s*,')
 
 
-def translated_head(raw: bytes, renumbered: Callable[[dict], dict]) -> bytes:
+def translated_head(raw: bytes, renumbered: Callable[[dict[str, Any]], dict[str, Any]]) -> bytes:
     """The first piece of an event too long to parse, with the top-level numbers and ids before
     its first long value (`"type":...,"index":1,` or `..."output_index":0,"content_index":0,`)
     set to what `renumbered(those fields)` gives; the rest as it came."""
     m = _OPEN.match(raw)
     if m is None:
         return raw
-    pos, spans, fields = m.end(), [], {}
+    pos = m.end()
+    spans: list[tuple[str, int, int]] = []
+    fields: dict[str, Any] = {}
     while (f := _FIELD.match(raw, pos)) is not None:
         key = f.group(1).decode()
         fields[key] = json.loads(f.group(2))
@@ -75,7 +105,8 @@ def translated_head(raw: bytes, renumbered: Callable[[dict], dict]) -> bytes:
     new = renumbered(fields) if fields else {}
     if not new:
         return raw
-    out, last = [], 0
+    out: list[bytes] = []
+    last = 0
     for key, a, b in spans:
         if key in new:
             out += (raw[last:a], json.dumps(new[key]).encode())
@@ -85,12 +116,12 @@ def translated_head(raw: bytes, renumbered: Callable[[dict], dict]) -> bytes:
 
 # -- the driver ----------------------------------------------------------------------------
 class StreamDriver:
-    def __init__(self, rewriter: EventRewriter, decoder=None,
+    def __init__(self, rewriter: EventRewriter, decoder: Decoder | None = None,
                  on_fail: Callable[[str], None] | None = None,
-                 on_broken: Callable[[str], None] | None = None, parser=None) -> None:
+                 on_broken: Callable[[str], None] | None = None, parser: Parser | None = None) -> None:
         self.rewriter = rewriter
         self.decoder = decoder
-        self.parser = parser if parser is not None else SSEParser(EVENT_MAX)
+        self.parser: Parser = parser if parser is not None else SSEParser(EVENT_MAX)
         self.passthrough = False
         self.on_fail = on_fail
         self.failure: str | None = None
@@ -100,32 +131,36 @@ class StreamDriver:
         self.translating = False         # failed open, numbers still moved (see _fail)
         # The byte fast path, while it may apply: no Content-Encoding, not failed, not ended.
         on_chunk = getattr(rewriter, "on_chunk", None) if getattr(rewriter, "fast", False) else None
-        self._on_chunk = on_chunk if decoder is None else None
+        self._on_chunk: Callable[[bytes], list[bytes] | None] | None = on_chunk if decoder is None else None
         self._ready = False   # the byte path may take the next chunk: it has one, the parser is idle
-        self.hot = None       # the C callable in front of this driver (`callable`), if any
+        self.hot: hot.Hot | None = None   # the C callable in front of this driver (`callable`), if any
+        self._hot_rewriter: HotRewriter | None = None   # the rewriter, when it is
+        self._translator: Translator | None = None      # the rewriter, when translating
 
-    def callable(self):
+    def callable(self) -> Callable[[bytes], list[bytes]]:
         """What mitmproxy's `flow.response.stream` gets: this driver, or in front of it the C
         callable for steady token deltas (thinkwire.hot) where it is built and can apply."""
-        if self._on_chunk is None or not hasattr(self.rewriter, "hot") or not hot.available():
+        rw = self.rewriter
+        if self._on_chunk is None or not isinstance(rw, HotRewriter) or not hot.available():
             return self
+        self._hot_rewriter = rw
         self.hot = hot.Hot(self)
         return self.hot
 
     def __call__(self, chunk: bytes) -> list[bytes]:
-        h = self.hot
-        if h is None:
+        h, rw = self.hot, self._hot_rewriter
+        if h is None or rw is None:
             return self._step(chunk)
         # A chunk Hot did not take: fold in what it took since the last one, take this one,
         # then arm Hot for the state this leaves (or disarm it).
         try:
             if h.hits:
-                self.rewriter.settle(h.take())   # type: ignore[attr-defined]
+                rw.settle(h.take())
         except Exception as e:
             return self._fail_before(e, chunk)
         out = self._step(chunk)
         try:
-            spec = self.rewriter.hot() if self._ready else None   # type: ignore[attr-defined]
+            spec = rw.hot() if self._ready else None
             if spec is None:
                 h.disarm()
             else:
@@ -138,17 +173,18 @@ class StreamDriver:
     def settle(self) -> None:
         """Fold in what the C callable took since the last chunk it passed on (for the counts at
         the end of a flow that ended without its last chunk)."""
-        h = self.hot
-        if h is not None and h.hits and self.failure is None:
+        h, rw = self.hot, self._hot_rewriter
+        if h is not None and rw is not None and h.hits and self.failure is None:
             try:
-                self.rewriter.settle(h.take())   # type: ignore[attr-defined]
+                rw.settle(h.take())
             except Exception:
                 log.debug("thinkwire: settling the C callable's counts failed", exc_info=True)
 
     def _step(self, chunk: bytes) -> list[bytes]:
-        if self._ready and len(chunk) <= EVENT_MAX:   # (a longer chunk is framed, and capped)
+        on_chunk = self._on_chunk
+        if self._ready and on_chunk is not None and len(chunk) <= EVENT_MAX:   # (a longer chunk is framed, and capped)
             try:
-                got = self._on_chunk(chunk)   # type: ignore[misc]
+                got = on_chunk(chunk)
             except Exception as e:
                 return self._fail_before(e, chunk)
             if got is not None:   # (the parser saw nothing: it stays idle)
@@ -222,9 +258,11 @@ class StreamDriver:
         """An event after failing open, on a stream whose block or item numbers moved: the
         rewriter moves it onto the numbers the client has (thinkwire.surfaces: `translate`)."""
         try:
+            tr = self._translator
+            assert tr is not None   # (set with `translating`)
             if ev.long:   # its start, moved by the numbers before its first long value
-                return [translated_head(ev.raw, self.rewriter.renumbered) if ev.long == HEAD else ev.raw]   # type: ignore[attr-defined]
-            return self.rewriter.translate(ev)   # type: ignore[attr-defined]
+                return [translated_head(ev.raw, tr.renumbered) if ev.long == HEAD else ev.raw]
+            return tr.translate(ev)
         except Exception:   # even that failed: the rest as it came
             log.debug("thinkwire: translating after failing open failed", exc_info=True)
             self.translating = False
@@ -274,7 +312,9 @@ class StreamDriver:
             out.extend(self.rewriter.abort())
         except Exception:  # the held text is lost only if even this fails
             log.debug("thinkwire: abort failed too", exc_info=True)
-        self.translating = bool(getattr(self.rewriter, "translating", False))
+        rw = self.rewriter
+        self._translator = rw if isinstance(rw, Translator) and rw.translating else None
+        self.translating = self._translator is not None
         if self.translating:
             for ev in unsent:
                 out.extend(self._translate(ev))

@@ -195,7 +195,7 @@ class Tagsets:
     # A model name's first MODEL_CHARS characters -> its profile: every flow asks, and matching
     # tries every glob of every profile. Bounded (names come from clients): FOUND_NAMES names of
     # at most MODEL_CHARS characters each.
-    _found: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _found: dict[str, Profile] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def switch_names(self) -> tuple[str, ...]:
@@ -257,7 +257,7 @@ def _check_pairs(pairs: list[TagPair], where: str) -> None:
                     f"so it would be read as an opening tag")
 
 
-def load(path: str | os.PathLike) -> Tagsets:
+def load(path: str | os.PathLike[str]) -> Tagsets:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -272,14 +272,14 @@ def load(path: str | os.PathLike) -> Tagsets:
     return _build(root, str(path))
 
 
-def _where(src: str, node) -> str:
+def _where(src: str, node: yaml.Node) -> str:
     return f"{src}:{node.start_mark.line + 1}"
 
 
-def _mapping(node, src: str, what: str, allowed: set[str]) -> dict:
+def _mapping(node: yaml.Node, src: str, what: str, allowed: set[str]) -> dict[str, yaml.Node]:
     if not isinstance(node, yaml.MappingNode):
         raise TagsetError(f"{_where(src, node)}: {what} must be a mapping")
-    out = {}
+    out: dict[str, yaml.Node] = {}
     for k, v in node.value:
         key = k.value if isinstance(k, yaml.ScalarNode) else None
         if key not in allowed:
@@ -289,21 +289,23 @@ def _mapping(node, src: str, what: str, allowed: set[str]) -> dict:
     return out
 
 
-def _string(node, src: str, what: str) -> str:
+def _string(node: yaml.Node, src: str, what: str) -> str:
     if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
         raise TagsetError(f"{_where(src, node)}: {what} must be a string")
     if node.value == "":
         raise TagsetError(f"{_where(src, node)}: {what} is empty")
-    return node.value
+    value: str = node.value
+    return value
 
 
-def _bool(node, src: str, what: str) -> bool:
+def _bool(node: yaml.Node, src: str, what: str) -> bool:
     if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:bool":
         raise TagsetError(f"{_where(src, node)}: {what} must be true or false")
-    return yaml.safe_load(node.value)
+    value: bool = yaml.safe_load(node.value)
+    return value
 
 
-def _pairs(node, src: str, what: str) -> tuple[TagPair, ...]:
+def _pairs(node: yaml.Node, src: str, what: str) -> tuple[TagPair, ...]:
     if not isinstance(node, yaml.SequenceNode) or not node.value:
         raise TagsetError(f"{_where(src, node)}: {what} must be a non-empty list of [open, close] pairs")
     pairs = []
@@ -319,7 +321,7 @@ def _pairs(node, src: str, what: str) -> tuple[TagPair, ...]:
     return tuple(pairs)
 
 
-def _build(root, src: str) -> Tagsets:
+def _build(root: yaml.Node | None, src: str) -> Tagsets:
     if root is None:
         raise TagsetError(f"{src}: the file is empty")
     top = _mapping(root, src, "the top level", _TOP_KEYS)
@@ -349,7 +351,7 @@ def _build(root, src: str) -> Tagsets:
                 raise TagsetError(f"{_where(src, mnode)}: 'models' of {name!r} must be a non-empty list of globs")
             models = tuple(_string(m, src, "a model pattern") for m in mnode.value)
             own = _pairs(p["pairs"], src, f"pairs of {name!r}") if "pairs" in p else ()
-            pairs = _with_defaults(own, default.pairs, src, p.get("pairs"), name)
+            pairs = _with_defaults(own, default.pairs, src, p.get("pairs", item), name)
             inside = _bool(p["starts_inside"], src, "starts_inside") if "starts_inside" in p else False
             tagless = "reasoning"
             if "tagless_means" in p:
@@ -373,7 +375,7 @@ def _build(root, src: str) -> Tagsets:
     return Tagsets(default, tuple(profiles), src)
 
 
-def _resumes(section: dict, src: str, name: str, ends: tuple[str, ...],
+def _resumes(section: dict[str, yaml.Node], src: str, name: str, ends: tuple[str, ...],
              default: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """`resumes_reasoning`: [end marker, resume marker] pairs; the end marker must be one of the
     profile's `ends_reasoning`."""
@@ -393,7 +395,7 @@ def _resumes(section: dict, src: str, name: str, ends: tuple[str, ...],
     return tuple(out)
 
 
-def _with_defaults(own: tuple[TagPair, ...], defaults: tuple[TagPair, ...], src: str, node, name: str
+def _with_defaults(own: tuple[TagPair, ...], defaults: tuple[TagPair, ...], src: str, node: yaml.Node, name: str
                    ) -> tuple[TagPair, ...]:
     """A profile's pairs, then the default pairs: the defaults hold for every model."""
     pairs = own + tuple(d for d in defaults if d not in own)
@@ -404,7 +406,7 @@ def _with_defaults(own: tuple[TagPair, ...], defaults: tuple[TagPair, ...], src:
     return pairs
 
 
-def _switches(section: dict, src: str, name: str) -> tuple[str, ...] | None:
+def _switches(section: dict[str, yaml.Node], src: str, name: str) -> tuple[str, ...] | None:
     node = section.get("switches")
     if node is None:
         return None
@@ -417,7 +419,7 @@ def _switches(section: dict, src: str, name: str) -> tuple[str, ...] | None:
     return names
 
 
-def _markers(section: dict, key: str, src: str, name: str, pairs: tuple[TagPair, ...],
+def _markers(section: dict[str, yaml.Node], key: str, src: str, name: str, pairs: tuple[TagPair, ...],
              default: tuple[str, ...], closes_allowed: bool = False) -> tuple[str, ...]:
     """A list of markers (`strip`, `ends_reasoning`) that must not be tags of the profile. A
     strip marker may be a closing tag: it then closes a block and is removed everywhere else."""

@@ -10,6 +10,12 @@ user gives mitmproxy's own verbosity: `-v` (termlog_verbosity) or `--flow-detail
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mitmproxy.optmanager import OptManager
+    from mitmproxy.proxy.mode_specs import ProxyMode
 
 CONNECTION_LOGGER = "mitmproxy.proxy.server"   # connects, disconnects, "Streaming response from ..."
 REVERSE_HINT_PORT = 8081                # the port the hints suggest beside a forward proxy on 8080
@@ -23,7 +29,7 @@ class Verbosity:
     def __init__(self) -> None:
         self._flow_detail_was: int | None = None   # the value we replaced, to put back
 
-    def apply(self, options, think_log: str) -> None:
+    def apply(self, options: OptManager, think_log: str) -> None:
         quiet = think_log == "flows"
         told_verbose = getattr(options, "termlog_verbosity", "info") in ("debug",)
         logging.getLogger(CONNECTION_LOGGER).setLevel(
@@ -41,7 +47,7 @@ class Verbosity:
         logging.getLogger(CONNECTION_LOGGER).setLevel(logging.NOTSET)
 
 
-def _parsed_modes(specs) -> list:
+def _parsed_modes(specs: Iterable[str] | None) -> list[ProxyMode]:
     from mitmproxy.proxy import mode_specs
     modes = []
     for spec in specs or ():
@@ -52,7 +58,7 @@ def _parsed_modes(specs) -> list:
     return modes
 
 
-def startup_lines(specs) -> list[str]:
+def startup_lines(specs: Iterable[str] | None) -> list[str]:
     """The lines for the modes the proxy runs in: where clients point, and (forward proxy) that
     local servers bypass it under the NO_PROXY `thinkwire env` sets."""
     from mitmproxy.proxy.mode_specs import RegularMode, ReverseMode

@@ -23,7 +23,8 @@ from mitmproxy import contentviews, http
 from mitmproxy.contentviews import Contentview, Metadata
 
 from ..record import MEMORY_KEY, UPSTREAM_KEY, FlowRecord, handled
-from .read import READERS, Reading, read_request, read_response, surface_of_path  # noqa: F401 (re-exported)
+from .read import READERS, read_request, read_response, surface_of_path  # noqa: F401 (re-exported)
+from .reading import Reading
 
 PRIORITY = 2.0                        # above the JSON view (1)
 WRAP = 80                             # columns a section's lines fold at: fits mitmweb's detail pane

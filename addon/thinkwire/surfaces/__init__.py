@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
-from ..fastpath import OUT
+from ..jsonio import OUT, dumps
 from ..jsonnum import loads
 from ..rules import TagPair, Written
-from ..sse import dumps
 
 if TYPE_CHECKING:
     from ..context import FlowContext

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
-from ..splitter import CONTENT, END, REASONING, Splitter
+from ..splitter import CONTENT, REASONING
 from . import event_object, is_done, restore
+from .textruns import BLOCK_JOIN, TextRuns
 from .. import hot
-from ..fastpath import (OUT, canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
+from ..jsonio import OUT, dumps
+from ..fastpath import (canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
                         read_literal, slot_text)
-from ..sse import Event, dumps, encode
+from ..events import Event
+from ..sse import encode
 
 NAME = "chat"
 SHAPE = "'choices' list"
 STREAM_TYPE = "text/event-stream"
-BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
 _NATIVE = ("reasoning_content", "reasoning")
 _CONTENT_KEY = key_pattern("content")
 
@@ -82,36 +84,6 @@ def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = Tru
 
 
 # -- streams --------------------------------------------------------------------------------
-class _Choice:
-    __slots__ = ("splitter", "native", "done", "had_reasoning", "block_has_text")
-
-    def __init__(self, splitter: Splitter) -> None:
-        self.splitter = splitter
-        self.native = False
-        self.done = False
-        self.had_reasoning = False   # an earlier block put text out (join the next with a blank line)
-        self.block_has_text = False
-
-    def runs(self, pieces: list) -> list[tuple[int, str]]:
-        """Pieces to (kind, text) runs, joining blocks with BLOCK_JOIN."""
-        runs: list[tuple[int, str]] = []
-        for kind, value in pieces:
-            if kind == END:
-                if self.block_has_text:
-                    self.had_reasoning = True
-                self.block_has_text = False
-                continue
-            if kind == REASONING and not self.block_has_text:
-                self.block_has_text = True
-                if self.had_reasoning:
-                    value = BLOCK_JOIN + value
-            if runs and runs[-1][0] == kind:
-                runs[-1] = (kind, runs[-1][1] + value)
-            else:
-                runs.append((kind, value))
-        return runs
-
-
 class StreamRewriter:
     """One chat stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
 
@@ -229,7 +201,7 @@ class StreamRewriter:
             return [ev.raw]
         return self._split(ev, data, before, after, st, text)
 
-    def _split(self, ev: Event, data: str, before: str, after: str, st: _Choice, text: str) -> list[bytes]:
+    def _split(self, ev: Event, data: str, before: str, after: str, st: TextRuns, text: str) -> list[bytes]:
         """_fast's delta, its text (not empty) read: the splitter's runs, spliced into the same
         bytes (one run) or built in full."""
         runs = st.runs(st.splitter.feed(text))
@@ -279,7 +251,7 @@ class StreamRewriter:
             return unchanged
         st = self.choices.get(idx)
         if st is None:
-            st = self.choices[idx] = _Choice(self.ctx.splitter(model))
+            st = self.choices[idx] = TextRuns(self.ctx.splitter(model))
         if st.native or st.done:
             return unchanged
         if _has_native(delta):

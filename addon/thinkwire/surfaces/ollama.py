@@ -28,12 +28,13 @@ from json.decoder import scanstring
 from .. import hot
 from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
-from ..fastpath import OUT, key_pattern, learn_literal, literal_body, slot_text, text_slot
+from ..jsonio import OUT, dumps
+from ..fastpath import key_pattern, learn_literal, literal_body, slot_text, text_slot
 from ..ndjson import NDJSONParser
-from ..splitter import CONTENT, REASONING, Splitter
-from ..sse import Event, dumps
+from ..splitter import CONTENT, REASONING
+from ..events import Event
 from . import event_object
-from .chat import BLOCK_JOIN, _Choice as _TextState
+from .textruns import BLOCK_JOIN, TextRuns
 
 NAME = "ollama"
 SHAPE = "'message' or 'response' next to a 'done' flag"
@@ -180,15 +181,15 @@ class StreamRewriter:
     def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         self.ctx = ctx
         self.fast = fast
-        self.state: _TextState | None = None   # the splitter and block bookkeeping (chat's)
+        self.state: TextRuns | None = None   # the splitter and block bookkeeping
         self.last: tuple[dict, dict, str] | None = None   # the last text line: (obj, holder, key)
         self.eol = b"\n"
         self._shape: tuple | None = None       # (the compiled line pattern, the bytes around its slots)
         self._armed: int | None = None         # the kind the C callable was last armed for
 
-    def _state(self, model: object) -> _TextState:
+    def _state(self, model: object) -> TextRuns:
         if self.state is None:
-            self.state = _TextState(self.ctx.splitter(model))
+            self.state = TextRuns(self.ctx.splitter(model))
         return self.state
 
     # -- the full path --------------------------------------------------------------------

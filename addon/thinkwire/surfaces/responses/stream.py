@@ -9,11 +9,11 @@ from json.decoder import scanstring
 from json.encoder import encode_basestring
 
 from ...context import FlowContext
-from ...fastpath import (ASCII_SLOT, LONG, NUMBER_SLOT, OUT, SHAPE_MAX, ByteShape, canonical_head, loads_known,
-                         sharing_dumps, slot_text, text_slot)
+from ...fastpath import ASCII_SLOT, NUMBER_SLOT, SHAPE_MAX, ByteShape, canonical_head, slot_text, text_slot
 from ... import hot
 from ...splitter import CONTENT, REASONING, Rules
-from ...sse import Event, dumps
+from ...events import Event
+from ...jsonio import LONG, OUT, dumps, loads_known, sharing_dumps
 from .. import event_object, is_done
 from .items import _OutputPart, _ev, _Message, _ResponseState, _ReasoningItem, _MessagePiece, _Text, ended
 

@@ -1,0 +1,147 @@
+"""Anthropic Messages (`/messages`): reasoning becomes native `thinking` content blocks.
+
+Whole bodies: every `text` block is split; each reasoning piece becomes a thinking block where
+it occurred (`a<think>b</think>c` -> text a, thinking b, text c). Streams: a text block is
+turned, on the fly, into thinking and text blocks, and every block's `index` is renumbered so
+indices run 0, 1, 2 ... in start order across the message (the SDK appends on
+`content_block_start` and looks deltas up by index). Every other block and event passes as it
+came, byte for byte when its index did not move. A message in which the upstream already sends
+`thinking` or `redacted_thinking` blocks is native: it passes untouched.
+
+How a thinking block this proxy makes looks (`think_signature`, and the request's
+`thinking.display`):
+  signed    {"type": "thinking", "thinking": x, "signature": MARK}  (the default: Anthropic's shape)
+  unsigned  {"type": "thinking", "thinking": x, "signature": ""}
+  off       {"type": "thinking", "thinking": x}                    (no signature key)
+  redacted  {"type": "redacted_thinking", "data": MARK}
+  omitted   {"type": "thinking", "thinking": "", "signature": MARK}   (request asked display: omitted)
+MARK is `marks.Sealer.seal(x, pair)`: the text and its tag pair, sealed with the proxy key, so a
+later request can be restored to what the model wrote. Without a sealer, signed falls back to
+unsigned, redacted and omitted to off.
+
+In streams a thinking block starts with `"signature": ""` (no key under off) and its text flows
+as `thinking_delta`s as it comes (omitted and redacted hold it: they send no text); every policy
+with a signature ends the block with one `signature_delta` carrying it whole, right before
+`content_block_stop`, as Anthropic does (some clients take the signature only from there).
+
+Here: the surface and whole bodies; streams in stream.py, the way back in restore.py.
+"""
+
+from __future__ import annotations
+
+
+from ...context import OTHER, STOP, FlowContext
+from ...jsonio import OUT, dumps
+from ...jsonnum import loads
+from ...splitter import END, REASONING
+
+NAME = "messages"
+SHAPE = "'content' block list (type 'message') or message_start/content_block events"
+STREAM_TYPE = "text/event-stream"
+
+_NATIVE = ("thinking", "redacted_thinking")
+_STREAM_TYPES = frozenset({
+    "message_start", "content_block_start", "content_block_delta", "content_block_stop",
+    "message_delta", "message_stop",
+})
+_START, _DELTA, _STOP = "content_block_start", "content_block_delta", "content_block_stop"
+
+
+def matches(path: str) -> bool:
+    """`.../messages`, with or without a query string; not `/messages/count_tokens` or batches."""
+    return path.split("?", 1)[0].rstrip("/").endswith("/messages")
+
+
+def looks_like(obj: dict) -> bool:
+    t = obj.get("type")
+    return (t == "message" and isinstance(obj.get("content"), list)) or t in _STREAM_TYPES
+
+
+def mode(ctx: FlowContext) -> str:
+    """How thinking blocks go out: signed, unsigned, off, redacted, or omitted (the request asked)."""
+    if ctx.facts is not None and ctx.facts.display_omitted:
+        m = "omitted"
+    else:
+        m = ctx.settings.signature
+    if ctx.sealer is None and m in ("signed", "omitted", "redacted"):
+        return "unsigned" if m == "signed" else "off"  # a mark needs the proxy key
+    return m
+
+
+def _thinking_block(text: str, pair, m: str, ctx: FlowContext) -> dict:
+    if m == "redacted":
+        return {"type": "redacted_thinking", "data": ctx.sealer.seal(text, pair)}
+    if m == "omitted":
+        return {"type": "thinking", "thinking": "", "signature": ctx.sealer.seal(text, pair)}
+    block = {"type": "thinking", "thinking": text}
+    if m == "signed":
+        block["signature"] = ctx.sealer.seal(text, pair)
+    elif m == "unsigned":
+        block["signature"] = ""
+    return block
+
+
+# -- whole bodies ---------------------------------------------------------------------------
+def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
+    """The rewritten body, or None when nothing changes. Raises ValueError on non-JSON."""
+    obj = loads(data)
+    if not isinstance(obj, dict) or not isinstance(obj.get("content"), list):
+        return None
+    content = obj["content"]
+    if any(isinstance(b, dict) and b.get("type") in _NATIVE for b in content):
+        ctx.stats.native = True
+        return None
+    m = mode(ctx)
+    out: list = []
+    changed = False
+    first_text = True
+    for block in content:
+        if not (isinstance(block, dict) and block.get("type") == "text"
+                and isinstance(block.get("text"), str)):
+            out.append(block)
+            continue
+        text = block["text"]
+        result = ctx.split(text, obj.get("model"), starts_inside=None if first_text else False,
+                           finish=ended(obj.get("stop_reason")))
+        first_text = False
+        if not result.reasoning and result.content == text:
+            out.append(block)
+            continue
+        changed = True
+        out.extend(_blocks(result.pieces, block, m, ctx))
+    if not changed:
+        return None
+    obj["content"] = out
+    return dumps(obj).encode("utf-8", OUT)
+
+
+def ended(stop_reason: object) -> str | None:
+    """How the message ended: STOP for `end_turn`, OTHER for the rest (`max_tokens`, `tool_use`,
+    `stop_sequence`, `pause_turn`, `refusal`), None when it does not say."""
+    return None if stop_reason is None else STOP if stop_reason == "end_turn" else OTHER
+
+
+def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict]:
+    """One split text block as thinking and text blocks (never an empty one, unless all is)."""
+    out: list[dict] = []
+    reasoning: list[str] = []
+    last_text: dict | None = None
+    for kind, value in pieces:
+        if kind == REASONING:
+            reasoning.append(value)
+        elif kind == END:
+            text = "".join(reasoning)
+            reasoning = []
+            if text:
+                out.append(_thinking_block(text, value, m, ctx))
+                last_text = None
+        elif last_text is not None:
+            last_text["text"] += value
+        else:
+            last_text = dict(template, text=value)
+            out.append(last_text)
+    return out or [dict(template, text="")]
+
+
+from .restore import restore_request as restore_request  # noqa: E402  (the way back)
+from .stream import HOLD_MAX as HOLD_MAX, StreamRewriter as StreamRewriter  # noqa: E402  (streams)

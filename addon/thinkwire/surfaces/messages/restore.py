@@ -1,0 +1,95 @@
+"""Anthropic Messages: the way back (a client sending this proxy's thinking blocks back)."""
+
+from __future__ import annotations
+
+from ...context import FlowContext
+from .. import after, inline, restore
+
+# A client sends an assistant turn back as it received it (Claude Code does, with its tool_use;
+# so does the SDK's `messages.append({"role": "assistant", "content": msg.content})`). Blocks
+# this proxy made are recognised without any memory of earlier flows:
+#   - a `thinking` block whose signature is a mark that opens with the proxy key (display
+#     omitted: its visible text is empty, the mark holds the text and the tag pair);
+#   - a `redacted_thinking` block whose `data` is such a mark;
+#   - a `thinking` block with no signature key or an empty one (policies off / unsigned): no
+#     upstream accepts it, so it is restored with its own text and the profile's default pair.
+# Anything else (a real signature, a real redacted_thinking, a mark under another key, a
+# tampered mark) is not ours and is left exactly as it came.
+#
+# inline: each block of ours becomes `<open>text</close>` ahead of the answer text that follows
+# it in the same message. It is prepended (no separator) to the text block right after it,
+# which is the block the rewrite split it from, so the upstream reads one text block as the
+# model wrote it (whitespace the trim removed aside). When the next block is not text
+# (tool_use, a genuine thinking block, the end), it becomes its own text block in that place.
+# Consecutive blocks of ours join in order. An empty reasoning text injects nothing, so no
+# empty text block is ever made (strict upstreams reject those). Blocks stay in place: tool_use
+# ids and their tool_result pairing do not move.
+# drop: blocks of ours are removed; if that would leave an assistant message with no content at
+# all (the API rejects that), the reasoning goes back inline instead.
+# keep: the request goes as it came.
+def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
+    """The request with this proxy's thinking blocks restored, or None when nothing is ours."""
+    return restore(data, ctx, ctx.settings.restore, "messages",
+                   lambda obj, msgs, how: _restore_messages(msgs, how, ctx))
+
+
+def _restore_messages(msgs: list, how: str, ctx: FlowContext) -> int:
+    restored = 0
+    for m in msgs:
+        if not (isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), list)):
+            continue
+        new, n = _restore_blocks(m["content"], how, ctx)
+        if n:
+            m["content"] = new
+            restored += n
+    return restored
+
+
+def _ours(block: object, ctx: FlowContext):
+    """(text, pair) when `block` is a thinking block this proxy made, else None."""
+    if not isinstance(block, dict):
+        return None
+    t = block.get("type")
+    if t == "redacted_thinking":
+        return ctx.open_mark(block.get("data"))
+    if t != "thinking":
+        return None
+    sig = block.get("signature")
+    if sig is None or sig == "":
+        text = block.get("thinking")
+        return (text if isinstance(text, str) else "", ctx.rules().pairs[0])
+    return ctx.open_mark(sig)
+
+
+def _restore_blocks(blocks: list, how: str, ctx: FlowContext) -> tuple[list, int]:
+    """The message's blocks with ours restored (or dropped), and how many were ours."""
+    ours = [_ours(b, ctx) for b in blocks]
+    found = sum(o is not None for o in ours)
+    if not found:
+        return blocks, 0
+    if how == "drop":
+        kept = [b for b, o in zip(blocks, ours) if o is None]
+        if kept or not any(o[0] for o in ours if o is not None):
+            return kept, found
+        # Nothing but our reasoning: an empty assistant message is refused, so keep it inline.
+    out: list = []
+    pending: list[str] = []   # inline text of ours waiting for the block after it
+    last = None               # the pair of the last of them
+    for block, got in zip(blocks, ours):
+        if got is not None:
+            text, last = got
+            if text:
+                pending.append(inline(text, last))
+            continue
+        if pending and isinstance(block, dict) and block.get("type") == "text" \
+                and isinstance(block.get("text"), str):
+            out.append(dict(block, text="".join(pending) + after(last, block["text"])))
+            pending.clear()
+            continue
+        if pending:
+            out.append({"type": "text", "text": "".join(pending)})
+            pending.clear()
+        out.append(block)
+    if pending:
+        out.append({"type": "text", "text": "".join(pending)})
+    return out, found

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
+import anthropic
 import httpx
+import openai
 import pytest
 
 from harness import StrictAnthropic, StrictResponses
@@ -45,7 +47,7 @@ def test_without_the_memory_the_same_loop_is_refused(up, proxy_factory):
     strict = StrictThinking(deepseek_turns())
     up.route("/chat/completions", strict.handle)
     p = proxy_factory({"think_memory": "off"})
-    with pytest.raises(Exception) as e:
+    with pytest.raises(openai.BadRequestError) as e:   # (LangChain's OpenAIInvalidRequestError is one)
         langchain_loop(p.url, "deepseek-v4-pro", False)
     assert DEEPSEEK_400 in str(e.value)
     assert strict.errors == [DEEPSEEK_400]
@@ -113,7 +115,7 @@ def test_messages_loop_without_the_memory_reaches_the_upstream_without_the_reaso
     p = proxy_factory({"think_memory": "off"})
     conv = MessagesConversation(display=None, model="kimi-k2-thinking", drop=True)
     conv.turn(p.url)
-    with pytest.raises(Exception):
+    with pytest.raises(anthropic.BadRequestError):
         conv.turn(p.url)
     assert strict.errors == ["messages.1: assistant turn reads 'Let me look.', the model wrote "
                              "'<think>\\nI should list the files.\\n</think>\\n\\nLet me look.'"]

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, Callable, Coroutine
 
 from ..decoding import decode_body
 from ..jsonnum import loads
@@ -32,7 +33,7 @@ from ..record import MEMORY_KEY as KEY   # flow.metadata: what the memory did fo
 from ..sse import SSEParser
 from . import policy, stores
 from .entry import Entry
-from .sides import SIDES
+from .sides import SIDES, Side
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ WRITES_MAX = 256          # streams' writes under way at once; past it, a turn i
 @dataclass
 class Pending:
     """A flow the memory serves, from its request to its response."""
-    side: type
+    side: Side
     scope: bytes
     family: policy.Family
     upstream: bytearray | None = None    # a stream's bytes as the upstream sent them
@@ -52,19 +53,18 @@ class Pending:
     encoding: str | None = None
     bodies: tuple[bytes, bytes] | None = None   # a whole body: upstream's, client's
     over: bool = False
-    done: dict = field(default_factory=dict)
 
 
 class Memory:
-    def __init__(self, metrics=None) -> None:
+    def __init__(self, metrics: Any = None) -> None:
         self.metrics = metrics
-        self.store = None
-        self._where: tuple | None = None
-        self.settings = None
+        self.store: stores.Store | None = None
+        self._where: tuple[object, ...] | None = None
+        self.settings: Any = None
         self._flows: dict[str, Pending] = {}
-        self._writing: set = set()   # writes of streams' turns under way (at most WRITES_MAX)
+        self._writing: set[asyncio.Task[None]] = set()   # writes of streams' turns under way (at most WRITES_MAX)
 
-    def configure(self, settings) -> None:
+    def configure(self, settings: Any) -> None:
         """(Re)open the store when its options changed (the old one is closed)."""
         self.settings = settings
         where = (settings.memory_store, settings.memory_ttl, settings.memory_entries, settings.memory_bytes,
@@ -75,7 +75,8 @@ class Memory:
                 _close_later(old)
 
     # -- the request side -------------------------------------------------------------------
-    def start(self, flow_id: str, surface: str, request: dict, scope: bytes, host: str | None):
+    def start(self, flow_id: str, surface: str, request: dict[str, Any], scope: bytes,
+              host: str | None) -> Coroutine[Any, Any, int] | None:
         """Register a request the memory serves; a coroutine filling in what came back without
         its reasoning (it returns how many turns it filled), or None when there is nothing to
         look up."""
@@ -87,14 +88,14 @@ class Memory:
             return None
         self._flows[flow_id] = Pending(side, scope, fam)
         wanting = side.wanting(request, scope, fam.every_turn)
-        return self._recall(flow_id, surface, side, wanting) if wanting else None
+        return self._recall(self.store, surface, side, wanting) if wanting else None
 
-    async def _recall(self, flow_id: str, surface: str, side, wanting: list) -> int:
+    async def _recall(self, store: stores.Store, surface: str, side: Side, wanting: list[tuple[Any, str]]) -> int:
         try:
-            got = await self.store.get_many([k for _, k in wanting])
-        except stores.Unavailable as e:
+            got = await store.get_many([k for _, k in wanting])
+        except stores.Unavailable as why:
             self._count(surface, "unavailable", len(wanting))
-            log.debug("thinkwire memory: %s store unavailable (%s)", self.store.name, e)
+            log.debug("thinkwire memory: %s store unavailable (%s)", store.name, why)
             return 0
         filled = 0
         for (m, _), raw in zip(wanting, got):
@@ -109,7 +110,7 @@ class Memory:
     def serves(self, flow_id: str) -> bool:
         return flow_id in self._flows
 
-    def tap(self, flow, stream, encoding: str | None):
+    def tap(self, flow: Any, stream: Callable[[bytes], Any], encoding: str | None) -> Callable[[bytes], Any]:
         """The stream callable, keeping (up to TAP_MAX each way) what went in and came out. The
         turn is remembered as the stream ends (the client's last event, or the upstream's end),
         before the client has it: a client that reads `[DONE]` and sends the next turn at once
@@ -120,14 +121,15 @@ class Memory:
         p.upstream, p.client, p.encoding = bytearray(), bytearray(), encoding
         ended = p.side.ended
 
-        def tapped(chunk: bytes):
+        def tapped(chunk: bytes) -> Any:
             out = stream(chunk)
             if p.over:
                 return out
-            p.upstream += chunk   # type: ignore[operator]
+            assert p.upstream is not None and p.client is not None
+            p.upstream += chunk
             for piece in out:
-                p.client += piece   # type: ignore[operator]
-            if len(p.upstream) > TAP_MAX or len(p.client) > TAP_MAX:   # type: ignore[arg-type]
+                p.client += piece
+            if len(p.upstream) > TAP_MAX or len(p.client) > TAP_MAX:
                 p.over, p.upstream, p.client = True, None, None
             elif not chunk or (out and ended(out[-1])):
                 p.over = True   # read once
@@ -135,7 +137,7 @@ class Memory:
             return out
         return tapped
 
-    def _remember_soon(self, flow, p: Pending) -> None:
+    def _remember_soon(self, flow: Any, p: Pending) -> None:
         try:
             puts = self._entries(p)
         except Exception as e:   # a shape the readers do not know: nothing remembered
@@ -145,16 +147,19 @@ class Memory:
             p.upstream = p.client = None
         if not puts:
             return
-        if isinstance(self.store, stores.LocalStore):   # no wait: kept before this event goes out
+        store = self.store
+        if store is None:
+            return
+        if isinstance(store, stores.LocalStore):   # no wait: kept before this event goes out
             for k, v in puts:
-                self.store.set(k, v)
+                store.set(k, v)
             self._noted(flow, p.side.name, len(puts))
             return
         if len(self._writing) >= WRITES_MAX:
             self._count(p.side.name, "unavailable", len(puts))
             return
         # Started now, so the write goes to the store ahead of any later request's read.
-        task = asyncio.get_running_loop().create_task(self._remember(flow, p.side.name, puts))
+        task = asyncio.get_running_loop().create_task(self._remember(store, flow, p.side.name, puts))
         self._writing.add(task)
         task.add_done_callback(self._writing.discard)
 
@@ -166,7 +171,7 @@ class Memory:
     def drop(self, flow_id: str) -> None:
         self._flows.pop(flow_id, None)
 
-    def settle(self, flow):
+    def settle(self, flow: Any) -> Coroutine[Any, Any, None] | None:
         """A coroutine remembering a whole body's turns (the client gets the body once it is
         done), or None when there is nothing (more) to keep."""
         p = self._flows.pop(flow.id, None)
@@ -178,7 +183,7 @@ class Memory:
         except Exception as e:   # a shape the readers do not know: nothing remembered
             log.debug("thinkwire memory: response not read (%s)", type(e).__name__)
             return None
-        return self._remember(flow, p.side.name, puts) if puts else None
+        return self._remember(self.store, flow, p.side.name, puts) if puts and self.store is not None else None
 
     def _entries(self, p: Pending) -> list[tuple[str, bytes]]:
         if p.bodies is not None:
@@ -196,41 +201,41 @@ class Memory:
             seen = cl.get(idx)
             e = p.side.entry(said, seen)
             k = p.side.turn_key(p.scope, seen or said, p.family.every_turn) if e is not None else None
-            if k is not None:
-                value = e.encode()   # type: ignore[union-attr]
+            if e is not None and k is not None:
+                value = e.encode()
                 if len(value) <= ENTRY_MAX:
                     puts.append((k, value))
         return puts
 
-    async def _remember(self, flow, surface: str, puts: list[tuple[str, bytes]]) -> None:
+    async def _remember(self, store: stores.Store, flow: Any, surface: str, puts: list[tuple[str, bytes]]) -> None:
         done = 0
         for k, v in puts:
             try:
-                await self.store.put(k, v)
+                await store.put(k, v)
                 done += 1
-            except stores.Unavailable as e:
+            except stores.Unavailable as why:
                 self._count(surface, "unavailable", 1)
-                log.debug("thinkwire memory: %s store unavailable (%s)", self.store.name, e)
+                log.debug("thinkwire memory: %s store unavailable (%s)", store.name, why)
                 break
         self._noted(flow, surface, done)
 
-    def _noted(self, flow, surface: str, done: int) -> None:
+    def _noted(self, flow: Any, surface: str, done: int) -> None:
         self._count(surface, "remembered", done)
         if done:
             kept = flow.metadata.setdefault(KEY, {})
             kept["remembered"] = kept.get("remembered", 0) + done
-            kept["store"] = self.store.name
+            kept["store"] = name = self.store.name if self.store is not None else "?"
             flow.comment = (flow.comment + "; " if flow.comment else "") + \
-                f"reasoning of {done} turn(s) remembered ({self.store.name})"
+                f"reasoning of {done} turn(s) remembered ({name})"
 
     def _count(self, surface: str, outcome: str, n: int) -> None:
         if n and self.metrics is not None:
             self.metrics.memory(surface, outcome, n)
 
 
-def _objects(raw: bytes, surface: str) -> list:
+def _objects(raw: bytes, surface: str) -> list[Any]:
     """The JSON objects of a stream's events (SSE, or Ollama's NDJSON), skipping what is not."""
-    parser = NDJSONParser() if surface == "ollama" else SSEParser()
+    parser: NDJSONParser | SSEParser = NDJSONParser() if surface == "ollama" else SSEParser()
     out = []
     for ev in parser.feed(raw) + parser.finish():
         if ev.data and ev.data.strip() != "[DONE]":
@@ -241,7 +246,7 @@ def _objects(raw: bytes, surface: str) -> list:
     return out
 
 
-def _close_later(store) -> None:
+def _close_later(store: stores.Store) -> None:
     try:
         asyncio.get_running_loop().create_task(store.close())
     except RuntimeError:   # no loop (tools, tests): nothing waits on it

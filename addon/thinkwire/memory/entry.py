@@ -36,11 +36,11 @@ class Entry:
             "utf-8", "surrogatepass")
 
     @classmethod
-    def decode(cls, raw: object) -> Entry | None:
+    def decode(cls, raw: bytes) -> Entry | None:
         """An entry from a store's bytes; None for anything that is not one (a store is not
         trusted to hold only ours)."""
         try:
-            form, text, answer, field = json.loads(bytes(raw).decode("utf-8", "surrogatepass"))  # type: ignore[arg-type]
+            form, text, answer, field = json.loads(bytes(raw).decode("utf-8", "surrogatepass"))
         except Exception:
             return None
         if form not in (INLINE, NATIVE, OBJECTS) or not all(isinstance(x, str) for x in (text, answer, field)):

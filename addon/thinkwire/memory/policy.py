@@ -26,7 +26,7 @@ class Family:
     every_turn: bool = False   # remember answers without tool calls too
 
 
-_FAMILIES: tuple[tuple[re.Pattern, Family], ...] = (
+_FAMILIES: tuple[tuple[re.Pattern[str], Family], ...] = (
     (re.compile(r"deepseek"), Family("deepseek")),
     (re.compile(r"kimi-k2[\w.-]*thinking|k2-thinking|kimi-k2\.5"), Family("kimi-k2-thinking", every_turn=True)),
     (re.compile(r"mimo"), Family("mimo")),

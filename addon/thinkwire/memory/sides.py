@@ -17,12 +17,26 @@ A side's `ended(piece)`: whether a piece the client gets holds the stream's last
 from __future__ import annotations
 
 import json
+from typing import Any, Protocol
 
 from . import turns
 from .entry import INLINE, NATIVE, OBJECTS, Entry, key
-from .turns import Said
+from .turns import JSON, Said
 
 LOOKUPS_MAX = 64   # assistant turns of one request looked up (the newest): one store call
+
+
+class Side(Protocol):
+    """What one surface does for the memory (each is a class of static functions)."""
+    name: str
+
+    def read_body(self, obj: object) -> dict[int, Said]: ...
+    def read_stream(self, objs: Any) -> dict[int, Said]: ...
+    def ended(self, piece: bytes) -> bool: ...
+    def entry(self, upstream: Said, client: Said | None) -> Entry | None: ...
+    def turn_key(self, scope: bytes, said: Said, every_turn: bool) -> str | None: ...
+    def wanting(self, request: JSON, scope: bytes, every_turn: bool) -> list[tuple[Any, str]]: ...
+    def fill(self, handle: Any, e: Entry) -> bool: ...
 
 
 def entry_for(upstream: Said, client: Said | None) -> Entry | None:
@@ -57,9 +71,9 @@ class ChatSide:
         return key(scope, "chat", answer=said.text) if every_turn else None
 
     @staticmethod
-    def wanting(request: dict, scope: bytes, every_turn: bool) -> list[tuple[dict, str]]:
+    def wanting(request: JSON, scope: bytes, every_turn: bool) -> list[tuple[Any, str]]:
         """(message, key) of the assistant turns that came back without their reasoning."""
-        out = []
+        out: list[tuple[Any, str]] = []
         for m in turns.chat_request(request)[:LOOKUPS_MAX]:
             if turns.chat_kept(m):
                 continue
@@ -71,7 +85,7 @@ class ChatSide:
         return out
 
     @staticmethod
-    def fill(m: dict, e: Entry) -> bool:
+    def fill(m: JSON, e: Entry) -> bool:
         if e.form == NATIVE:
             m[e.field] = e.text
             return True
@@ -81,7 +95,7 @@ class ChatSide:
         return False   # the client changed the answer: it goes as the client wrote it
 
 
-def _calls_text(said_text: str, calls: list) -> str:
+def _calls_text(said_text: str, calls: list[Any]) -> str:
     return said_text + "\0" + json.dumps(calls, sort_keys=True, separators=(",", ":"), ensure_ascii=False) \
         if calls else said_text
 
@@ -103,16 +117,17 @@ class OllamaSide:
         return None
 
     @staticmethod
-    def wanting(request: dict, scope: bytes, every_turn: bool) -> list[tuple[dict, str]]:
+    def wanting(request: JSON, scope: bytes, every_turn: bool) -> list[tuple[Any, str]]:
         msgs = request.get("messages")
-        out = []
+        out: list[tuple[Any, str]] = []
         for m in reversed(msgs) if isinstance(msgs, list) else []:
             if len(out) >= LOOKUPS_MAX:
                 break
             if not isinstance(m, dict) or m.get("role") != "assistant" or (isinstance(m.get("thinking"), str)
                                                                          and m.get("thinking")):
                 continue
-            calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+            got = m.get("tool_calls")
+            calls: list[Any] = got if isinstance(got, list) else []
             if calls or every_turn:
                 k = key(scope, "ollama", answer=_calls_text(turns._text(m.get("content")), calls))
                 if k is not None:
@@ -120,7 +135,7 @@ class OllamaSide:
         return out
 
     @staticmethod
-    def fill(m: dict, e: Entry) -> bool:
+    def fill(m: JSON, e: Entry) -> bool:
         if e.form == NATIVE:
             m["thinking"] = e.text
             return True
@@ -135,7 +150,7 @@ def _objects_entry(upstream: Said, client: Said | None) -> Entry | None:
     return Entry(OBJECTS, json.dumps(got.objects, ensure_ascii=False)) if got.objects else None
 
 
-def _by_ids_or_text(surface: str, scope: bytes, ids, text: str, every_turn: bool) -> str | None:
+def _by_ids_or_text(surface: str, scope: bytes, ids: list[str], text: str, every_turn: bool) -> str | None:
     if ids:
         return key(scope, surface, tuple(ids))
     return key(scope, surface, answer=text) if every_turn else None
@@ -156,8 +171,8 @@ class MessagesSide:
         return _by_ids_or_text("messages", scope, said.ids, said.text, every_turn)
 
     @staticmethod
-    def wanting(request: dict, scope: bytes, every_turn: bool) -> list[tuple[dict, str]]:
-        out = []
+    def wanting(request: JSON, scope: bytes, every_turn: bool) -> list[tuple[Any, str]]:
+        out: list[tuple[Any, str]] = []
         for m in turns.messages_request(request)[:LOOKUPS_MAX]:
             said = turns.messages_turn(m)
             if said.objects:
@@ -168,7 +183,7 @@ class MessagesSide:
         return out
 
     @staticmethod
-    def fill(m: dict, e: Entry) -> bool:
+    def fill(m: JSON, e: Entry) -> bool:
         if e.form != OBJECTS:
             return False
         content = m.get("content")
@@ -195,13 +210,13 @@ class ResponsesSide:
         return _by_ids_or_text("responses", scope, said.ids, said.text, every_turn)
 
     @staticmethod
-    def wanting(request: dict, scope: bytes, every_turn: bool) -> list[tuple[tuple, str]]:
+    def wanting(request: JSON, scope: bytes, every_turn: bool) -> list[tuple[Any, str]]:
         """A turn in `input`: a run of assistant messages, reasoning items and tool calls (ended by
         anything else: a tool's output, a user message). Handles: (input, the run's first item)."""
         items = request.get("input")
         if not isinstance(items, list):
             return []
-        runs: list[list[dict]] = []
+        runs: list[list[JSON]] = []
         open_run = False
         for it in items:
             t = it.get("type", "message") if isinstance(it, dict) else None
@@ -212,7 +227,7 @@ class ResponsesSide:
             if part:
                 runs[-1].append(it)
             open_run = part
-        out = []
+        out: list[tuple[Any, str]] = []
         for run in reversed(runs):
             if len(out) >= LOOKUPS_MAX:
                 break
@@ -225,7 +240,7 @@ class ResponsesSide:
         return out
 
     @staticmethod
-    def fill(handle: tuple, e: Entry) -> bool:
+    def fill(handle: tuple[list[Any], JSON], e: Entry) -> bool:
         items, first = handle
         if e.form != OBJECTS:
             return False
@@ -236,4 +251,4 @@ class ResponsesSide:
         return True
 
 
-SIDES = {"chat": ChatSide, "ollama": OllamaSide, "messages": MessagesSide, "responses": ResponsesSide}
+SIDES: dict[str, Side] = {"chat": ChatSide, "ollama": OllamaSide, "messages": MessagesSide, "responses": ResponsesSide}

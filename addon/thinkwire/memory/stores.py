@@ -24,6 +24,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Callable, Union
 
 from ..settings import SettingError
 
@@ -40,7 +41,7 @@ class Unavailable(Exception):
 class LocalStore:
     name = "memory"
 
-    def __init__(self, entries: int, max_bytes: int, ttl: int, clock=time.monotonic) -> None:
+    def __init__(self, entries: int, max_bytes: int, ttl: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.entries, self.max_bytes, self.ttl, self._clock = entries, max_bytes, ttl, clock
         self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
         self.bytes = 0
@@ -88,7 +89,7 @@ class SqliteStore:
     name = "sqlite"
 
     def __init__(self, path: str, entries: int, max_bytes: int, ttl: int, timeout: float,
-                 clock=time.time) -> None:
+                 clock: Callable[[], float] = time.time) -> None:
         self.path, self.entries, self.max_bytes, self.ttl, self.timeout = path, entries, max_bytes, ttl, timeout
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thinkwire-memory")
@@ -147,7 +148,7 @@ class SqliteStore:
             self.bytes -= sum(s for (s,) in gone)
 
     # -- from the event loop --------------------------------------------------------------
-    async def _call(self, fn, *args):
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._pending >= PENDING_MAX:
             raise Unavailable("the file store's queue is full")
         self._pending += 1
@@ -160,7 +161,8 @@ class SqliteStore:
             self._pending -= 1
 
     async def get_many(self, keys: list[str]) -> list[bytes | None]:
-        return await self._call(self._get_many, keys)
+        got: list[bytes | None] = await self._call(self._get_many, keys)
+        return got
 
     async def put(self, key: str, value: bytes) -> None:
         if len(value) <= self.max_bytes:
@@ -178,7 +180,7 @@ class SqliteStore:
 class RedisStore:
     name = "redis"
 
-    def __init__(self, url: str, ttl: int, timeout: float, clock=time.monotonic) -> None:
+    def __init__(self, url: str, ttl: int, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
         import redis.asyncio   # the optional extra: thinkwire[redis]
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
@@ -190,7 +192,7 @@ class RedisStore:
             retry=Retry(NoBackoff(), 1), retry_on_error=[RedisConnectionError], retry_on_timeout=False)
         self._down_until = 0.0
 
-    async def _call(self, fn, *args, **kw):
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         if self._clock() < self._down_until:
             raise Unavailable("down a moment ago")
         try:
@@ -213,7 +215,10 @@ class RedisStore:
             pass
 
 
-def open_store(settings):
+Store = Union[LocalStore, SqliteStore, RedisStore]
+
+
+def open_store(settings: Any) -> Store:
     """The store `think_memory_store` names (settings: thinkwire.settings.Settings)."""
     where = settings.memory_store
     ttl = settings.memory_ttl or 86400

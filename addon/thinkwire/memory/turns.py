@@ -10,6 +10,9 @@ know: they read less.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+JSON = dict[str, Any]
 
 
 @dataclass
@@ -18,8 +21,8 @@ class Said:
     native: str = ""                 # reasoning in a field of its own
     native_field: str = ""           # which field
     ids: list[str] = field(default_factory=list)   # tool call ids, in order
-    calls: list = field(default_factory=list)      # Ollama: the tool calls themselves (they have no ids)
-    objects: list = field(default_factory=list)    # Messages thinking blocks, Responses reasoning items
+    calls: list[Any] = field(default_factory=list)      # Ollama: the tool calls themselves (they have no ids)
+    objects: list[Any] = field(default_factory=list)    # Messages thinking blocks, Responses reasoning items
 
 
 CHAT_NATIVE = ("reasoning_content", "reasoning")
@@ -34,7 +37,7 @@ def _text(content: object) -> str:
     return ""
 
 
-def _native(d: dict, fields: tuple[str, ...], into: Said) -> None:
+def _native(d: JSON, fields: tuple[str, ...], into: Said) -> None:
     for f in fields:
         v = d.get(f)
         if isinstance(v, str) and v:
@@ -57,7 +60,7 @@ def chat_body(obj: object) -> dict[int, Said]:
     return out
 
 
-def chat_stream(objs) -> dict[int, Said]:
+def chat_stream(objs: Iterable[Any]) -> dict[int, Said]:
     out: dict[int, Said] = {}
     for obj in objs:
         for ch in obj.get("choices") or [] if isinstance(obj, dict) else []:
@@ -76,18 +79,18 @@ def chat_stream(objs) -> dict[int, Said]:
     return out
 
 
-def chat_request(obj: dict) -> list[dict]:
+def chat_request(obj: JSON) -> list[JSON]:
     """The request's assistant messages, newest first."""
     msgs = obj.get("messages")
     return [m for m in reversed(msgs) if isinstance(m, dict) and m.get("role") == "assistant"] \
         if isinstance(msgs, list) else []
 
 
-def chat_ids(m: dict) -> tuple[str, ...]:
+def chat_ids(m: JSON) -> tuple[str, ...]:
     return tuple(c["id"] for c in m.get("tool_calls") or [] if isinstance(c, dict) and isinstance(c.get("id"), str))
 
 
-def chat_kept(m: dict) -> bool:
+def chat_kept(m: JSON) -> bool:
     """The client sent this turn's reasoning back itself."""
     return any(isinstance(m.get(f), str) and m.get(f) for f in CHAT_NATIVE)
 
@@ -97,7 +100,7 @@ def ollama_body(obj: object) -> dict[int, Said]:
     return ollama_stream([obj])
 
 
-def ollama_stream(objs) -> dict[int, Said]:
+def ollama_stream(objs: Iterable[Any]) -> dict[int, Said]:
     s = Said()
     for obj in objs:
         msg = obj.get("message") if isinstance(obj, dict) else None
@@ -140,8 +143,8 @@ def _message_block(b: object, s: Said) -> None:
         s.ids.append(b["id"])
 
 
-def messages_stream(objs) -> dict[int, Said]:
-    blocks: dict[int, dict] = {}
+def messages_stream(objs: Iterable[Any]) -> dict[int, Said]:
+    blocks: dict[int, JSON] = {}
     for obj in objs:
         if not isinstance(obj, dict):
             continue
@@ -156,13 +159,13 @@ def messages_stream(objs) -> dict[int, Said]:
     return messages_body({"content": [blocks[i] for i in sorted(blocks)]})
 
 
-def messages_request(obj: dict) -> list[dict]:
+def messages_request(obj: JSON) -> list[JSON]:
     msgs = obj.get("messages")
     return [m for m in reversed(msgs) if isinstance(m, dict) and m.get("role") == "assistant"] \
         if isinstance(msgs, list) else []
 
 
-def messages_turn(m: dict) -> Said:
+def messages_turn(m: JSON) -> Said:
     s = Said()
     c = m.get("content")
     if isinstance(c, str):
@@ -192,8 +195,8 @@ def _responses_items(items: object) -> dict[int, Said]:
     return {0: s}
 
 
-def responses_stream(objs) -> dict[int, Said]:
-    done: dict[int, dict] = {}
+def responses_stream(objs: Iterable[Any]) -> dict[int, Said]:
+    done: dict[int, JSON] = {}
     for obj in objs:
         if not isinstance(obj, dict):
             continue

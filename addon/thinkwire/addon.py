@@ -27,8 +27,7 @@ from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
 from .settings import OPTIONS, SettingError, Settings, env_default
-from .sse import dumps
-from .fastpath import OUT
+from .jsonio import OUT, dumps
 from .stream import StreamDriver, decoder_for
 from .surfaces import ollama
 

@@ -331,3 +331,35 @@ def test_inline_reasoning_goes_back_only_while_the_answer_is_the_one_the_client_
     edited = {"model": "qwen3", "messages": [{"role": "assistant", "content": "hi!", "tool_calls": [{"id": "c1"}]}]}
     assert run(m.start("a", "chat", same, b"s", None)) == 1 and same["messages"][0]["content"] == "<think>\nr\n</think>\n\nhi"
     assert run(m.start("b", "chat", edited, b"s", None)) == 0 and edited["messages"][0]["content"] == "hi!"
+
+
+def chat_stream(*deltas: dict) -> bytes:
+    return b"".join(b"data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": d, "finish_reason": None}]}).encode() + b"\n\n" for d in deltas) + b"data: [DONE]\n\n"
+
+
+def test_a_streamed_answer_without_tool_calls_is_not_read_for_a_family_that_keeps_only_tool_turns(monkeypatch):
+    m = memory_with()
+    read = []
+    monkeypatch.setattr(m, "_entries", lambda p, real=m._entries: read.append(1) or real(p))
+    from thinkwire.memory import sides
+    monkeypatch.setattr(sides.ChatSide, "read_stream", staticmethod(lambda objs: read.append("parsed") or {}))
+    m.start("f", "chat", {"model": "deepseek-v4-pro"}, b"s", None)
+    body = chat_stream({"reasoning_content": "r"}, {"content": "just an answer"})
+    stream = m.tap(Flow("f"), lambda chunk: [chunk] if chunk else [], None)
+    stream(body)
+    assert read == [1] and len(m.store) == 0   # looked at once, never parsed
+
+
+def test_a_compressed_stream_is_remembered_from_its_decoded_bytes():
+    import gzip
+    m = memory_with()
+    m.start("f", "chat", {"model": "deepseek-v4-pro"}, b"s", None)
+    body = chat_stream({"reasoning_content": "thought"}, {"tool_calls": [{"index": 0, "id": "call_z", "type": "function",
+                                                                          "function": {"name": "f", "arguments": "{}"}}]})
+    packed = gzip.compress(body)
+    # The rewrite's callable decodes (the client gets plain bytes); the tap keeps both.
+    stream = m.tap(Flow("f"), lambda chunk: [gzip.decompress(chunk)] if chunk else [], "gzip")
+    stream(packed)
+    req = request_back("call_z")
+    assert run(m.start("q", "chat", req, b"s", None)) == 1 and req["messages"][1]["reasoning_content"] == "thought"

@@ -186,6 +186,12 @@ class Memory:
         return self._remember(self.store, flow, p.side.name, puts) if puts and self.store is not None else None
 
     def _entries(self, p: Pending) -> list[tuple[str, bytes]]:
+        """The store writes for the flow's turns. Reading a stream costs one parse of it each way
+        (bounded by TAP_MAX), so a response without a tool call, of a family that keeps only
+        those, is not read at all (one search of the bytes the client got: decoded)."""
+        got = p.bodies[1] if p.bodies is not None else p.client or b""
+        if not p.family.every_turn and p.side.calls not in got:
+            return []
         if p.bodies is not None:
             up, cl = p.side.read_body(loads(p.bodies[0])), p.side.read_body(loads(p.bodies[1]))
         elif p.upstream is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 MODEL_CHARS = 200   # characters of a model name matched (names come from clients)
 
@@ -49,12 +50,17 @@ FORCED = Family("forced")
 
 def family(model: object, host: str | None) -> Family | None:
     """The family whose needs turn the memory on (auto), or None."""
-    if isinstance(model, str) and model:
-        name = model[:MODEL_CHARS].lower()
+    return _family(model[:MODEL_CHARS] if isinstance(model, str) else None, (host or "").lower())
+
+
+@lru_cache(maxsize=1024)   # names of at most MODEL_CHARS characters: at most ~1 MiB kept
+def _family(name: str | None, host: str) -> Family | None:
+    if name:
+        name = name.lower()
         for pattern, fam in _FAMILIES:
             if pattern.search(name):
                 return fam
-    return _HOSTS.get((host or "").lower())
+    return _HOSTS.get(host[:MODEL_CHARS])
 
 
 def decide(mode: str, model: object, host: str | None) -> Family | None:

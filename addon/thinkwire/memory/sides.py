@@ -33,6 +33,7 @@ class Side(Protocol):
     def read_body(self, obj: object) -> dict[int, Said]: ...
     def read_stream(self, objs: Any) -> dict[int, Said]: ...
     def ended(self, piece: bytes) -> bool: ...
+    calls: bytes   # in a response's bytes wherever it has a tool call: none, nothing to read
     def entry(self, upstream: Said, client: Said | None) -> Entry | None: ...
     def turn_key(self, scope: bytes, said: Said, every_turn: bool) -> str | None: ...
     def wanting(self, request: JSON, scope: bytes, every_turn: bool) -> list[tuple[Any, str]]: ...
@@ -55,6 +56,7 @@ def _line_start(piece: bytes, line: bytes) -> bool:
 
 class ChatSide:
     name = "chat"
+    calls = b'"tool_calls"'
 
     @staticmethod
     def ended(piece: bytes) -> bool:
@@ -102,6 +104,7 @@ def _calls_text(said_text: str, calls: list[Any]) -> str:
 
 class OllamaSide:
     name = "ollama"
+    calls = b'"tool_calls"'
     entry = staticmethod(entry_for)
 
     @staticmethod
@@ -158,6 +161,7 @@ def _by_ids_or_text(surface: str, scope: bytes, ids: list[str], text: str, every
 
 class MessagesSide:
     name = "messages"
+    calls = b'"tool_use"'
     read_body = staticmethod(turns.messages_body)
     read_stream = staticmethod(turns.messages_stream)
     entry = staticmethod(_objects_entry)
@@ -197,6 +201,7 @@ class MessagesSide:
 
 class ResponsesSide:
     name = "responses"
+    calls = b'"call_id"'
     read_body = staticmethod(turns.responses_body)
     read_stream = staticmethod(turns.responses_stream)
     entry = staticmethod(_objects_entry)

@@ -558,10 +558,11 @@ class StrictChat:
     400 to an input message that carries `reasoning_content` (or `reasoning`): the reasoning is the
     model's output, not something to send back. It requires each tool message to answer a tool
     call made before it, and checks that assistant turns read as the model wrote them (reasoning
-    inline, as the proxy restores it under think_chat_restore=inline)."""
+    inline, as the proxy restores it under think_chat_restore=inline; `exact`: byte for byte)."""
 
-    def __init__(self, turns: list[Turn]) -> None:
+    def __init__(self, turns: list[Turn], exact: bool = False) -> None:
         self.turns = turns
+        self.exact = exact
         self.bodies: list[bytes] = []
         self.errors: list[str] = []
         self._n = 0
@@ -590,7 +591,9 @@ class StrictChat:
             c = m.get("content") or ""
             text = c if isinstance(c, str) else "".join(p.get("text", "") for p in c)
             if assistant < len(self.turns):
-                want, got = as_written(self.turns[assistant].text), as_written(text)
+                want, got = self.turns[assistant].text, text
+                if not self.exact:
+                    want, got = as_written(want), as_written(got)
                 if got != want:
                     return self._error(f"messages[{i}]: assistant turn reads {got!r}, the model wrote {want!r}")
             assistant += 1

@@ -44,11 +44,9 @@ def test_messages_tool_loop_completes_against_the_strict_upstream(m_proxies, up,
              (m["content"] if isinstance(m["content"][0], dict) else [x.to_dict() for x in m["content"]])}
     assert kinds & {"thinking", "redacted_thinking"}   # the client did see native thinking
     last = json.loads(strict.bodies[-1])["messages"]
-    # A mark (signed, omitted, redacted) holds the markup as the model wrote it; a block without
-    # one (off, unsigned) is restored with the pair's tags, the trimmed whitespace unknown.
-    first = ("<think>\nI should list the files.\n</think>\n\nLet me look." if policy in ("signed", "redacted")
-             or display == "omitted" else "<think>I should list the files.</think>Let me look.")
-    assert last[1]["content"][0] == {"type": "text", "text": first}
+    # A mark (signed, omitted, redacted) holds the markup as the model wrote it; for a block
+    # without one (off, unsigned) the proxy remembers it (thinkwire.written).
+    assert last[1]["content"][0] == {"type": "text", "text": "<think>\nI should list the files.\n</think>\n\nLet me look."}
     assert last[3]["content"][0] == {"type": "text", "text": "<think>Now read the README.</think>"}
     assert last[3]["content"][1]["type"] == "tool_use"
 

@@ -15,7 +15,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
 
-from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog
+from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog, written
 from .capabilities import Capabilities
 from .context import FlowContext, shown_model
 from .request import Facts
@@ -78,6 +78,7 @@ class ThinkWire:
         self.verbosity = userlog.Verbosity()   # how much mitmproxy itself says (think_log)
         self.reachability = errors.Reachability()   # reverse-mode upstreams seen reachable
         self.learner = Learner()               # models learned to start inside, per client (think_learn)
+        self.written = written.Memory()        # the markup models wrote around reasoning, for the way back
         self._salt = os.urandom(16)            # for client_key: a client's hash means nothing outside this process
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
         self.memory = Memory(self.metrics)     # reasoning clients dropped, put back (think_memory)
@@ -216,7 +217,7 @@ class ThinkWire:
         return engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
-                                  binding=client_binding(r.headers))
+                                  binding=client_binding(r.headers), written=self.written)
 
     # -- requests the proxy cannot forward (thinkwire.errors) -------------------------------------
     @_guarded
@@ -272,11 +273,14 @@ class ThinkWire:
         self._requests[flow.id] = engine.request_facts(parsed, surface.NAME, self.settings)
         if parsed is None:
             return None
-        binding = client_binding(flow.request.headers)
-        fctx = engine.new_context(self.settings, parsed, self.sealer, binding=binding)
+        r = flow.request
+        binding = client_binding(r.headers)
+        fctx = engine.new_context(self.settings, parsed, self.sealer, binding=binding,
+                                  upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
+                                  written=self.written)
         # The reasoning memory fills in what the client dropped, in its own format, before the
         # way back runs (thinkwire.memory).
-        recall = self.memory.start(flow.id, surface.NAME, parsed, binding, flow.request.host)
+        recall = self.memory.start(flow.id, surface.NAME, parsed, binding, r.host)
         ask = surface is ollama and fctx.model and ollama.wants_capabilities(parsed)
         if recall is not None or ask:
             return self._prepare_then_restore(flow, surface, body, fctx, recall, bool(ask))   # mitmproxy awaits it

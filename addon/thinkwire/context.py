@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .marks import is_mark
+from .learning import Learner
+from .marks import Bound, is_mark
 from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
 from .splitter import END, Split, Splitter, merge
 from .tagsets import MODEL_CHARS, Profile
+from . import written as _written
 
 # How an output ended, as each surface says it: an answer given in full, or something else (cut
 # off at the token limit, a tool call, a filter). Only a complete answer tells a tagless output
@@ -45,12 +47,12 @@ class FlowContext:
     request: dict | None = None
     facts: Facts | None = None
     stats: Stats = field(default_factory=Stats)
-    sealer: object | None = None        # marks.Bound (the client's), for thinking signatures / encrypted content
+    sealer: Bound | None = None         # the client's, for thinking signatures / encrypted content
     # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
     # None when not known. The request hook sets it; the Ollama surface's way back reads it.
     native_thinking: bool | None = None
     surface: str | None = None          # the surface the request came to (what a prefill is)
-    learner: object | None = None       # learning.Learner: models learned to start inside
+    learner: Learner | None = None      # models learned to start inside
     upstream: str | None = None         # where the flow went (the learner's key, with the model)
     client: str | None = None           # who sent it (the learner's key too: addon.client_key)
     finish: str | None = None           # how the output ended (STOP, OTHER), once a response says
@@ -58,6 +60,11 @@ class FlowContext:
     # None when it starts in the answer.
     inside_because: str | None = None
     tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
+    # thinkwire.written.Memory: the markup each split output was written with, for the way back
+    # of surfaces where no mark carries it (None: not kept).
+    written: _written.Memory | None = None
+    _transcripts: list = field(default_factory=list)
+    _recall: _written.Recall | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
     _prefill: str | None = None
@@ -129,7 +136,7 @@ class FlowContext:
         """A stream's splitter. starts_inside None: the output's start (prefill included);
         False: a later text block of the same output (Messages), which starts in the answer."""
         rules = self.rules(response_model)
-        sp = Splitter(rules, starts_inside)
+        sp = (Splitter if self.written is None else _written.RecordingSplitter)(rules, starts_inside)
         if starts_inside is None and self._prefill is not None:
             sp.resume(self._prefill)
         self._splitters.append(sp)
@@ -157,6 +164,10 @@ class FlowContext:
         result = Split(pieces, strays)
         if not count:
             return result
+        if self.written is not None:
+            t = _written.Transcript()
+            t.note(pieces)
+            self._transcripts.append(t)
         if finish is not None:
             self.finish = finish
         self.tagged |= tagged
@@ -206,8 +217,30 @@ class FlowContext:
             self.stats.stray_closes += sp.stray_closes
             self.stats.stray_after_text += sp.stray_after_text
             self.tagged |= sp.markup_chars > 0 or sp.stray_closes > 0
+            if isinstance(sp, _written.RecordingSplitter):
+                self._transcripts.append(sp.transcript)
         self._splitters.clear()
+        if self.written is not None and not self.stats.fell_back:
+            for t in self._transcripts:
+                _written.record(self.written, t, self.client, self.scope)
+        self._transcripts.clear()
         return self.stats
+
+    @property
+    def scope(self) -> _written.Scope:
+        """Whose model writes the guess of the way back is kept for: client, upstream, model."""
+        return (self.client, self.upstream, self.model)
+
+    @property
+    def recall(self) -> _written.Recall:
+        """The way back's memory of what this client's model wrote (thinkwire.written)."""
+        if self._recall is None:
+            self._recall = _written.Recall(self.written, self.client, self.scope)
+        return self._recall
+
+    def guess_pair(self) -> TagPair:
+        """The markup to restore a block of ours with when nothing recorded its layout."""
+        return self.recall.guess(self.rules().pairs[0])
 
     def learn(self) -> str | None:
         """Tell the learner what this flow showed about its model, for its client (after `tally`):

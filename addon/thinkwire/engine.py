@@ -7,9 +7,11 @@ from typing import Any, Callable
 from .jsonnum import loads
 from .context import FlowContext
 from .decoding import Decoder
+from .learning import Learner
 from .request import KNOWN_SWITCHES, Facts, facts
 from .marks import Bound, LazySealer, Sealer
 from .settings import Settings
+from .written import Memory
 from .ndjson import NDJSONParser
 from .sse import EVENT_MAX, SSEParser
 from .stream import Parser, StreamDriver
@@ -48,14 +50,16 @@ def request_facts(request: dict[str, Any] | None, surface: str | None, settings:
 
 
 def new_context(settings: Settings, request: dict[str, Any] | Facts | None, sealer: Sealer | LazySealer | None = None,
-                surface: str | None = None, learner: object | None = None,
-                upstream: str | None = None, client: str | None = None, binding: bytes = b"") -> FlowContext:
+                surface: str | None = None, learner: Learner | None = None,
+                upstream: str | None = None, client: str | None = None, binding: bytes = b"",
+                written: Memory | None = None) -> FlowContext:
     """A flow's context. `request`: the parsed request (the way back), or only its Facts (a
     response); `surface`: the name of the surface the request came to (a trailing assistant
     message is a prefill on Messages); `learner` and `upstream`: what was learned of models (the
     addon's, else nothing) and where this flow goes; `client`: who sent it (learning is per
     client: addon.client_key); `binding`: what its marks are bound to (marks.client_binding of
-    its request)."""
+    its request); `written`: the memory of what models wrote around their reasoning
+    (thinkwire.written.Memory), kept on the response side and read on the way back."""
     kept = request if isinstance(request, Facts) else request_facts(request, surface, settings)
     bound = Bound(sealer, binding, settings.mark_max_age) if sealer is not None else None
     parsed = request if isinstance(request, dict) else None
@@ -64,7 +68,7 @@ def new_context(settings: Settings, request: dict[str, Any] | Facts | None, seal
     model = parsed.get("model") if parsed is not None else (kept.model if kept else None)
     return FlowContext(settings, model=model if isinstance(model, str) and model else None, request=parsed,
                        facts=kept, sealer=bound, surface=surface, learner=learner, upstream=upstream,
-                       client=client)
+                       client=client, written=written)
 
 
 def media_type(content_type: str | None) -> str:

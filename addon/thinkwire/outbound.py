@@ -215,7 +215,7 @@ class Kept(Generic[K, V]):
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.failure_ttl, self.size, self._clock = ttl, failure_ttl, size, clock
         self._known: OrderedDict[K, tuple[float, V | None]] = OrderedDict()
-        self._asking: dict[K, asyncio.Future] = {}
+        self._asking: dict[K, asyncio.Future[V | None]] = {}
 
     def __len__(self) -> int:
         return len(self._known)

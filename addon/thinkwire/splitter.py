@@ -284,7 +284,10 @@ class Splitter:
                     self._emit_reasoning(buf[i:j], out)
                     self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
                     if self._fresh:
-                        self._w_open += tag
+                        # The model's own tag goes back in place of the one the prompt was taken
+                        # to hold: where a model writes it, its template most often did not (Ollama's).
+                        t = rules.pairs[0].open
+                        self._w_open = (self._w_open[len(t):] if self._w_open.startswith(t) else self._w_open) + tag
                     # Reasoning on both sides with no whitespace between gets a line break.
                     self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
                     self._pair = rules._by_open[tag]

@@ -39,6 +39,7 @@ def codex_echo(item: dict) -> dict:
 class MessagesConversation:
     """Claude Code's loop: stream each turn, send the assistant turn back (as received, or as
     the SDK's objects) plus a tool result for each tool_use."""
+    api_key = "x"   # the client's credential (what the proxy keeps things per)
 
     def __init__(self, display: str | None = "omitted", as_received: bool = True, model: str = "m",
                  drop: bool = False) -> None:
@@ -54,7 +55,7 @@ class MessagesConversation:
         self.done = False
 
     def turn(self, url: str):
-        client = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=20)
+        client = anthropic.Anthropic(base_url=url, api_key=self.api_key, max_retries=0, timeout=20)
         with client.messages.stream(messages=self.msgs, **self.kw) as s:
             final = self.final = s.get_final_message()
         content = final.to_dict()["content"] if self.as_received else final.content
@@ -73,6 +74,7 @@ class MessagesConversation:
 class ResponsesConversation:
     """Codex's loop: stream each turn (store false, summaries, encrypted content), echo the output
     into `input` (without ids, as Codex does, unless `ids`), answer each function call."""
+    api_key = "x"
 
     def __init__(self, ids: bool = False, include: bool = True, drop: bool = False) -> None:
         """`drop`: echo the output without its reasoning items (as clients with `store: false`
@@ -88,7 +90,7 @@ class ResponsesConversation:
         self.done = False
 
     def turn(self, url: str):
-        client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=20)
+        client = openai.OpenAI(base_url=url + "/v1", api_key=self.api_key, max_retries=0, timeout=20)
         events = list(client.responses.create(input=self.items, **self.kw))
         assert events[-1].type == "response.completed"
         final = self.final = events[-1].response
@@ -110,13 +112,14 @@ class ChatConversation:
     """A chat client that keeps `reasoning_content` on the assistant turns it sends back (as
     DeepSeek's docs show, and many UIs do); the proxy puts it back inline under
     think_chat_restore=inline. Each turn returns (reasoning, content) as the client read them."""
+    api_key = "x"
 
     def __init__(self) -> None:
         self.msgs: list = [{"role": "user", "content": "fix the build"}]
         self.done = False
 
     def turn(self, url: str) -> tuple[str, str]:
-        client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=20)
+        client = openai.OpenAI(base_url=url + "/v1", api_key=self.api_key, max_retries=0, timeout=20)
         reasoning, content, calls = "", "", {}
         for ch in client.chat.completions.create(model="m", messages=self.msgs, tools=TOOLS_C, stream=True):
             if not ch.choices:

@@ -130,10 +130,12 @@ class StrictOllama:
     thinking, which Ollama splits itself (its turns' `<think>` blocks come out as `thinking`).
     Like Ollama, it answers a truthy `think` for any other model with 400, drops the `thinking` an
     assistant turn carries back for such a model (it checks that the turn, as it reads without
-    it, is what the model wrote), answers /api/show with the capabilities, and records requests."""
+    it, is what the model wrote; `exact`: byte for byte), answers /api/show with the
+    capabilities, and records requests."""
 
-    def __init__(self, models: dict[str, list[str]], native: tuple[str, ...] = (), piece: int = 4) -> None:
-        self.models, self.native, self.piece = models, set(native), piece
+    def __init__(self, models: dict[str, list[str]], native: tuple[str, ...] = (), piece: int = 4,
+                 exact: bool = False) -> None:
+        self.models, self.native, self.piece, self.exact = models, set(native), piece, exact
         self.bodies: list[dict] = []      # /api/chat and /api/generate requests, parsed
         self.shows: list[dict] = []       # /api/show requests
         self.errors: list[str] = []
@@ -195,7 +197,7 @@ class StrictOllama:
             if name in self.native and m.get("thinking"):
                 content = f"<think>{m['thinking']}</think>{content}"
             want = self.models[name][k] if k < len(self.models[name]) else None
-            if want is not None and _squash(content) != _squash(want):
+            if want is not None and (content != want if self.exact else _squash(content) != _squash(want)):
                 return f"messages.{i}: assistant turn reads {content!r}, the model wrote {want!r}"
             k += 1
         return None

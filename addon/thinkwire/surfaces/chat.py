@@ -128,7 +128,7 @@ class StreamRewriter:
         ev = b[0].event(chunk)
         return self._split(ev, ev.data, self._shape[0], self._shape[1], st, got[0])   # type: ignore[index]
 
-    def hot(self) -> tuple | None:
+    def hot(self) -> hot.Arming | None:
         """thinkwire.hot: the arguments of `Hot.arm` while a plain delta shaped like the last
         changes nothing here but the splitter's state (`Splitter.took`); None when on_chunk
         must decide."""
@@ -144,12 +144,15 @@ class StreamRewriter:
         specs = self._hot
         if specs is None or specs[0] is not b:
             rules, m = st.splitter.rules, b[0]
-            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix),   # the answer goes as it came
-                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), **hot.reasoning(rules)))
+            # The answer goes as it came; reasoning in its field; whitespace alone, held, as an
+            # empty content (what _split sends).
+            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix),
+                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), **hot.reasoning(rules),
+                                          held=(m.prefix + b'""' + m.suffix,)))
         self._armed = (kind, st)
-        return specs[1 if kind == CONTENT else 2], 0, 0, hot.holding(st.splitter, kind)
+        return hot.Arming(specs[1 if kind == CONTENT else 2], held=hot.holding(st.splitter, kind))
 
-    def settle(self, got: tuple) -> None:
+    def settle(self, got: hot.Took) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         kind, st = self._armed   # type: ignore[misc]
         hot.fold(st.splitter, kind, got)
@@ -350,21 +353,38 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
 
 
 def _restore_messages(messages: list, mode: str, ctx: FlowContext) -> int:
-    pair = ctx.rules().pairs[0]
     changed = 0
     for m in messages:
         if not isinstance(m, dict) or m.get("role") != "assistant":
             continue
         texts = [m.pop(k) for k in _NATIVE if k in m]
-        reasoning = "\n\n".join(t for t in texts if isinstance(t, str) and t)
-        if not texts:
-            continue
-        changed += 1
-        if mode == "inline" and reasoning:
-            inline = f"{pair.open}{reasoning}{pair.close}"
-            content = m.get("content")
-            if isinstance(content, list):
-                m["content"] = [{"type": "text", "text": inline}] + content
-            else:
-                m["content"] = inline + (content if isinstance(content, str) else "")
+        # (Both fields, under think_chat_field=both, hold the same text: it counts once.)
+        reasoning = "\n\n".join(dict.fromkeys(t for t in texts if isinstance(t, str) and t))
+        if mode == "inline" and (texts or isinstance(m.get("content"), str)):
+            changed += inline_turn(m, reasoning, ctx, counted=bool(texts))
+        elif texts:
+            changed += 1
     return changed
+
+
+def inline_turn(m: dict, reasoning: str, ctx: FlowContext, counted: bool = True) -> int:
+    """An assistant message's reasoning back in its `content`, as the model wrote it where this
+    proxy saw the output (thinkwire.written: its whitespace, several blocks where they stood),
+    else around the pair the model was last seen writing (the profile's, before any). A turn
+    that had no reasoning field changes only where its output is remembered (all its blocks
+    were empty). 1 when the message changed (or had a reasoning field), else 0."""
+    content = m.get("content")
+    answer = content if isinstance(content, str) else "" if content is None else None
+    got = ctx.recall.written(reasoning, answer) if answer is not None else None
+    if got is not None:
+        m["content"] = got
+        return 1
+    if not reasoning:
+        return int(counted)
+    pair = ctx.guess_pair()
+    text = f"{pair.open}{reasoning}{pair.close}"
+    if isinstance(content, list):
+        m["content"] = [{"type": "text", "text": text}] + content
+    else:
+        m["content"] = text + (content if isinstance(content, str) else "")
+    return 1

@@ -34,6 +34,7 @@ from ..ndjson import NDJSONParser
 from ..splitter import CONTENT, REASONING
 from ..events import Event
 from . import event_object
+from .chat import inline_turn
 from .textruns import BLOCK_JOIN, TextRuns
 
 NAME = "ollama"
@@ -294,7 +295,7 @@ class StreamRewriter:
         g = 1 if m[1] is not None else 2
         return [b"".join((chunk[:m.start(g)], _THINKING, _go_body(literal_body(text, got)), chunk[m.end(g):]))]
 
-    def hot(self) -> tuple | None:
+    def hot(self) -> hot.Arming | None:
         """thinkwire.hot: the arguments of `Hot.arm` while a token line shaped like the last, its
         text plain, changes nothing here but the splitter's state (`Splitter.took`); None when
         on_chunk must decide."""
@@ -305,9 +306,10 @@ class StreamRewriter:
         if kind is None or (kind == REASONING and not st.block_has_text):
             return None   # (a block's first text may take a separator in front: on_chunk's)
         self._armed = kind
-        return _specs(shape[1], shape[2], st.splitter.rules)[kind == REASONING], 0, 0, hot.holding(st.splitter, kind)
+        return hot.Arming(_specs(shape[1], shape[2], st.splitter.rules)[kind == REASONING],
+                          held=hot.holding(st.splitter, kind))
 
-    def settle(self, got: tuple) -> None:
+    def settle(self, got: hot.Took) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         hot.fold(self.state.splitter, self._armed, got)   # type: ignore[union-attr, arg-type]
 
@@ -364,11 +366,14 @@ def _specs(head: tuple[bytes, ...], after: bytes, rules) -> tuple[tuple, tuple]:
     if len(head) == 1:
         slot: dict = {}
         out = (head[0] + b'"' + _THINKING, hot.PART_BODY, tail)
+        held: tuple = (head[0] + b'""' + post,)
     else:
         slot = {"slot_pos": 1, "mid": head[1], "chars": _TIMESTAMP_CHARS}
         out = (head[0] + b'"', hot.PART_STR, b'"' + head[1] + b'"' + _THINKING, hot.PART_BODY, tail)
+        held = (head[0] + b'"', hot.PART_STR, b'"' + head[1] + b'""' + post)
+    # (Reasoning: whitespace alone is held, and the line goes with an empty content.)
     return (hot.spec(rules, head[0], post, **slot),
-            hot.spec(rules, head[0], post, out, exclude=_GO_ASCII, **slot, **hot.reasoning(rules)))
+            hot.spec(rules, head[0], post, out, exclude=_GO_ASCII, **slot, **hot.reasoning(rules), held=held))
 
 
 # -- the way back ---------------------------------------------------------------------------
@@ -405,18 +410,21 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     how = ctx.settings.restore
     messages = obj.get("messages")
     if how != "keep" and isinstance(messages, list):
-        pair = ctx.rules().pairs[0]
         new, n = [], 0
         for m in messages:
-            if isinstance(m, dict) and m.get("role") == "assistant" and _THINK in m:
+            had = isinstance(m, dict) and m.get("role") == "assistant" and _THINK in m
+            if had or how == "inline" and isinstance(m, dict) and m.get("role") == "assistant":
                 m = dict(m)
-                thinking = m.pop(_THINK)
-                if isinstance(thinking, str) and thinking:
-                    n += 1
-                    if how == "inline":
-                        content = m.get("content")
-                        m["content"] = f"{pair.open}{thinking}{pair.close}" + (content if isinstance(content, str) else "")
-                changed = True
+                thinking = m.pop(_THINK, None)
+                thinking = thinking if isinstance(thinking, str) else ""
+                if how == "inline":
+                    # As the model wrote it where this proxy saw the output (chat.inline_turn).
+                    got = inline_turn(m, thinking, ctx, counted=False)
+                    n += got
+                    changed |= bool(got)
+                else:
+                    n += bool(thinking)
+                changed |= had
             new.append(m)
         obj["messages"] = new
         ctx.stats.restored += n

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...context import FlowContext
+from ...rules import TagPair
 from .. import after, inline, restore
 
 # A client sends an assistant turn back as it received it (Claude Code does, with its tool_use;
@@ -12,7 +15,8 @@ from .. import after, inline, restore
 #     omitted: its visible text is empty, the mark holds the text and the tag pair);
 #   - a `redacted_thinking` block whose `data` is such a mark;
 #   - a `thinking` block with no signature key or an empty one (policies off / unsigned): no
-#     upstream accepts it, so it is restored with its own text and the profile's default pair.
+#     upstream accepts it, so it is restored as the proxy remembers the output it came from
+#     (_recall_runs, below), else with its own text and the guessed pair (FlowContext.guess_pair).
 # Anything else (a real signature, a real redacted_thinking, a mark under another key, a
 # tampered mark) is not ours and is left exactly as it came.
 #
@@ -33,7 +37,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
                    lambda obj, msgs, how: _restore_messages(msgs, how, ctx))
 
 
-def _restore_messages(msgs: list, how: str, ctx: FlowContext) -> int:
+def _restore_messages(msgs: list[Any], how: str, ctx: FlowContext) -> int:
     restored = 0
     for m in msgs:
         if not (isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), list)):
@@ -45,7 +49,7 @@ def _restore_messages(msgs: list, how: str, ctx: FlowContext) -> int:
     return restored
 
 
-def _ours(block: object, ctx: FlowContext):
+def _ours(block: object, ctx: FlowContext) -> tuple[str, TagPair] | None:
     """(text, pair) when `block` is a thinking block this proxy made, else None."""
     if not isinstance(block, dict):
         return None
@@ -57,22 +61,25 @@ def _ours(block: object, ctx: FlowContext):
     sig = block.get("signature")
     if sig is None or sig == "":
         text = block.get("thinking")
-        return (text if isinstance(text, str) else "", ctx.rules().pairs[0])
+        return (text if isinstance(text, str) else "", ctx.guess_pair())
     return ctx.open_mark(sig)
 
 
-def _restore_blocks(blocks: list, how: str, ctx: FlowContext) -> tuple[list, int]:
+def _restore_blocks(blocks: list[Any], how: str, ctx: FlowContext) -> tuple[list[Any], int]:
     """The message's blocks with ours restored (or dropped), and how many were ours."""
+    recalled = 0
+    if how == "inline":
+        blocks, recalled = _recall_runs(blocks, ctx)
     ours = [_ours(b, ctx) for b in blocks]
     found = sum(o is not None for o in ours)
     if not found:
-        return blocks, 0
+        return blocks, recalled
     if how == "drop":
         kept = [b for b, o in zip(blocks, ours) if o is None]
         if kept or not any(o[0] for o in ours if o is not None):
             return kept, found
         # Nothing but our reasoning: an empty assistant message is refused, so keep it inline.
-    out: list = []
+    out: list[Any] = []
     pending: list[str] = []   # inline text of ours waiting for the block after it
     last = None               # the pair of the last of them
     for block, got in zip(blocks, ours):
@@ -92,4 +99,55 @@ def _restore_blocks(blocks: list, how: str, ctx: FlowContext) -> tuple[list, int
         out.append(block)
     if pending:
         out.append({"type": "text", "text": "".join(pending)})
-    return out, found
+    return out, found + recalled
+
+
+# Where no mark holds a block (a thinking block with no signature, or text alone), the output it
+# came from may be remembered (thinkwire.written): a run of such blocks and text blocks, which is
+# what the rewrite made of one upstream text block, becomes that text block again, as the model
+# wrote it.
+def _recall_runs(blocks: list[Any], ctx: FlowContext) -> tuple[list[Any], int]:
+    """The blocks with each remembered run back as one text block, and how many blocks went."""
+    out: list[Any] = []
+    run: list[dict[str, Any]] = []
+    n = 0
+
+    def flush() -> None:
+        nonlocal n
+        if run:
+            got = _recalled(run, ctx)
+            if got is None:
+                out.extend(run)
+            else:
+                out.append(got)
+                n += max(1, sum(b["type"] == "thinking" for b in run))
+            run.clear()
+
+    for b in blocks:
+        if _unmarked(b):
+            run.append(b)
+        else:
+            flush()
+            out.append(b)
+    flush()
+    return out, n
+
+
+def _unmarked(block: object) -> bool:
+    """A text block, or a thinking block with no signature (an empty one: `unsigned`)."""
+    if not isinstance(block, dict):
+        return False
+    t = block.get("type")
+    if t == "text":
+        return isinstance(block.get("text"), str)
+    return t == "thinking" and block.get("signature") in (None, "") and isinstance(block.get("thinking"), str)
+
+
+def _recalled(run: list[dict[str, Any]], ctx: FlowContext) -> dict[str, Any] | None:
+    reasoning = "\n\n".join(b["thinking"] for b in run if b["type"] == "thinking" and b["thinking"])
+    answer = "".join(b["text"] for b in run if b["type"] == "text")
+    got = ctx.recall.written(reasoning, answer)
+    if not got:
+        return None
+    base = next((b for b in run if b["type"] == "text"), {"type": "text"})
+    return dict(base, text=got)

@@ -3,8 +3,10 @@ back in `input` become again what the upstream model wrote."""
 
 from __future__ import annotations
 
+from typing import Any, TypeGuard
+
 from ...context import FlowContext
-from ...splitter import TagPair
+from ...rules import TagPair
 from .. import after, inline, restore
 
 
@@ -55,13 +57,16 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
                    lambda obj, items, how: _restore_input(obj, items, how, ctx))
 
 
-def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
+def _restore_input(obj: dict[str, Any], items: list[Any], how: str, ctx: FlowContext) -> int:
     items, refs = _upstream_refs(items, how)
+    recalled = 0
+    if how == "inline":
+        items, recalled = _recall_runs(items, ctx)
     ours = [_ours_item(it, ctx) for it in items]
-    restored = sum(o is not None for o in ours) + refs
+    restored = sum(o is not None for o in ours) + refs + recalled
     if not restored:
         return 0
-    out: list = []
+    out: list[Any] = []
     pending: list[str] = []     # inline reasoning waiting for its assistant turn
     last = None                 # the pair of the last of them
     sep = ""                    # between them: nothing where marks hold what the model wrote between
@@ -90,7 +95,73 @@ def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
     return restored
 
 
-def _upstream_refs(items: list, how: str) -> tuple[list, int]:
+# Where no mark holds an item (no `encrypted_content`), the output it came from may be
+# remembered (thinkwire.written): a run of reasoning items without one and assistant messages,
+# which is what the rewrite made of one upstream message, becomes that message again, as the
+# model wrote it, whatever ids the client kept (Codex keeps none).
+def _recall_runs(items: list[Any], ctx: FlowContext) -> tuple[list[Any], int]:
+    """The items with each remembered run back as one assistant message, and how many went."""
+    out: list[Any] = []
+    run: list[dict[str, Any]] = []
+    n = 0
+
+    def flush() -> None:
+        nonlocal n
+        if run:
+            got = _recalled(run, ctx)
+            if got is None:
+                out.extend(run)
+            else:
+                out.append(got)
+                n += max(1, sum(it.get("type") == "reasoning" for it in run))
+            run.clear()
+
+    for item in items:
+        if _unmarked(item):
+            run.append(item)
+        else:
+            flush()
+            out.append(item)
+    flush()
+    return out, n
+
+
+def _unmarked(item: object) -> bool:
+    """A reasoning item with no `encrypted_content`, or an assistant message of text."""
+    if not isinstance(item, dict):
+        return False
+    if item.get("type") == "reasoning":
+        return item.get("encrypted_content") in (None, "")
+    return _is_assistant_message(item) and _message_text(item) is not None
+
+
+def _message_text(item: dict[str, Any]) -> str | None:
+    content = item["content"]
+    if isinstance(content, str):
+        return content
+    texts = [p.get("text") for p in content if isinstance(p, dict)]
+    return "".join(texts) if texts and all(isinstance(t, str) for t in texts) else None  # type: ignore[arg-type]
+
+
+def _recalled(run: list[dict[str, Any]], ctx: FlowContext) -> dict[str, Any] | None:
+    reasoning = "\n\n".join(t for t in (_item_text(it) for it in run if it.get("type") == "reasoning") if t)
+    answer = "".join(_message_text(it) or "" for it in run if it.get("type") != "reasoning")
+    got = ctx.recall.written(reasoning, answer)
+    if not got:
+        return None
+    base = next((it for it in run if it.get("type") != "reasoning"), None)
+    if base is None:
+        return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": got}]}
+    if _our_piece_id(base.get("id")):
+        base = dict(base, id=base["id"].rpartition("_")[0])   # the upstream's own message id
+    content = base["content"]
+    if isinstance(content, str):
+        return dict(base, content=got)
+    part = content[0] if content and isinstance(content[0], dict) else {"type": "output_text"}
+    return dict(base, content=[dict(part, text=got)])
+
+
+def _upstream_refs(items: list[Any], how: str) -> tuple[list[Any], int]:
     """The items with references to ids this proxy made turned into references to the upstream
     messages they came from (see above), and how many were ours."""
     def target(item: object) -> tuple[str | None, bool]:   # (upstream id, was it one of ours)
@@ -108,7 +179,7 @@ def _upstream_refs(items: list, how: str) -> tuple[list, int]:
     if not n:
         return items, 0
     mapped = {t for t, ours in found if ours and t is not None}
-    out: list = []
+    out: list[Any] = []
     sent: set[str] = set()
     for item, (t, ours) in zip(items, found):
         if ours and t is None:
@@ -123,7 +194,7 @@ def _upstream_refs(items: list, how: str) -> tuple[list, int]:
     return out, n
 
 
-def _our_piece_id(rid: object) -> bool:
+def _our_piece_id(rid: object) -> TypeGuard[str]:
     """`msg_<base>_<digits>`: the shape of the later message pieces this surface makes."""
     if not isinstance(rid, str) or not rid.startswith("msg_"):
         return False
@@ -141,11 +212,11 @@ def _ours_item(item: object, ctx: FlowContext) -> tuple[str, TagPair, bool] | No
         return None if got is None else (*got, True)
     rid = item.get("id")
     if _our_id(rid):
-        return _item_text(item), ctx.rules().pairs[0], False
+        return _item_text(item), ctx.guess_pair(), False
     return None
 
 
-def _our_id(rid: object) -> bool:
+def _our_id(rid: object) -> TypeGuard[str]:
     """`rs_<base>_<digits>`: the shape of the reasoning ids this surface makes."""
     if not isinstance(rid, str) or not rid.startswith("rs_"):
         return False
@@ -153,7 +224,7 @@ def _our_id(rid: object) -> bool:
     return bool(base and sep and pos.isascii() and pos.isdigit())
 
 
-def _item_text(item: dict) -> str:
+def _item_text(item: dict[str, Any]) -> str:
     for key, sep in (("content", ""), ("summary", "\n\n")):
         parts = item.get(key)
         if isinstance(parts, list):
@@ -175,7 +246,7 @@ def _is_call(item: object) -> bool:
     return isinstance(t, str) and t.endswith("_call")
 
 
-def _prepend(item: dict, text: str, pair: TagPair | None) -> dict:
+def _prepend(item: dict[str, Any], text: str, pair: TagPair | None) -> dict[str, Any]:
     """The message with `text` (reasoning back inline, the last of it of `pair`) in front."""
     content = item["content"]
     if isinstance(content, str):

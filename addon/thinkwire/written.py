@@ -1,0 +1,301 @@
+"""What the model wrote around its reasoning, remembered for the way back where no mark carries it.
+
+A mark (a Messages signature, a Responses `encrypted_content`) holds the markup the model wrote
+around a block, whitespace and all. Chat `reasoning_content`, Ollama `thinking`, Messages blocks
+without a signature and Responses items without `encrypted_content` come back with no mark, and
+the trim took that whitespace: the way back would write `<think>text</think>answer` where the
+model wrote `<think>\\nplan\\n</think>\\n\\nHello`, and a server's prefix cache re-reads the whole
+conversation after it on every turn. So the proxy remembers, for each output it split:
+
+- its **layout**: for each block, where it stood in the answer, how long its text is, and the
+  markup written on each side (the splitter's END piece: a TagPair, or a `rules.Written` with the
+  line breaks put after it). Only markup and numbers: the texts come back from the client;
+- under a **key** that the client's echoed turn gives again: a hash of the client (its credential,
+  `addon.client_key`), of the reasoning as the client will send it (the blocks that have text,
+  joined with a blank line, as chat and Ollama join them) and of the answer;
+- and, per client, upstream and model, the markup of the **last block seen**: the best guess for
+  a turn whose layout is not remembered (a restart, another replica, an evicted entry).
+
+The store is `Memory`, in-process, bounded in entries, bytes and age (docs/budget.md). Its
+interface is `remember(key, layout)` / `recall(key)` (and `note_last` / `last` for the guess),
+so another store (issue 36's reasoning memory) can take its place: `dump` / `load` give a layout as
+bytes and back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from .rules import Rules, TagPair, Written
+from .splitter import CONTENT, END, REASONING, Splitter
+
+JOIN = "\n\n"                # between blocks of one output, as chat and Ollama send them
+ENTRIES = 4096               # layouts kept (least recently used goes first)
+BYTES = 8 << 20              # bytes of markup kept in all, about
+LIFETIME = 24 * 3600         # seconds a layout is kept
+BLOCKS_MAX = 64              # blocks of one output: an output with more is not remembered
+LAYOUT_MAX = 16 << 10        # characters of markup of one output: past it, not remembered
+_ENTRY_COST = 200            # bytes an entry costs besides its markup (key, tuples, the dict slot)
+
+
+class Block(NamedTuple):
+    at: int       # characters of answer before the block
+    length: int   # characters of its text
+    open: str     # what the model wrote before the text (trimmed whitespace, the tag, ...)
+    close: str    # ... and after it
+    added: int    # line breaks thinkwire put in the answer after it (taken out again)
+
+
+Layout = tuple[Block, ...]
+Scope = tuple[str | None, str | None, str | None]   # client, upstream, model
+
+
+def key(client: str | None, reasoning: str, answer: str) -> bytes:
+    """What a layout is filed under: the client and the texts it sends back."""
+    return _key(client, _digest(reasoning), _digest(answer))
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def _key(client: str | None, reasoning: bytes, answer: bytes) -> bytes:
+    c = (client or "").encode("utf-8", "surrogateescape")
+    return hashlib.sha256(b"thinkwire written\0" + c + b"\0" + reasoning + answer).digest()
+
+
+def dump(layout: Layout) -> bytes:
+    """A layout as bytes, for a store that keeps bytes (issue 36's memory stores, a fleet's)."""
+    return json.dumps([list(b) for b in layout], ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass")
+
+
+def load(data: bytes) -> Layout | None:
+    """`dump`'s bytes as a layout again; None when they are not one (a store's garbage)."""
+    try:
+        rows = json.loads(data.decode("utf-8", "surrogatepass"))
+        if not isinstance(rows, list) or not rows:
+            return None
+        blocks = tuple(Block(*row) for row in rows)
+    except (ValueError, TypeError):
+        return None
+    ok = all(type(b.at) is int and type(b.length) is int and type(b.added) is int and min(b.at, b.length, b.added) >= 0
+             and isinstance(b.open, str) and isinstance(b.close, str) for b in blocks)
+    return blocks if ok and len(blocks) <= BLOCKS_MAX else None
+
+
+def _cost(layout: Layout) -> int:
+    return _ENTRY_COST + sum(len(b.open) + len(b.close) + 40 for b in layout)
+
+
+class Memory:
+    """Layouts by key, and the last block's markup by (client, upstream, model), both bounded:
+    at most `entries` of each, `max_bytes` of markup in all, each kept `lifetime` seconds."""
+
+    def __init__(self, entries: int = ENTRIES, max_bytes: int = BYTES, lifetime: float = LIFETIME,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.entries, self.max_bytes, self.lifetime, self._clock = entries, max_bytes, lifetime, clock
+        self._layouts: OrderedDict[bytes, tuple[float, Layout, int]] = OrderedDict()
+        self._last: OrderedDict[Scope, tuple[float, TagPair]] = OrderedDict()
+        self.size = 0   # bytes the layouts cost (_cost)
+
+    def remember(self, k: bytes, layout: Layout) -> None:
+        cost = _cost(layout)
+        if cost > self.max_bytes:
+            return
+        self.forget(k)
+        self._layouts[k] = (self._clock(), layout, cost)
+        self.size += cost
+        while len(self._layouts) > self.entries or self.size > self.max_bytes:
+            self.forget(next(iter(self._layouts)))
+
+    def recall(self, k: bytes) -> Layout | None:
+        got = self._layouts.get(k)
+        if got is None:
+            return None
+        if self._clock() - got[0] > self.lifetime:
+            self.forget(k)
+            return None
+        self._layouts.move_to_end(k)
+        return got[1]
+
+    def forget(self, k: bytes) -> None:
+        got = self._layouts.pop(k, None)
+        if got is not None:
+            self.size -= got[2]
+
+    def note_last(self, scope: Scope, pair: TagPair) -> None:
+        if len(pair.open) + len(pair.close) > LAYOUT_MAX:
+            return
+        self._last.pop(scope, None)
+        self._last[scope] = (self._clock(), TagPair(pair.open, pair.close))
+        while len(self._last) > self.entries:
+            self._last.popitem(last=False)
+
+    def last(self, scope: Scope) -> TagPair | None:
+        got = self._last.get(scope)
+        if got is None or self._clock() - got[0] > self.lifetime:
+            return None
+        return got[1]
+
+    def __len__(self) -> int:
+        return len(self._layouts)
+
+
+# -- the response side: what one output's split wrote ------------------------------------------
+class Transcript:
+    """One output's pieces as they go to the client, folded into what `Memory` keeps: the
+    reasoning and answer hashed (as the client will send them back), and the layout."""
+
+    __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over")
+
+    def __init__(self) -> None:
+        self._r, self._a = hashlib.sha256(), hashlib.sha256()
+        self._alen = self._rlen = self._block = 0
+        self._had = False          # a block with text went before (the next is joined with JOIN)
+        self.blocks: list[Block] = []
+        self._markup = 0
+        self.over = False          # too many blocks or too much markup: not remembered
+
+    def note(self, pieces: Sequence[tuple[int, Any]]) -> None:
+        for kind, value in pieces:
+            if kind == CONTENT:
+                self._a.update(value.encode("utf-8", "surrogatepass"))
+                self._alen += len(value)
+            elif kind == REASONING:
+                if not self._block and self._had:
+                    self._r.update(JOIN.encode())
+                self._r.update(value.encode("utf-8", "surrogatepass"))
+                self._block += len(value)
+            elif kind == END:
+                self._end(value)
+
+    def _end(self, pair: TagPair) -> None:
+        if self._block:
+            self._had = True
+        added = pair.added if isinstance(pair, Written) else 0
+        self._markup += len(pair.open) + len(pair.close)
+        if len(self.blocks) >= BLOCKS_MAX or self._markup > LAYOUT_MAX:
+            self.over = True
+        elif not self.over:
+            self.blocks.append(Block(self._alen, self._block, pair.open, pair.close, added))
+        self._block = 0
+
+    def key(self, client: str | None) -> bytes:
+        return _key(client, self._r.digest(), self._a.digest())
+
+
+class RecordingSplitter(Splitter):
+    """A Splitter whose pieces a Transcript reads: every piece leaves through `feed`, `plain`
+    (the byte path's, and `took`'s for what C took) or `finish`. A prefill's (`resume`) is the
+    client's own and is not read."""
+
+    __slots__ = ("transcript", "_quiet")
+
+    def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
+        super().__init__(rules, starts_inside)
+        self.transcript = Transcript()
+        self._quiet = False
+
+    def feed(self, text: str) -> list[Any]:
+        out = super().feed(text)
+        if out and not self._quiet:
+            self.transcript.note(out)
+        return out
+
+    def plain(self, text: str) -> tuple[int, str] | None:
+        piece = super().plain(text)
+        if piece is not None:
+            self.transcript.note((piece,))
+        return piece
+
+    def finish(self) -> list[Any]:
+        out = super().finish()
+        if out:
+            self.transcript.note(out)
+        return out
+
+    def resume(self, text: str) -> None:
+        self._quiet = True
+        try:
+            super().resume(text)
+        finally:
+            self._quiet = False
+
+
+def record(memory: Memory, transcript: Transcript, client: str | None, scope: Scope) -> None:
+    """After an output: its layout remembered (when it had a block), and its markup as the guess
+    for `scope` (client, upstream, model)."""
+    if not transcript.blocks and not transcript.over:
+        return
+    # The guess for later turns: the first block the model closed (a block cut off at the
+    # token limit has no closing tag to guess from).
+    closed = next((b for b in transcript.blocks if b.close), None)
+    if closed is not None:
+        memory.note_last(scope, TagPair(closed.open, closed.close))
+    if not transcript.over:
+        memory.remember(transcript.key(client), tuple(transcript.blocks))
+
+
+# -- the way back -------------------------------------------------------------------------------
+def rebuild(layout: Layout, reasoning: str, answer: str) -> str | None:
+    """The output as the model wrote it, from the texts the client sent and their layout; None
+    when they do not fit it (the key matched, so they do: a guard)."""
+    out: list[str] = []
+    a = r = 0
+    had = False
+    for b in layout:
+        if b.at < a or b.at > len(answer):
+            return None
+        out.append(answer[a:b.at])
+        a = b.at
+        if b.length:
+            if had:
+                if reasoning[r:r + len(JOIN)] != JOIN:
+                    return None
+                r += len(JOIN)
+            had = True
+        text = reasoning[r:r + b.length]
+        if len(text) != b.length:
+            return None
+        r += b.length
+        out.append(b.open + text + b.close)
+        if b.added:
+            if answer[a:a + b.added] != "\n" * b.added:
+                return None
+            a += b.added
+    if r != len(reasoning):
+        return None
+    out.append(answer[a:])
+    return "".join(out)
+
+
+class Recall:
+    """A request's way back, asking one Memory for one client (never another's)."""
+
+    def __init__(self, memory: Memory | None, client: str | None, scope: Scope) -> None:
+        self.memory, self.client, self.scope = memory, client, scope
+        self.hits = self.misses = 0
+
+    def written(self, reasoning: str, answer: str) -> str | None:
+        """The output as the model wrote it, when this client's turn with these texts was seen."""
+        if self.memory is None:
+            return None
+        layout = self.memory.recall(key(self.client, reasoning, answer))
+        got = None if layout is None else rebuild(layout, reasoning, answer)
+        if got is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return got
+
+    def guess(self, default: TagPair) -> TagPair:
+        """The markup this model at this upstream was last seen writing for this client, else
+        `default` (the profile's pair, as the way back always wrote it)."""
+        got = self.memory.last(self.scope) if self.memory is not None else None
+        return default if got is None else got

@@ -1,0 +1,162 @@
+"""thinkwire.written: the markup each split output was written with, remembered per client for the
+way back where no mark carries it; its bounds (docs/budget.md) and what a miss gives."""
+
+import pytest
+
+from conftest import make_settings
+from thinkwire import engine, written
+from thinkwire.rules import TagPair
+from thinkwire.splitter import Split, merge
+
+OUTPUTS = [
+    "<think>\nplan\n</think>\n\nHello",
+    "\n<think>\n  a\n\n</think>\n\n  b<think> c </think>\n\nd",
+    "Sure.<think>x</think>Done.",               # a line break put in the answer, taken out again
+    "<think>\tNow read the README. \n</think>\n",
+    "<think>cut off at the lim",                # no closing tag: none goes back
+    "<think></think>\n\nOnly an answer.",       # an empty block: no reasoning field, the answer alone
+]
+
+
+def ctx_for(mem, client="client A", model="m"):
+    ctx = engine.new_context(make_settings(), {"model": model}, None, client=client,
+                             upstream="http://up:8000", written=mem)
+    return ctx
+
+
+def body(mem, text, client="client A"):
+    """A whole body split: (reasoning as chat sends it, the answer)."""
+    ctx = ctx_for(mem, client)
+    r = ctx.split(text, finish="stop")
+    ctx.tally()
+    return "\n\n".join(r.reasoning), r.content
+
+
+def stream(mem, text, size, client="client A"):
+    ctx = ctx_for(mem, client)
+    sp = ctx.splitter()
+    pieces = [p for k in range(0, len(text), size) for p in sp.feed(text[k:k + size])] + sp.finish()
+    ctx.tally()
+    r = Split(merge(pieces), 0)
+    return "\n\n".join(r.reasoning), r.content
+
+
+@pytest.mark.parametrize("text", OUTPUTS)
+def test_a_body_comes_back_as_the_model_wrote_it(text):
+    mem = written.Memory()
+    reasoning, answer = body(mem, text)
+    assert ctx_for(mem).recall.written(reasoning, answer) == text
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 64])
+@pytest.mark.parametrize("text", OUTPUTS)
+def test_a_stream_comes_back_as_the_model_wrote_it_at_every_chunking(text, size):
+    mem = written.Memory()
+    reasoning, answer = stream(mem, text, size)
+    assert ctx_for(mem).recall.written(reasoning, answer) == text
+
+
+def test_another_client_recalls_nothing_and_guesses_nothing_of_the_first():
+    mem = written.Memory()
+    reasoning, answer = body(mem, OUTPUTS[0], client="client A")
+    other = ctx_for(mem, client="client B")
+    assert other.recall.written(reasoning, answer) is None
+    assert other.guess_pair() == TagPair("<think>", "</think>")      # the profile's pair
+    assert ctx_for(mem).guess_pair() == TagPair("<think>\n", "\n</think>\n\n")   # A's model, as it writes
+
+
+def test_a_changed_text_is_a_miss():
+    mem = written.Memory()
+    reasoning, answer = body(mem, OUTPUTS[0])
+    ctx = ctx_for(mem)
+    assert ctx.recall.written(reasoning, answer + "!") is None
+    assert ctx.recall.written(reasoning + " ", answer) is None
+    assert (ctx.recall.hits, ctx.recall.misses) == (0, 2)
+
+
+def test_the_guess_is_the_first_closed_block_for_this_model_and_upstream():
+    mem = written.Memory()
+    body(mem, "<think>cut off")                     # no closing tag: nothing to guess from
+    assert ctx_for(mem).guess_pair() == TagPair("<think>", "</think>")
+    body(mem, "Hi<think> x </think>y\n<think>\nz\n</think>\n\nw")
+    assert ctx_for(mem).guess_pair() == TagPair("<think> ", " </think>")
+    assert ctx_for(mem, model="another").guess_pair() == TagPair("<think>", "</think>")
+
+
+def test_a_restart_remembers_nothing():
+    reasoning, answer = body(written.Memory(), OUTPUTS[0])
+    assert ctx_for(written.Memory()).recall.written(reasoning, answer) is None
+
+
+# -- bounds (docs/budget.md) -----------------------------------------------------------------------
+def layout(n=1, markup=8):
+    return tuple(written.Block(0, 1, "<" * markup, ">", 0) for _ in range(n))
+
+
+def test_at_most_ENTRIES_layouts_the_least_recently_used_go_first():
+    mem = written.Memory()
+    keys = [written.key("c", str(i), "") for i in range(written.ENTRIES + 100)]
+    for k in keys[:written.ENTRIES]:
+        mem.remember(k, layout())
+    mem.recall(keys[0])                             # used: kept
+    for k in keys[written.ENTRIES:]:
+        mem.remember(k, layout())
+    assert len(mem) == written.ENTRIES == 4096
+    assert mem.recall(keys[0]) is not None and mem.recall(keys[1]) is None and mem.recall(keys[-1]) is not None
+
+
+def test_at_most_BYTES_of_markup():
+    mem = written.Memory()
+    big = layout(n=4, markup=4000)                  # ~16 KB each
+    for i in range(2000):
+        mem.remember(written.key("c", str(i), ""), big)
+    assert mem.size <= written.BYTES == 8 << 20
+    assert 500 < len(mem) < 530
+
+
+def test_a_layout_is_kept_LIFETIME_seconds():
+    now = [0.0]
+    mem = written.Memory(clock=lambda: now[0])
+    k = written.key("c", "r", "a")
+    mem.remember(k, layout())
+    mem.note_last(("c", "u", "m"), TagPair("<think>\n", "\n</think>"))
+    now[0] = written.LIFETIME
+    assert mem.recall(k) is not None and mem.last(("c", "u", "m")) is not None
+    now[0] = written.LIFETIME * 2 + 1
+    assert mem.recall(k) is None and len(mem) == 0 and mem.size == 0
+    assert mem.last(("c", "u", "m")) is None
+
+
+def test_the_guesses_are_bounded_too():
+    mem = written.Memory(entries=10)
+    for i in range(50):
+        mem.note_last(("c", "u", str(i)), TagPair("<think>", "</think>"))
+    assert len(mem._last) == 10
+    mem.note_last(("c", "u", "huge"), TagPair("\n" * (written.LAYOUT_MAX + 1), "</think>"))
+    assert mem.last(("c", "u", "huge")) is None
+
+
+def test_an_output_with_more_than_BLOCKS_MAX_blocks_is_not_remembered():
+    mem = written.Memory()
+    many = "".join(f"<think>{i}</think>a{i} " for i in range(written.BLOCKS_MAX + 1))
+    reasoning, answer = body(mem, many)
+    assert len(mem) == 0 and ctx_for(mem).recall.written(reasoning, answer) is None
+    few = "".join(f"<think>{i}</think>a{i} " for i in range(written.BLOCKS_MAX))
+    assert ctx_for(mem).recall.written(*body(mem, few)) == few
+
+
+def test_an_output_with_more_than_LAYOUT_MAX_of_markup_is_not_remembered():
+    mem = written.Memory()
+    text = "<think>" + "\n" * (written.LAYOUT_MAX + 1) + "x</think>y"
+    reasoning, answer = stream(mem, text, 7)
+    assert (reasoning, answer) == ("x", "y") and len(mem) == 0
+
+
+def test_a_layout_goes_to_bytes_and_back_for_another_store():
+    mem = written.Memory()
+    body(mem, OUTPUTS[1])
+    (got,) = [v[1] for v in mem._layouts.values()]
+    assert written.load(written.dump(got)) == got
+    assert written.dump(got) == b'[[0,1,"\\n<think>\\n  ","\\n\\n</think>\\n\\n  ",0],[1,1,"<think> "," </think>",0]]'
+    for garbage in (b"", b"{}", b"[[1]]", b'[[-1,0,"","",0]]', b'[["0",0,"","",0]]', b"\xff"):
+        assert written.load(garbage) is None

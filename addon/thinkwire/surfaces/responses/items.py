@@ -569,11 +569,9 @@ def _split_pieces(owner: Owner, text: str) -> list[Piece]:
 def ended(resp: object) -> str | None:
     """How a response ended: STOP when it completed with an answer (no tool call in its output),
     OTHER when it is incomplete, failed or calls a tool, None when it does not say."""
-    if not isinstance(resp, dict):
-        return None
-    status = resp.get("status")
+    status = resp.get("status") if isinstance(resp, dict) else None
     if status == "completed":
-        output = resp.get("output")
+        output = resp.get("output")   # type: ignore[attr-defined]  # (a dict: its status was read)
         calls = isinstance(output, list) and any(
             isinstance(it, dict) and isinstance(it.get("type"), str) and it["type"].endswith("_call")
             for it in output)

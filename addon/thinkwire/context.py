@@ -64,7 +64,7 @@ class FlowContext:
     # of surfaces where no mark carries it (None: not kept).
     written: _written.Memory | None = None
     _transcripts: list = field(default_factory=list)
-    _recall: object | None = None
+    _recall: _written.Recall | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
     _prefill: str | None = None
@@ -222,12 +222,12 @@ class FlowContext:
         self._splitters.clear()
         if self.written is not None and not self.stats.fell_back:
             for t in self._transcripts:
-                _written.record(self.written, t, self.client, self.scope)  # type: ignore[arg-type]
+                _written.record(self.written, t, self.client, self.scope)
         self._transcripts.clear()
         return self.stats
 
     @property
-    def scope(self) -> tuple:
+    def scope(self) -> _written.Scope:
         """Whose model writes the guess of the way back is kept for: client, upstream, model."""
         return (self.client, self.upstream, self.model)
 
@@ -235,8 +235,8 @@ class FlowContext:
     def recall(self) -> _written.Recall:
         """The way back's memory of what this client's model wrote (thinkwire.written)."""
         if self._recall is None:
-            self._recall = _written.Recall(self.written, self.client, self.scope)  # type: ignore[arg-type]
-        return self._recall  # type: ignore[return-value]
+            self._recall = _written.Recall(self.written, self.client, self.scope)
+        return self._recall
 
     def guess_pair(self) -> TagPair:
         """The markup to restore a block of ours with when nothing recorded its layout."""

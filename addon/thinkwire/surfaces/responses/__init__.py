@@ -46,7 +46,8 @@ from ...jsonio import OUT, dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
     HOLD_MAX, _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
 from .restore import restore_request as restore_request  # (the way back)
-from .stream import StreamRewriter as StreamRewriter, _learn  # noqa: F401  (streams)
+from .shortcuts import _learn  # noqa: F401  (tests reach it)
+from .stream import StreamRewriter as StreamRewriter  # (streams)
 
 NAME = "responses"
 SHAPE = "'output' item list (object 'response') or response.* events"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .serverstart import system_switches
 from .tagsets import MODEL_CHARS
 
 # Template variables thinkwire knows, in the order they are read when a profile does not say
@@ -22,6 +23,8 @@ _FROM_EFFORT = ("enable_thinking", "reasoning_effort")
 # Ollama's `think` (a bool, or a level, each of which turns it on) reaches a template as its
 # thinking switch (`.Think`, what Qwen3's and DeepSeek's Ollama templates read).
 _FROM_OLLAMA_THINK = ("enable_thinking", "thinking")
+# A profile's `switches` name for the system prompt's `/think` and `/no_think` (SmolLM3, Nemotron).
+SYSTEM_PROMPT = "system_prompt"
 OLLAMA_THINK_LEVELS = ("low", "medium", "high", "max")
 
 
@@ -77,6 +80,13 @@ class Facts:
     display_omitted: bool = False        # Anthropic's `thinking.display` is "omitted"
     summary: str | None = None           # Responses' `reasoning.summary`, when a short string
     include_encrypted: bool = False      # Responses' `include` asks for reasoning.encrypted_content
+    # vLLM's `chat_template_kwargs.force_nonempty_content`: an output with reasoning and no
+    # answer gives its reasoning as the answer (docs/behaviour.md).
+    force_nonempty: bool = False
+    # The system prompt's switch (`/no_think` anywhere: off; else `/think`: on), as the templates
+    # of SmolLM3 and Nemotron read it; read for a profile that declares no switches (or lists
+    # SYSTEM_PROMPT) where the server cannot be asked.
+    prompt_switch: bool | None = None
 
     def switch(self, names: tuple[str, ...] | None = None) -> bool | None:
         """`thinking_switch` of the request, for a template that reads `names`."""
@@ -94,6 +104,8 @@ class Facts:
                            (self.effort, _FROM_EFFORT)):
             if value is not None and any(n in names for n in via):
                 return value
+        if names is KNOWN_SWITCHES or SYSTEM_PROMPT in names:
+            return self.prompt_switch
         return None
 
 
@@ -116,6 +128,7 @@ def facts(request: dict[str, Any], surface: str | None, names: tuple[str, ...]) 
     summary = reasoning.get("summary") if isinstance(reasoning, dict) else None
     include = request.get("include")
     model = request.get("model")
+    switches = system_switches(request, surface or "")
     return Facts(
         model=model[:MODEL_CHARS] if isinstance(model, str) and model else None,
         prefill=prefill(request, surface), structured=structured(request), said=tuple(said),
@@ -124,7 +137,9 @@ def facts(request: dict[str, Any], surface: str | None, names: tuple[str, ...]) 
         effort=effort != "none" if effort is not None else None,
         display_omitted=isinstance(thinking, dict) and thinking.get("display") == "omitted",
         summary=summary if isinstance(summary, str) and len(summary) <= SUMMARY_CHARS else None,
-        include_encrypted=isinstance(include, list) and "reasoning.encrypted_content" in include)
+        include_encrypted=isinstance(include, list) and "reasoning.encrypted_content" in include,
+        force_nonempty=isinstance(kwargs, dict) and kwargs.get("force_nonempty_content") is True,
+        prompt_switch=False if "/no_think" in switches else True if switches else None)
 
 
 def _effort(request: dict[str, Any]) -> str | None:
@@ -138,7 +153,7 @@ def _effort(request: dict[str, Any]) -> str | None:
 
 def prefill(request: dict[str, Any] | None, surface: str | None) -> str | None:
     """The text a request puts at the start of the assistant's turn, which the model continues:
-    Anthropic's trailing assistant message; on chat, a trailing assistant message the request
+    Anthropic's and Ollama's trailing assistant message (Ollama continues it); on chat, a trailing assistant message the request
     asks the server to continue (`continue_final_message`, or `add_generation_prompt: false`).
     None when there is none (or it holds no text)."""
     if not isinstance(request, dict):
@@ -152,7 +167,7 @@ def prefill(request: dict[str, Any] | None, surface: str | None) -> str | None:
     if surface == "chat":
         if not (request.get("continue_final_message") is True or request.get("add_generation_prompt") is False):
             return None
-    elif surface != "messages":
+    elif surface not in ("messages", "ollama"):
         return None
     content = last.get("content")
     if isinstance(content, str):

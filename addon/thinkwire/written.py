@@ -214,8 +214,8 @@ class RecordingSplitter(Splitter):
             self.transcript.note((piece,))
         return piece
 
-    def finish(self) -> list[Any]:
-        out = super().finish()
+    def finish(self, cut_off: bool = False) -> list[Any]:
+        out = super().finish(cut_off)
         if out:
             self.transcript.note(out)
         return out

@@ -3,4 +3,5 @@ does not build (no C compiler), the install goes on and thinkwire runs on Python
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("thinkwire._hot", ["addon/thinkwire/_hot.c"], optional=True)])
+setup(ext_modules=[Extension("thinkwire._hot", ["addon/thinkwire/_hot.c"], depends=["addon/thinkwire/_hot_spec.h"],
+                             optional=True)])

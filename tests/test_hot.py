@@ -321,6 +321,42 @@ def test_hot_holds_trailing_whitespace_as_the_splitter_does():
 
 
 @needs_c
+def test_hot_holds_whitespace_alone_where_the_spec_says_what_goes_out():
+    h = hot.Hot(lambda chunk: [b"FALLBACK"])
+    spec = hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), trim=True, held=(b"<>",))
+    h.arm(spec)
+    assert h(b'<" \\t">') == [b"<>"]             # held whole: the held template goes out
+    assert h(b'<" ">') == [b"FALLBACK"]           # more whitespace onto what is held: the splitter's
+    assert h(b'<"a">') == [b"[ \\ta]"]           # what was held, then the text
+    assert h(b'<"' + b" " * 33 + b'">') == [b"FALLBACK"]   # longer than the splitter holds alone
+    assert h(b'<"' + b" " * 32 + b'">') == [b"<>"]
+    got = h.take()
+    assert got == (3, 3, b" \\ta" + b" " * 32, 0, 0)
+    assert (got.hits, got.changed, got.literal) == (3, 3, b" \\ta" + b" " * 32)   # a named tuple
+    h.arm(hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), trim=True, held=()))
+    assert h(b'<"\\n">') == []                    # nothing goes out
+    assert h.take() == (1, 1, b"\\n", 0, 0)
+    # Without trim, whitespace is text: `held` does not apply.
+    assert hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), held=()).held is None
+
+
+@needs_c
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses", "ollama"])
+def test_reasoning_of_whitespace_alone_is_answered_in_c(surface):
+    """1-6 character deltas (the issue 34 workload): a reasoning delta of a space alone is held
+    in C as the splitter holds it, and what goes out for it is the full path's."""
+    texts = ["<think>", "Okay"] + [t for k in range(30) for t in (" ", f"w{k}")] + ["</think>", "So."]
+    events = SURFACES[surface][1](texts)
+    fast, hits = run(surface, events, True, c=True)
+    assert fast == run(surface, events, False)[0]
+    assert hits >= 58   # the spaces and the words after the first (not the tags)
+    if surface == "chat":   # a space alone: an empty content; the next word takes it in front
+        assert b'"delta":{"content":""}' in fast and b'"reasoning_content":" w7"' in fast
+    elif surface == "ollama":
+        assert b'"content":""},"done":false}' in fast and b'"thinking":" w7"' in fast
+
+
+@needs_c
 def test_hot_hands_a_chunk_to_python_before_what_it_keeps_passes_its_cap():
     h, calls = _hot()
     body = b"x" * 1000

@@ -24,44 +24,7 @@
 #include <structmember.h>
 #include <string.h>
 
-/* Output template parts that are ints. */
-#define PART_N 0      /* the event's sequence number */
-#define PART_N1 1     /* the next one (a second reasoning channel) */
-#define PART_BODY 2   /* the text literal's body (what is held, then the text) */
-#define PART_STR 3    /* the string slot's body, as it came */
-
-/* Sequence numbering, as thinkwire.surfaces.responses.stream._Sequencer.number does it. */
-#define SEQ_NONE 0
-#define SEQ_OWN 1     /* the event keeps its number, shifted by the offset (answer text) */
-#define SEQ_NEW 2     /* the events take the next free numbers (reasoning, `channels` of them) */
-
-/* The table's bits, as thinkwire.hot.table writes them. */
-#define ALLOW_BYTE 1      /* a literal may hold the byte as it is */
-#define ALLOW_ESCAPE 2    /* ... and the escape of a backslash and this byte (one json.dumps writes) */
-#define BYTE_WS 4         /* the byte as it is is whitespace (held at a trimmed text's end) */
-#define ESCAPE_WS 8       /* the character its escape stands for is */
-#define WORD_BYTE 16      /* (set here) ALLOW_BYTE, not whitespace: a run of these is read in a tight loop */
-
-#define MAX_PARTS 16
-#define MAX_HELD 64          /* bytes of whitespace held (escaped) */
-#define MAX_DIGITS 18        /* a number slot read here is below 10**18 */
-#define CAP (16 * 1024)      /* bytes of text kept between two takes */
-
-typedef struct {
-    const char *pre, *mid, *post;
-    Py_ssize_t pre_len, mid_len, post_len;
-    int slot_pos;                   /* the second slot: 0 none; 1 before the text; 2 after it */
-    int str_slot;                   /* it is a string literal of `chars` (else a number) */
-    int seq_mode, channels;
-    int trim;                       /* whitespace at a text's end is held (reasoning) */
-    int passthrough;                /* the output is the chunk (no template) */
-    int pass_same;                  /* the template gives the chunk back when n == seq, nothing held */
-    Py_ssize_t nparts;
-    const char *part[MAX_PARTS];    /* template: bytes, or NULL for an int code */
-    Py_ssize_t part_len[MAX_PARTS]; /* its length, or the int code */
-    unsigned char table[256];
-    unsigned char chars[256];       /* 1: the string slot's literal may hold the byte */
-} Spec;
+#include "_hot_spec.h"
 
 typedef struct {
     PyObject_HEAD
@@ -126,96 +89,10 @@ hot_dealloc(Hot *self)
     Py_DECREF(tp);
 }
 
-static int
-bytes_arg(PyObject *o, const char **p, Py_ssize_t *n, const char *what)
-{
-    if (!PyBytes_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "spec: %s must be bytes", what);
-        return -1;
-    }
-    *p = PyBytes_AS_STRING(o);
-    *n = PyBytes_GET_SIZE(o);
-    return 0;
-}
-
-static int
-spec_error(const char *msg)
-{
-    PyErr_SetString(PyExc_ValueError, msg);
-    return -1;
-}
-
-/* Read and check a spec tuple into `s` (pointers into the tuple's bytes). May run Python code
- * (a flag's truth test, an int's __index__): nothing is committed here. */
-static int
-read_spec(PyObject *spec, Spec *s)
-{
-    PyObject *pre, *mid, *post, *table, *out, *chars;
-    if (!PyArg_ParseTuple(spec, "OiOOOpOiipO:spec", &pre, &s->slot_pos, &mid, &post, &table, &s->trim, &out,
-                          &s->seq_mode, &s->channels, &s->pass_same, &chars))
-        return -1;
-    const char *tbl, *ch = NULL;
-    Py_ssize_t tbl_len, ch_len = 0;
-    if (bytes_arg(pre, &s->pre, &s->pre_len, "pre") < 0 || bytes_arg(mid, &s->mid, &s->mid_len, "mid") < 0
-        || bytes_arg(post, &s->post, &s->post_len, "post") < 0 || bytes_arg(table, &tbl, &tbl_len, "table") < 0
-        || (chars != Py_None && bytes_arg(chars, &ch, &ch_len, "chars") < 0))
-        return -1;
-    /* The second slot is a number (numbered events) or a string literal (`chars`), not both. */
-    s->str_slot = chars != Py_None;
-    if (tbl_len != 256 || s->slot_pos < 0 || s->slot_pos > 2 || s->seq_mode < SEQ_NONE || s->seq_mode > SEQ_NEW
-        || s->channels < 1 || s->channels > 2 || (s->seq_mode != SEQ_NONE && s->str_slot)
-        || (s->seq_mode != SEQ_NONE || s->str_slot) != (s->slot_pos != 0))
-        return spec_error("spec: bad table, slot or numbering");
-    /* A string slot's literal ends at its first quote, and goes out as it came: printable ASCII
-     * but the quote and the backslash (so no escape) is what it may hold. */
-    memset(s->chars, 0, sizeof s->chars);
-    for (Py_ssize_t i = 0; i < ch_len; i++) {
-        unsigned char c = (unsigned char)ch[i];
-        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
-            return spec_error("spec: chars may hold printable ASCII but the quote and the backslash only");
-        s->chars[c] = 1;
-    }
-    for (int i = 0; i < 256; i++) {
-        /* What each byte may be marked: the escapes json.dumps writes as two bytes, and of them
-         * those that stand for whitespace; a printable ASCII byte, and the space as whitespace. */
-        unsigned char t = (unsigned char)tbl[i], may = 0;
-        if (i >= 0x20 && i <= 0x7e && i != '"' && i != '\\')
-            may |= ALLOW_BYTE | (i == ' ' ? BYTE_WS : 0);
-        if (i == '"' || i == '\\' || i == 'b' || i == 'f' || i == 'n' || i == 'r' || i == 't')
-            may |= ALLOW_ESCAPE | (i == 'f' || i == 'n' || i == 'r' || i == 't' ? ESCAPE_WS : 0);
-        if (t & ~may)
-            return spec_error("spec: the table allows a byte or an escape that a literal taken here cannot hold");
-        s->table[i] = t | ((t & ALLOW_BYTE) && !(t & BYTE_WS) ? WORD_BYTE : 0);
-    }
-    s->passthrough = out == Py_None;
-    s->nparts = 0;
-    if (s->passthrough) {
-        if (s->seq_mode != SEQ_NONE || s->trim)
-            return spec_error("spec: a numbered event, or a text whose end is held, needs a template");
-        return 0;
-    }
-    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) > MAX_PARTS)
-        return spec_error("spec: out must be None or a tuple of at most 16 parts");
-    s->nparts = PyTuple_GET_SIZE(out);
-    for (Py_ssize_t i = 0; i < s->nparts; i++) {
-        PyObject *o = PyTuple_GET_ITEM(out, i);
-        if (PyLong_CheckExact(o)) {
-            long code = PyLong_AsLong(o);
-            if (code < PART_N || code > PART_STR || ((code == PART_N || code == PART_N1) && s->seq_mode == SEQ_NONE)
-                || (code == PART_N1 && s->channels < 2) || (code == PART_STR && !s->str_slot))
-                return spec_error("spec: bad part code");
-            s->part[i] = NULL;
-            s->part_len[i] = code;
-        } else if (bytes_arg(o, &s->part[i], &s->part_len[i], "a part") < 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* arm(spec, offset=0, last=0, held=b""). spec: (pre, slot_pos, mid, post, table, trim, out,
- * seq_mode, channels, pass_same, chars) as thinkwire.hot.spec makes it; out: None (the chunk
- * goes as it came) or a tuple of bytes and PART_* ints. offset, last: the numbering (0 or
+/* arm(spec, offset=0, last=0, held=b""). spec: a thinkwire.hot.Spec (pre, slot_pos, mid, post,
+ * table, trim, out, seq_mode, channels, pass_same, chars, held: read by position), as
+ * thinkwire.hot.spec makes it; out: None (the chunk goes as it came) or a tuple of bytes and
+ * PART_* ints. offset, last: the numbering (0 or
  * more). held: the whitespace the splitter holds (escaped JSON text; reasoning that trims
  * only). Arming with the spec already armed only sets the numbering and what is held.
  * Everything is read and checked first, then committed: a spec refused leaves the armed one as
@@ -263,17 +140,48 @@ hot_disarm(Hot *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* (hits, changed, literal or None, offset, last), and the counts start again. literal: the
- * bodies of the text literals taken, as they came, one after the other. */
+/* What `take` gives: a named tuple (thinkwire.hot.Took is its Python spelling). */
+typedef struct {
+    PyTypeObject *took;
+} ModuleState;
+
+static PyStructSequence_Field took_fields[] = {
+    {"hits", "chunks taken"},
+    {"changed", "of them, chunks whose output is not the chunk"},
+    {"literal", "the bodies of the text literals taken, as they came, one after the other (or None)"},
+    {"offset", "the numbering's offset now"},
+    {"last", "the last number given"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc took_desc = {
+    "thinkwire._hot.Took", "What Hot took since the last take()", took_fields, 5,
+};
+
+/* Took(hits, changed, literal or None, offset, last), and the counts start again. */
 static PyObject *
 hot_take(Hot *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *lit = self->lit_len ? PyBytes_FromStringAndSize(self->lit, self->lit_len) : Py_NewRef(Py_None);
-    if (lit == NULL)
+    ModuleState *st = PyType_GetModuleState(Py_TYPE(self));
+    if (st == NULL)
         return NULL;
-    PyObject *r = Py_BuildValue("nnNLL", self->hits, self->changed, lit, self->offset, self->last);
+    PyObject *r = PyStructSequence_New(st->took);
     if (r == NULL)
         return NULL;
+    PyObject *vals[5] = {PyLong_FromSsize_t(self->hits), PyLong_FromSsize_t(self->changed),
+                         self->lit_len ? PyBytes_FromStringAndSize(self->lit, self->lit_len) : Py_NewRef(Py_None),
+                         PyLong_FromLongLong(self->offset), PyLong_FromLongLong(self->last)};
+    int failed = 0;
+    for (int i = 0; i < 5; i++) {
+        if (vals[i] == NULL)
+            failed = 1;
+        else
+            PyStructSequence_SET_ITEM(r, i, vals[i]);
+    }
+    if (failed) {
+        Py_DECREF(r);
+        return NULL;
+    }
     self->hits = self->changed = self->lit_len = 0;
     if (self->lit_cap > 4096) {   /* an idle stream keeps a small buffer */
         PyMem_Free(self->lit);
@@ -281,54 +189,6 @@ hot_take(Hot *self, PyObject *Py_UNUSED(ignored))
         self->lit_cap = 0;
     }
     return r;
-}
-
-/* A JSON number slot `0|[1-9][0-9]*` below 10**18 at p[*i..end): its value, *i moved past it;
- * -1: none (a longer number is Python's). */
-static long long
-read_number(const unsigned char *p, Py_ssize_t *i, Py_ssize_t end)
-{
-    Py_ssize_t j = *i;
-    if (j >= end || p[j] < '0' || p[j] > '9')
-        return -1;
-    if (p[j] == '0') {
-        *i = j + 1;
-        return 0;
-    }
-    long long v = 0;
-    Py_ssize_t start = j;
-    while (j < end && p[j] >= '0' && p[j] <= '9') {
-        if (j - start >= MAX_DIGITS)
-            return -1;
-        v = v * 10 + (p[j] - '0');
-        j++;
-    }
-    *i = j;
-    return v;
-}
-
-/* The second slot at p[*i..end): a number (its value in *seq) or a string literal of the spec's
- * chars (its body at p[*str..*str + *str_len)); *i moved past it. -1: not one. */
-static int
-read_slot(const Spec *s, const unsigned char *p, Py_ssize_t *i, Py_ssize_t end, long long *seq, Py_ssize_t *str,
-          Py_ssize_t *str_len)
-{
-    if (!s->str_slot) {
-        *seq = read_number(p, i, end);
-        return *seq < 0 ? -1 : 0;
-    }
-    Py_ssize_t j = *i;
-    if (j >= end || p[j] != '"')
-        return -1;
-    Py_ssize_t b = ++j;
-    while (j < end && s->chars[p[j]])
-        j++;
-    if (j >= end || p[j] != '"')
-        return -1;
-    *str = b;
-    *str_len = j - b;
-    *i = j + 1;
-    return 0;
 }
 
 /* Keep a text literal's body for `take` (the caller checked it fits under CAP). */
@@ -352,79 +212,47 @@ keep(Hot *self, const char *body, Py_ssize_t n)
     return 0;
 }
 
-static int
-fmt_number(char *dst, long long v)   /* v >= 0 */
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (int k = 0; k < n; k++)
-        dst[k] = tmp[n - 1 - k];
-    return n;
-}
-
-/* A matched chunk taken: the output (a list of one bytes), or NULL with an error set. `body`:
- * the literal's body up to the whitespace held at its end, `ws` that whitespace; `all_len`:
- * the whole body, kept for `take`; `str`: the string slot's body. */
+/* A matched chunk taken: the output (a list of one bytes, or none), or NULL with an error set.
+ * `body`: the literal's body up to the whitespace held at its end, `ws` that whitespace;
+ * `all_len`: the whole body, kept for `take`; `str`: the string slot's body. `alone`: the text
+ * is whitespace alone, held whole (nothing was held before): the held template goes out. */
 static PyObject *
 take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, const char *ws, Py_ssize_t ws_len,
            Py_ssize_t all_len, const char *str, Py_ssize_t str_len, long long n, long long offset, long long last,
-           long long seq)
+           long long seq, int alone)
 {
     const Spec *s = &self->s;
     Py_ssize_t held_len = self->held_len;
-    PyObject *out;
-    int same = s->passthrough || (s->pass_same && n == seq && !held_len && !ws_len);
-    if (same) {
+    PyObject *out = NULL;
+    char num[2][24];
+    int num_len[2] = {0, 0};
+    int same = !alone && (s->passthrough || (s->pass_same && n == seq && !held_len && !ws_len));
+    if (alone) {
+        if (s->held_nparts) {
+            out = fill(s->held_part, s->held_part_len, s->held_nparts, NULL, 0, NULL, 0, str, str_len, num, num_len);
+            if (out == NULL)
+                return NULL;
+        }
+    } else if (same) {
         out = Py_NewRef(chunk);
     } else {
-        char num[2][24];
-        int num_len[2] = {0, 0};
         if (s->seq_mode != SEQ_NONE) {
             num_len[0] = fmt_number(num[0], n);
             if (s->channels > 1)
                 num_len[1] = fmt_number(num[1], n + 1);
         }
-        Py_ssize_t total = 0;
-        for (Py_ssize_t i = 0; i < s->nparts; i++) {
-            Py_ssize_t code = s->part_len[i];
-            total += s->part[i] ? code
-                     : code == PART_BODY ? held_len + body_len : code == PART_STR ? str_len : num_len[code];
-        }
-        out = PyBytes_FromStringAndSize(NULL, total);
+        out = fill(s->part, s->part_len, s->nparts, self->held, held_len, body, body_len, str, str_len, num, num_len);
         if (out == NULL)
             return NULL;
-        char *w = PyBytes_AS_STRING(out);
-        for (Py_ssize_t i = 0; i < s->nparts; i++) {
-            Py_ssize_t code = s->part_len[i];
-            if (s->part[i]) {
-                memcpy(w, s->part[i], code);
-                w += code;
-            } else if (code == PART_BODY) {
-                if (held_len)
-                    memcpy(w, self->held, held_len);
-                memcpy(w + held_len, body, body_len);
-                w += held_len + body_len;
-            } else if (code == PART_STR) {
-                if (str_len)
-                    memcpy(w, str, str_len);
-                w += str_len;
-            } else {
-                memcpy(w, num[code], num_len[code]);
-                w += num_len[code];
-            }
-        }
     }
-    PyObject *list = PyList_New(1);
+    PyObject *list = PyList_New(out != NULL);
     if (list == NULL || keep(self, body, all_len) < 0) {
         Py_XDECREF(list);
-        Py_DECREF(out);
+        Py_XDECREF(out);
         return NULL;
     }
-    PyList_SET_ITEM(list, 0, out);
+    if (out != NULL)
+        PyList_SET_ITEM(list, 0, out);
     self->offset = offset;
     self->last = last;
     self->hits++;
@@ -486,11 +314,18 @@ hot_chunk(Hot *self, PyObject *chunk)
     if (j >= end || p[j] != '"' || j == b || self->lit_len + (j - b) > CAP)
         return PyObject_CallOneArg(self->fallback, chunk);
     Py_ssize_t body_end = j;
+    int alone = 0;
     if (s->trim && ws >= 0) {
-        /* Whitespace at the end is held, when there is text before it (the splitter holds
-         * whitespace alone without giving anything) and it is short. */
-        if (ws == b || j - ws > MAX_HELD)
+        /* Whitespace at the end is held, when it is short. Whitespace alone is held whole, and
+         * nothing given, where the spec says what goes out then, nothing was held before (the
+         * splitter holds more whitespace otherwise), and it is shorter still. */
+        if (ws == b) {
+            if (!s->held_mode || self->held_len || j - b > MAX_HELD_ALONE)
+                return PyObject_CallOneArg(self->fallback, chunk);
+            alone = 1;
+        } else if (j - ws > MAX_HELD) {
             return PyObject_CallOneArg(self->fallback, chunk);
+        }
         body_end = ws;
     }
     i = j + 1;
@@ -506,7 +341,11 @@ hot_chunk(Hot *self, PyObject *chunk)
     /* The numbers, checked: anything that would not fit (or an upstream number that does not
      * move on) is Python's, which counts with ints of any size. */
     long long n = 0, offset = self->offset, last = self->last;
-    if (s->seq_mode == SEQ_OWN) {
+    if (alone) {
+        /* Nothing goes out: no number is taken; the offset moves as for any event (SEQ_NEW). */
+        if (s->seq_mode == SEQ_NEW && last - seq > offset)
+            offset = last - seq;
+    } else if (s->seq_mode == SEQ_OWN) {
         if (__builtin_add_overflow(seq, offset, &n) || n <= last)
             return PyObject_CallOneArg(self->fallback, chunk);
         last = n;
@@ -518,7 +357,7 @@ hot_chunk(Hot *self, PyObject *chunk)
             offset = last - seq;
     }
     return take_chunk(self, chunk, (const char *)p + b, body_end - b, (const char *)p + body_end, j - body_end,
-                      j - b, (const char *)p + str, str_len, n, offset, last, seq);
+                      j - b, (const char *)p + str, str_len, n, offset, last, seq, alone);
 }
 
 static PyObject *
@@ -564,7 +403,7 @@ static PyMethodDef hot_methods[] = {
     {"arm", (PyCFunction)hot_arm, METH_VARARGS, "arm(spec, offset=0, last=0, held=b'')"},
     {"disarm", (PyCFunction)hot_disarm, METH_NOARGS, "every chunk goes to the fallback"},
     {"take", (PyCFunction)hot_take, METH_NOARGS,
-     "(hits, changed, literal, offset, last) since the last take (literal: the texts' literal\n"
+     "Took(hits, changed, literal, offset, last) since the last take (literal: the texts' literal\n"
      "bodies as they came, or None); the counts start again"},
     {NULL}
 };
@@ -591,6 +430,10 @@ static PyType_Spec hot_spec = {
 static int
 hot_exec(PyObject *m)
 {
+    ModuleState *st = PyModule_GetState(m);
+    st->took = PyStructSequence_NewType(&took_desc);
+    if (st->took == NULL || PyModule_AddObjectRef(m, "Took", (PyObject *)st->took) < 0)
+        return -1;
     PyObject *tp = PyType_FromModuleAndSpec(m, &hot_spec, NULL);
     if (tp == NULL)
         return -1;
@@ -614,10 +457,32 @@ static PyModuleDef_Slot hot_module_slots[] = {
     {0, NULL},
 };
 
+static int
+module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    ModuleState *st = PyModule_GetState(m);
+    Py_VISIT(st->took);
+    return 0;
+}
+
+static int
+module_clear(PyObject *m)
+{
+    ModuleState *st = PyModule_GetState(m);
+    Py_CLEAR(st->took);
+    return 0;
+}
+
+static void
+module_free(void *m)
+{
+    module_clear((PyObject *)m);
+}
+
 static struct PyModuleDef hot_module = {
     PyModuleDef_HEAD_INIT, "thinkwire._hot",
-    "The steady token delta of a stream, answered in C (thinkwire.hot).", 0,
-    NULL, hot_module_slots, NULL, NULL, NULL,
+    "The steady token delta of a stream, answered in C (thinkwire.hot).", sizeof(ModuleState),
+    NULL, hot_module_slots, module_traverse, module_clear, module_free,
 };
 
 PyMODINIT_FUNC

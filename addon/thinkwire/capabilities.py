@@ -86,7 +86,8 @@ class Capabilities:
     def __init__(self, asker: Asker | None = None, ttl: float = TTL, failure_ttl: float = FAILURE_TTL,
                  size: int = SIZE, clock: Callable[[], float] | None = None) -> None:
         self.asker = asker or Asker()
-        self._kept: Kept = Kept(ttl, failure_ttl, size, *([clock] if clock else []))
+        self._kept: Kept[tuple[Server, str, str, str], Shown] = (
+            Kept(ttl, failure_ttl, size, clock) if clock else Kept(ttl, failure_ttl, size))
         self.asked = 0   # /api/show asks started (for tests and logs)
 
     def __len__(self) -> int:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from .marks import is_mark
+from .learning import Learner
+from .marks import Bound, is_mark
 from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
@@ -81,12 +82,12 @@ class FlowContext:
     request: dict | None = None
     facts: Facts | None = None
     stats: Stats = field(default_factory=Stats)
-    sealer: object | None = None        # marks.Bound (the client's), for thinking signatures / encrypted content
+    sealer: Bound | None = None         # the client's, for thinking signatures / encrypted content
     # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
     # None when not known. The request hook sets it; the Ollama surface's way back reads it.
     native_thinking: bool | None = None
     surface: str | None = None          # the surface the request came to (what a prefill is)
-    learner: object | None = None       # learning.Learner: models learned to start inside
+    learner: Learner | None = None      # models learned to start inside
     upstream: str | None = None         # where the flow went (the learner's key, with the model)
     client: str | None = None           # who sent it (the learner's key too: addon.client_key)
     finish: str | None = None           # how the output ended (STOP, OTHER), once a response says
@@ -99,9 +100,9 @@ class FlowContext:
     tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
     # thinkwire.written.Memory: the markup each split output was written with, for the way back
     # of surfaces where no mark carries it (None: not kept).
-    written: object | None = None
+    written: _written.Memory | None = None
     _transcripts: list = field(default_factory=list)
-    _recall: object | None = None
+    _recall: _written.Recall | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
     _prefill: str | None = None
@@ -282,12 +283,12 @@ class FlowContext:
         self._splitters.clear()
         if self.written is not None and not self.stats.fell_back:
             for t in self._transcripts:
-                _written.record(self.written, t, self.client, self.scope)  # type: ignore[arg-type]
+                _written.record(self.written, t, self.client, self.scope)
         self._transcripts.clear()
         return self.stats
 
     @property
-    def scope(self) -> tuple:
+    def scope(self) -> _written.Scope:
         """Whose model writes the guess of the way back is kept for: client, upstream, model."""
         return (self.client, self.upstream, self.model)
 
@@ -295,8 +296,8 @@ class FlowContext:
     def recall(self) -> _written.Recall:
         """The way back's memory of what this client's model wrote (thinkwire.written)."""
         if self._recall is None:
-            self._recall = _written.Recall(self.written, self.client, self.scope)  # type: ignore[arg-type]
-        return self._recall  # type: ignore[return-value]
+            self._recall = _written.Recall(self.written, self.client, self.scope)
+        return self._recall
 
     def guess_pair(self) -> TagPair:
         """The markup to restore a block of ours with when nothing recorded its layout."""

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import functools
 import os
-
 from json.decoder import scanstring
+from typing import NamedTuple
 
 from .jsonio import dumps
 from .rules import WS, Rules
@@ -42,8 +42,41 @@ except ImportError:   # pragma: no cover - not built: Python alone
     ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, ESCAPE_WS, CAP = 1, 2, 4, 8, 16384
 
 __all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "PART_STR", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW", "ALLOW_BYTE",
-           "ALLOW_ESCAPE", "BYTE_WS", "ESCAPE_WS", "CAP", "MAX_NUMBER", "available", "table", "spec", "template",
-           "reasoning", "holding", "fold", "literal"]
+           "ALLOW_ESCAPE", "BYTE_WS", "ESCAPE_WS", "CAP", "MAX_NUMBER", "Spec", "Took", "Arming", "available",
+           "table", "spec", "template", "reasoning", "holding", "fold", "literal"]
+
+
+class Spec(NamedTuple):
+    """What `Hot.arm` takes (C reads it by position, in this order: `spec` documents each)."""
+    pre: bytes
+    slot_pos: int
+    mid: bytes
+    post: bytes
+    table: bytes
+    trim: bool
+    out: tuple | None
+    seq_mode: int
+    channels: int
+    pass_same: bool
+    chars: bytes | None
+    held: tuple | None
+
+
+class Took(NamedTuple):
+    """What `Hot.take` gives (C gives its own named tuple, `_hot.Took`, of these fields)."""
+    hits: int                # chunks taken
+    changed: int             # of them, chunks whose output is not the chunk
+    literal: bytes | None    # the bodies of the text literals taken, as they came, joined
+    offset: int              # the numbering (SEQ_*) now
+    last: int
+
+
+class Arming(NamedTuple):
+    """What a surface's `hot()` gives the driver: `Hot.arm(*arming)`."""
+    spec: Spec
+    offset: int = 0      # the numbering, where the spec numbers
+    last: int = 0
+    held: bytes = b""    # the whitespace the splitter holds (escaped: `holding`)
 
 MAX_NUMBER = (1 << 63) - 1   # the numbering Hot is armed with fits a long long (else Python numbers)
 
@@ -86,7 +119,8 @@ def template(cut: list[bytes]) -> tuple:
 
 def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, trim: bool = False,
          slot_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE, channels: int = 1,
-         pass_same: bool = False, chars: bytes | None = None, exclude: str = "") -> tuple:
+         pass_same: bool = False, chars: bytes | None = None, exclude: str = "",
+         held: tuple | None = None) -> Spec:
     """What `Hot.arm` takes. A chunk it answers is `pre`, a text literal of what `table` allows
     (quotes included; `exclude`: characters it may not hold either), `post`; with a second slot
     before it (`slot_pos` 1) or after it (2), `mid` between the two. That slot is a number, read
@@ -95,8 +129,12 @@ def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, tri
     template (bytes, PART_BODY for the literal's body, PART_STR for the string slot's, as it came,
     PART_N / PART_N1 for the numbers `seq_mode` gives). `trim`: whitespace at a text's end is held
     (it goes out in front of the next text). `pass_same`: with nothing held, and numbered as it
-    came, the chunk goes as it came."""
-    return (pre, slot_pos, mid, post, table(rules, trim, exclude), trim, out, seq_mode, channels, pass_same, chars)
+    came, the chunk goes as it came. `held` (with `trim`): what goes out for a text of whitespace
+    alone when nothing is held (the splitter holds it whole and gives nothing): a template of
+    bytes and PART_STR (`()`: nothing goes out); None: such a text is Python's. Without `trim`
+    nothing is held: `held` does not apply."""
+    return Spec(pre, slot_pos, mid, post, table(rules, trim, exclude), trim, out, seq_mode, channels, pass_same,
+                chars, held if trim else None)
 
 
 def reasoning(rules: Rules) -> dict:
@@ -112,13 +150,18 @@ def holding(splitter: Splitter, kind: int) -> bytes:
     return dumps(held)[1:-1].encode() if held else b""
 
 
-def fold(splitter: Splitter, kind: int, got: tuple, literal: bool = False) -> tuple[str, str | None]:
+def fold(splitter: Splitter, kind: int, got: Took, literal: bool = False) -> tuple[str, str | None]:
     """What Hot took (`Hot.take`, with hits) as `kind`, folded into `splitter` (`Splitter.took`):
     what feed would have given for those texts, joined, and with `literal` its JSON literal's
     body (Hot takes only the escapes json.dumps writes, so the literals as they came are that
     literal but for the whitespace held before and after), else None."""
-    came = got[2].decode("ascii")
+    came = got.literal.decode("ascii")   # type: ignore[union-attr]
     text = scanstring(came + '"', 0)[0] if "\\" in came else came
+    if kind == REASONING and splitter.rules.trim and not text.strip(WS):
+        # Whitespace alone (`spec`'s held: nothing was held before): feed holds it whole.
+        if splitter.feed(text):
+            raise ValueError("fold: whitespace alone gave text")
+        return "", "" if literal else None
     before = splitter.held_ws() if kind == REASONING else ""
     gave = splitter.took(kind, text)
     if not literal:
@@ -130,6 +173,6 @@ def fold(splitter: Splitter, kind: int, got: tuple, literal: bool = False) -> tu
     return gave, dumps(before)[1:-1] + came[:len(came) - len(held_after)]
 
 
-def literal(got: tuple) -> str:
+def literal(got: Took) -> str:
     """The bodies (no quotes) of the text literals Hot took, as they came, one after the other."""
-    return got[2].decode("ascii")
+    return got.literal.decode("ascii")   # type: ignore[union-attr]

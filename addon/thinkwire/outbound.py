@@ -220,7 +220,7 @@ class Kept(Generic[K, V]):
         self.bytes = 0   # the weight of what is kept (with `weigh`)
         self._known: OrderedDict[K, tuple[float, V | None]] = OrderedDict()
         self._weights: dict[K, int] = {}
-        self._asking: dict[K, asyncio.Future] = {}
+        self._asking: dict[K, asyncio.Future[V | None]] = {}
 
     def __len__(self) -> int:
         return len(self._known)

@@ -6,6 +6,7 @@ of the parsed body (a long agent session's request is megabytes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .serverstart import system_switches
 from .tagsets import MODEL_CHARS
@@ -43,7 +44,7 @@ def _on(name: str, value: object) -> bool | None:
     return None
 
 
-def thinking_switch(request: dict | None, names: tuple[str, ...] | None = None) -> bool | None:
+def thinking_switch(request: dict[str, Any] | None, names: tuple[str, ...] | None = None) -> bool | None:
     """Whether the request turns thinking on (True) or off (False) for a template that reads
     the variables `names` (None: every known one); None when it says nothing they read.
 
@@ -105,7 +106,7 @@ class Facts:
         return None
 
 
-def facts(request: dict, surface: str | None, names: tuple[str, ...]) -> Facts:
+def facts(request: dict[str, Any], surface: str | None, names: tuple[str, ...]) -> Facts:
     """The Facts of a parsed request that came to `surface`; `names`: the template variables
     whose values are kept (those the tag sets' profiles read, and KNOWN_SWITCHES)."""
     kwargs = request.get("chat_template_kwargs")
@@ -137,7 +138,7 @@ def facts(request: dict, surface: str | None, names: tuple[str, ...]) -> Facts:
         prompt_switch=False if "/no_think" in switches else True if switches else None)
 
 
-def _effort(request: dict) -> str | None:
+def _effort(request: dict[str, Any]) -> str | None:
     effort = request.get("reasoning_effort")
     for key in ("reasoning", "output_config"):
         section = request.get(key)
@@ -146,7 +147,7 @@ def _effort(request: dict) -> str | None:
     return effort.strip().lower() if isinstance(effort, str) else None
 
 
-def prefill(request: dict | None, surface: str | None) -> str | None:
+def prefill(request: dict[str, Any] | None, surface: str | None) -> str | None:
     """The text a request puts at the start of the assistant's turn, which the model continues:
     Anthropic's and Ollama's trailing assistant message (Ollama continues it); on chat, a trailing assistant message the request
     asks the server to continue (`continue_final_message`, or `add_generation_prompt: false`).
@@ -181,7 +182,7 @@ _JSON_FORMATS = ("json_schema", "json_object")
 _CONSTRAINTS = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "json_schema", "grammar")
 
 
-def structured(request: dict | None) -> bool:
+def structured(request: dict[str, Any] | None) -> bool:
     """Whether the request constrains the output to a format (a JSON schema, a JSON object, a
     grammar). A server without a reasoning parser (the only kind whose reasoning thinkwire
     moves) applies it from the first token, so the output is the answer from the start."""

@@ -128,7 +128,7 @@ class StreamRewriter:
         ev = b[0].event(chunk)
         return self._split(ev, ev.data, self._shape[0], self._shape[1], st, got[0])   # type: ignore[index]
 
-    def hot(self) -> tuple | None:
+    def hot(self) -> hot.Arming | None:
         """thinkwire.hot: the arguments of `Hot.arm` while a plain delta shaped like the last
         changes nothing here but the splitter's state (`Splitter.took`); None when on_chunk
         must decide."""
@@ -144,12 +144,15 @@ class StreamRewriter:
         specs = self._hot
         if specs is None or specs[0] is not b:
             rules, m = st.splitter.rules, b[0]
-            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix),   # the answer goes as it came
-                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), **hot.reasoning(rules)))
+            # The answer goes as it came; reasoning in its field; whitespace alone, held, as an
+            # empty content (what _split sends).
+            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix),
+                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), **hot.reasoning(rules),
+                                          held=(m.prefix + b'""' + m.suffix,)))
         self._armed = (kind, st)
-        return specs[1 if kind == CONTENT else 2], 0, 0, hot.holding(st.splitter, kind)
+        return hot.Arming(specs[1 if kind == CONTENT else 2], held=hot.holding(st.splitter, kind))
 
-    def settle(self, got: tuple) -> None:
+    def settle(self, got: hot.Took) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         kind, st = self._armed   # type: ignore[misc]
         hot.fold(st.splitter, kind, got)

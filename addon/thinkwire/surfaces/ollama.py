@@ -295,7 +295,7 @@ class StreamRewriter:
         g = 1 if m[1] is not None else 2
         return [b"".join((chunk[:m.start(g)], _THINKING, _go_body(literal_body(text, got)), chunk[m.end(g):]))]
 
-    def hot(self) -> tuple | None:
+    def hot(self) -> hot.Arming | None:
         """thinkwire.hot: the arguments of `Hot.arm` while a token line shaped like the last, its
         text plain, changes nothing here but the splitter's state (`Splitter.took`); None when
         on_chunk must decide."""
@@ -306,9 +306,10 @@ class StreamRewriter:
         if kind is None or (kind == REASONING and not st.block_has_text):
             return None   # (a block's first text may take a separator in front: on_chunk's)
         self._armed = kind
-        return _specs(shape[1], shape[2], st.splitter.rules)[kind == REASONING], 0, 0, hot.holding(st.splitter, kind)
+        return hot.Arming(_specs(shape[1], shape[2], st.splitter.rules)[kind == REASONING],
+                          held=hot.holding(st.splitter, kind))
 
-    def settle(self, got: tuple) -> None:
+    def settle(self, got: hot.Took) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         hot.fold(self.state.splitter, self._armed, got)   # type: ignore[union-attr, arg-type]
 
@@ -365,11 +366,14 @@ def _specs(head: tuple[bytes, ...], after: bytes, rules) -> tuple[tuple, tuple]:
     if len(head) == 1:
         slot: dict = {}
         out = (head[0] + b'"' + _THINKING, hot.PART_BODY, tail)
+        held: tuple = (head[0] + b'""' + post,)
     else:
         slot = {"slot_pos": 1, "mid": head[1], "chars": _TIMESTAMP_CHARS}
         out = (head[0] + b'"', hot.PART_STR, b'"' + head[1] + b'"' + _THINKING, hot.PART_BODY, tail)
+        held = (head[0] + b'"', hot.PART_STR, b'"' + head[1] + b'""' + post)
+    # (Reasoning: whitespace alone is held, and the line goes with an empty content.)
     return (hot.spec(rules, head[0], post, **slot),
-            hot.spec(rules, head[0], post, out, exclude=_GO_ASCII, **slot, **hot.reasoning(rules)))
+            hot.spec(rules, head[0], post, out, exclude=_GO_ASCII, **slot, **hot.reasoning(rules), held=held))
 
 
 # -- the way back ---------------------------------------------------------------------------

@@ -110,7 +110,7 @@ class StreamRewriter:
         out = self._pieces(chunk, st, u, [piece], text, None)
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
 
-    def hot(self) -> tuple | None:
+    def hot(self) -> hot.Arming | None:
         """thinkwire.hot: the arguments of `Hot.arm` while a plain text_delta shaped like the last
         changes nothing here but the splitter's state and held reasoning; None when on_chunk
         must decide."""
@@ -137,13 +137,14 @@ class StreamRewriter:
                 spec = hot.spec(rules, b.prefix, b.suffix)
             else:
                 cut = self._cut(key[1], _TEXT_DELTA if kind == CONTENT else _THINKING_DELTA)
+                # (Reasoning: whitespace alone is held, and nothing goes out.)
                 spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut),
-                                **(hot.reasoning(rules) if kind == REASONING else {}))
+                                **(dict(hot.reasoning(rules), held=()) if kind == REASONING else {}))
             self._hot[key] = spec
         self._armed = (kind, st)
-        return spec, 0, 0, hot.holding(st.splitter, kind)
+        return hot.Arming(spec, held=hot.holding(st.splitter, kind))
 
-    def settle(self, got: tuple) -> None:
+    def settle(self, got: hot.Took) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         kind, st = self._armed   # type: ignore[misc]
         self.eol = b"\n"

@@ -37,6 +37,8 @@ The way back (a client sending these items, or references to them, back) is in r
 """
 from __future__ import annotations
 
+from typing import Any
+
 
 from ...context import FlowContext
 from ...jsonnum import loads
@@ -44,7 +46,8 @@ from ...jsonio import OUT, dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
     HOLD_MAX, _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
 from .restore import restore_request as restore_request  # (the way back)
-from .stream import StreamRewriter as StreamRewriter, _learn  # noqa: F401  (streams)
+from .shortcuts import _learn  # noqa: F401  (tests reach it)
+from .stream import StreamRewriter as StreamRewriter  # (streams)
 
 NAME = "responses"
 SHAPE = "'output' item list (object 'response') or response.* events"
@@ -62,7 +65,7 @@ def matches(path: str) -> bool:
     return head.rpartition("/")[2] == "responses" and last not in _NOT_AN_ID
 
 
-def looks_like(obj: dict) -> bool:
+def looks_like(obj: dict[str, Any]) -> bool:
     t = obj.get("type")
     return (obj.get("object") == "response" or isinstance(obj.get("output"), list)
             or (isinstance(t, str) and t.startswith("response.")))
@@ -82,7 +85,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     owner.resp_id = obj.get("id") if isinstance(obj.get("id"), str) else None
     owner.model = obj.get("model")
     owner.ending = ended(obj)
-    new: list = []
+    new: list[Any] = []
     changed = False
     for u, item in enumerate(output):
         if isinstance(item, dict) and item.get("type") == "message" and isinstance(item.get("content"), list):

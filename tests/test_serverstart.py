@@ -69,9 +69,9 @@ def fleet():
     up.close()
 
 
-def _ask(up, ss: ServerStart, prefix: str, model: str, shape: Shape = Shape(), client: str = "c"):
+def _ask(up, ss: ServerStart, prefix: str, model: str, shape: Shape | None = None, client: str = "c"):
     return asyncio.run(ss.told(Server("http", "127.0.0.1", up.port), prefix + "/v1/chat/completions", "chat",
-                               model, client, shape, {}))
+                               model, client, shape or Shape(), {}))
 
 
 def test_a_conversation_asks_once_and_each_shape_once(fleet):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import gc
 import hashlib
@@ -11,7 +10,6 @@ import json
 import logging
 import os
 import sys
-import time
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
@@ -29,6 +27,7 @@ from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
 from .serverstart import ServerStart, shape_of
+from .startasks import FlowAsks, known_pairs
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .jsonio import OUT, dumps
 from .stream import StreamDriver, decoder_for
@@ -78,10 +77,9 @@ class ThinkWire:
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
         # What servers say of where their output starts (their templates), kept a while; the
         # asks share the capabilities' bounds (one Asker).
-        self.server_start = ServerStart(self.capabilities.asker, self._pairs,
-                                        ollama_show=self.capabilities.show)
-        # flow id -> (the ask of its server about its start, when it began), until its response
-        self._asks: dict[str, tuple[asyncio.Future, float]] = {}
+        self.server_start = ServerStart(self.capabilities.asker, lambda: known_pairs(
+            self.settings.tagsets if self.settings else None), ollama_show=self.capabilities.show)
+        self._asks = FlowAsks()   # each flow's ask about its start, until its response
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
         self._running = False                  # start-up over: a bad value is refused, the proxy runs on
         self.verbosity = userlog.Verbosity()   # how much mitmproxy itself says (think_log)
@@ -227,7 +225,7 @@ class ThinkWire:
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
                                   binding=client_binding(r.headers), written=self.written)
-        fctx.told = self._told(flow)
+        fctx.told = self._asks.told(flow.id)
         return fctx
 
     # -- requests the proxy cannot forward (thinkwire.errors) -------------------------------------
@@ -300,61 +298,25 @@ class ThinkWire:
         return None
 
     def _ask_start(self, flow: http.HTTPFlow, surface: str, parsed: dict, kept: Facts | None) -> None:
-        """Ask the server what its template renders for this request (thinkwire.serverstart),
-        concurrently with forwarding it: the answer is awaited when the response comes, at most
-        until think_start_wait. Not asked where nothing it says would count (a prefill, a
-        request for structured output, the ask turned off)."""
+        """Ask the server what its template renders for this request (thinkwire.serverstart,
+        startasks). Not where nothing it says would count: a prefill, structured output, off."""
         if not self.settings.ask_template or kept is None or kept.prefill is not None or kept.structured:  # type: ignore[union-attr]
             return
         model = parsed.get("model")
-        model = model if isinstance(model, str) and model else None
         shape = shape_of(parsed, surface)
-        if shape is None:
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:   # (a hook called outside mitmproxy's loop: a test's)
-            return
-        task = asyncio.ensure_future(self.server_start.told(
-            _server(flow), flow.request.path, surface, model, self.client_key(flow), shape, _credentials(flow),
-            _route(flow)))
-        task.add_done_callback(_quiet)
-        self._asks[flow.id] = (task, time.monotonic())
-
-    def _told(self, flow: http.HTTPFlow):
-        """What the flow's server said of its start, if it said by now (and forget the ask)."""
-        got = self._asks.pop(flow.id, None)
-        if got is None or not got[0].done() or got[0].cancelled() or got[0].exception() is not None:
-            return None
-        return got[0].result()
+        if shape is not None:
+            self._asks.begin(flow.id, self.server_start.told(
+                _server(flow), flow.request.path, surface, model if isinstance(model, str) and model else None,
+                self.client_key(flow), shape, _credentials(flow), _route(flow)))
 
     def _waiting(self, flow: http.HTTPFlow) -> float | None:
-        """Seconds left to wait for the flow's ask (think_start_wait from when it began), or None
-        when there is nothing to wait for."""
-        got = self._asks.get(flow.id)
-        if got is None or got[0].done() or self.settings is None:
-            return None
-        left = self.settings.start_wait - (time.monotonic() - got[1])
-        return left if left > 0 else None
+        return self._asks.left(flow.id, self.settings.start_wait) if self.settings else None
 
     async def _after_ask(self, flow: http.HTTPFlow, left: float, then) -> None:
-        task = self._asks[flow.id][0]
-        try:
-            await asyncio.wait_for(asyncio.shield(task), left)
-        except (TimeoutError, asyncio.TimeoutError):
-            pass   # past think_start_wait: the profile decides (the answer is kept for the next request)
-        except Exception:  # noqa: S110 (an ask's failure is "not known")
-            pass
+        await self._asks.wait(flow.id, left)   # past it the profile decides
         got = then(flow)
         if got is not None:   # (a body's: the memory remembering its turns)
             await got
-
-    def _pairs(self) -> tuple:
-        """Every tag pair the tag sets know (what a rendered prompt may leave open)."""
-        ts = self.settings.tagsets if self.settings else None
-        if ts is None:
-            return ()
-        return tuple(dict.fromkeys(p for prof in (ts.default, *ts.profiles) for p in prof.pairs))
 
     async def _prepare_then_restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext,
                                     recall, ask: bool) -> None:
@@ -438,7 +400,7 @@ class ThinkWire:
             self._response(flow)
         finally:
             self._requests.pop(flow.id, None)
-            self._asks.pop(flow.id, None)
+            self._asks.forget(flow.id)
         # The turn is remembered before the hook ends (mitmproxy awaits it), so the loop's next
         # request finds it; the store's timeout bounds the wait.
         return self.memory.settle(flow)
@@ -497,7 +459,7 @@ class ThinkWire:
     @_guarded
     def error(self, flow: http.HTTPFlow) -> None:
         self._requests.pop(flow.id, None)
-        self._asks.pop(flow.id, None)
+        self._asks.forget(flow.id)
         self.memory.drop(flow.id)
         # A client that stops reading once it has what it needs (Codex closes right after
         # `response.completed`) ends the flow here, not in `response`: report it all the same.
@@ -571,12 +533,6 @@ class ThinkWire:
                                              key=self._salt).hexdigest()
         peer = flow.client_conn.peername
         return f"addr:{peer[0] if peer else ''}"
-
-
-def _quiet(task: asyncio.Future) -> None:
-    """An ask nobody awaited any more (its flow ended first) says nothing of its end."""
-    if not task.cancelled():
-        task.exception()
 
 
 def _not_json(e: BaseException) -> str:

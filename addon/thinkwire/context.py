@@ -120,8 +120,9 @@ class FlowContext:
             s = self.settings
             self.plan = plan = self._start(profile, by_server)
             pairs = profile.pairs
-            if plan.pair is not None and plan.pair not in pairs:
-                pairs = (plan.pair, *pairs)   # the pair the server's template opens
+            if plan.pair is not None and all((q.open, q.close) != (plan.pair.open, plan.pair.close) for q in pairs):
+                pairs = (plan.pair, *pairs)   # the pair the server's template opens (by its tags: a
+                # Written pair is no TagPair to ==)
             self._rules = _rules(pairs, s.trim, s.tags_anywhere, plan.inside, profile.strip, profile.ends,
                                  profile.start_pairs, profile.start_ends, profile.resumes, profile.tools)
         return self._rules

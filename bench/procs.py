@@ -60,7 +60,7 @@ class Upstream(ToolProcess):
 class Mitmdump(ToolProcess):
     """`mitmdump --mode reverse:UPSTREAM` with one of the bench configurations (a, b, c, d)."""
 
-    def __init__(self, config: str, upstream_url: str) -> None:
+    def __init__(self, config: str, upstream_url: str, options: dict[str, str] | None = None) -> None:
         self.config = config
         self._conf = tempfile.TemporaryDirectory(prefix="thinkwire-bench-")
         self.times = os.path.join(self._conf.name, "callable-times")   # (d) writes it
@@ -71,6 +71,8 @@ class Mitmdump(ToolProcess):
         addon = CONFIGS[config][1]
         if addon is not None:
             args += ["-s", str(addon)]
+        for k, v in (options or {}).items():
+            args += ["--set", f"{k}={v}"]
         super().__init__(args, env=child_env({"THINKWIRE_BENCH_TIMES": self.times}), name=f"mitmdump ({config})")
 
     def wait_ready(self) -> "Mitmdump":

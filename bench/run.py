@@ -10,6 +10,8 @@ Measures, side by side in one run (see bench/README.md for what each figure mean
   5. instructions (opt-in, `--only instructions`, needs valgrind) mitmdump's instructions under
                callgrind, (c) over (b): the noise-free floor of the CPU ratio of 3
   6. capacity  events/s one thinkwire process sustains with < 5 ms added at p99, per surface
+  7. ttfb      the time to first byte the server ask adds (think_ask_template): uncached and cached,
+               beside the pass-through (b) and thinkwire with the ask off
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "addon"))
 sys.path.insert(0, str(HERE.parent))  # devtools/
 
-PARTS = ("splitter", "surfaces", "e2e", "memory", "capacity")
+PARTS = ("splitter", "surfaces", "e2e", "memory", "capacity", "ttfb")
 EXTRA = ("instructions",)   # opt-in: needs valgrind, ~8 minutes
 
 FULL = {
@@ -42,6 +44,7 @@ FULL = {
     # rates from 2,000 events/s.
     "capacity": {"tps": 60.0, "length_s": 8.0, "settle_s": 1.0, "window_s": 4.0, "start": 2000.0, "max": 64000.0,
                  "precision": 1.15},
+    "ttfb_rounds": 60,   # (7) requests per configuration
 }
 QUICK = {
     "sizes": [10_000, 30_000], "rescan_budget": 1.0, "min_total": 0.0,
@@ -51,6 +54,7 @@ QUICK = {
     "settle": 0.05,
     "capacity": {"tps": 60.0, "length_s": 1.0, "settle_s": 0.4, "window_s": 0.4, "start": 240.0, "max": 240.0,
                  "precision": 2.0},
+    "ttfb_rounds": 3,
 }
 
 TARGETS = {
@@ -210,6 +214,12 @@ def table(res: dict) -> str:
     if res.get("capacity"):
         import capacity
         lines += capacity.table(res["capacity"])
+    tt = res.get("ttfb")
+    if tt:
+        lines += ["", "7. Time to first byte: the server ask (think_ask_template), ms; added = median - (b)'s"]
+        for name, r in tt.items():
+            lines.append(f"   {name:<26} median {r['median_ms']:7.2f}  p90 {r['p90_ms']:7.2f}  "
+                         f"added {r['added_median_ms']:+7.2f}")
     t = res.get("targets")
     if t:
         lines += ["", "Targets"]
@@ -299,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
         import capacity
         log("6. capacity")
         res["capacity"] = capacity.run(e2e._surfaces(), p["capacity"], log)
+    if "ttfb" in only:
+        import ttfb
+        log("7. time to first byte (server ask)")
+        res["ttfb"] = ttfb.run(p["ttfb_rounds"], log)
     if "instructions" in only:
         import instructions
         if instructions.available():

@@ -26,6 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workload import SHAPES, render, tokens  # noqa: E402
 
 _BY_PATH = {s.path: s for s in SHAPES.values()}
+# What a llama-server says of its model and of the prompt its template renders (bench/ttfb.py).
+_TEMPLATE = {"/props": b'{"model_path": "/models/local.gguf", "default_generation_settings": {}}',
+             "/apply-template": b'{"prompt": "<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n<think>\\n"}'}
 _HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncache-control: no-cache\r\n"
          b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
 _TOKENS: dict = {}
@@ -63,7 +66,16 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         if length:
             await reader.readexactly(length)
         u = urlsplit(target)
-        shape = _BY_PATH.get(u.path)
+        path = u.path
+        if path.startswith("/tpl"):   # a llama-server (bench/ttfb.py): /tplN/props, /tplN/apply-template
+            path = "/" + path.split("/", 2)[2]
+            answer = _TEMPLATE.get(path)
+            if answer is not None:
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                             b"connection: close\r\n\r\n%s" % (len(answer), answer))
+                await writer.drain()
+                return
+        shape = _BY_PATH.get(path)
         if shape is None:
             writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
             await writer.drain()

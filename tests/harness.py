@@ -75,13 +75,21 @@ class Seen:
 Handler = Callable[[Seen], Reply]
 
 
+# The endpoints thinkwire asks a server about its template and model (thinkwire.serverstart,
+# capabilities): a request to one that no test routed is answered 404, as a server without it
+# does, and recorded in `asks`, not `requests` (which then holds what clients sent).
+ASK_PATHS = ("/props", "/v1/models", "/api/v0/models", "/get_model_info", "/apply-template", "/tokenize")
+
+
 class Upstream:
-    """A scripted model server. `route(path_suffix, handler_or_reply)`; `requests` records all.
-    It listens on `host` (127.0.0.1), over TLS when given a server context."""
+    """A scripted model server. `route(path_suffix, handler_or_reply)`; `requests` records all
+    (but thinkwire's unrouted asks, in `asks`). It listens on `host` (127.0.0.1), over TLS when
+    given a server context."""
 
     def __init__(self, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
         self.routes: list[tuple[str, Handler]] = []
         self.requests: list[Seen] = []
+        self.asks: list[Seen] = []
         outer = self
 
         class H(BaseHTTPRequestHandler):
@@ -94,7 +102,7 @@ class Upstream:
                 n = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(n) if n else b""
                 seen = Seen(self.command, self.path, dict(self.headers.items()), body)
-                outer.requests.append(seen)
+                (outer.asks if outer._unrouted_ask(seen) else outer.requests).append(seen)
                 reply = outer._reply(seen)
                 self.send_response(reply.status)
                 for k, v in reply.headers.items():
@@ -147,6 +155,11 @@ class Upstream:
     def reset(self) -> None:
         self.routes.clear()
         self.requests.clear()
+        self.asks.clear()
+
+    def _unrouted_ask(self, seen: Seen) -> bool:
+        path = seen.path.split("?", 1)[0]
+        return path.endswith(ASK_PATHS) and not any(path.endswith(suffix) for suffix, _ in self.routes)
 
     def _reply(self, seen: Seen) -> Reply:
         path = seen.path.split("?", 1)[0]

@@ -200,6 +200,18 @@ def test_in_a_fence_inside_reasoning_a_closing_tag_closes_only_at_a_line_start()
     assert whole(unclosed) == (["```\nx </think> y"], "done")
 
 
+def test_a_closing_tag_glued_to_a_fence_marker_on_its_opening_line_closes_the_block():
+    # Found by the Responses echo property: "~~~" right after the opening tag starts a line of
+    # reasoning, and the closing tag glued to it would have been the fence's info string.
+    for text, want in (("<think>~~~</think>0", (["~~~"], "0")),
+                       ("<think>plan\n```</think>\n\nDone.", (["plan\n```"], "Done."))):
+        assert whole(text) == want
+        for k in range(len(text) + 1):
+            assert result(stream([text[:k], text[k:]])) == want, (text, k)
+    # After a space it is prose naming the tag, on the fence's line as anywhere: the fence opens.
+    assert whole("<think>~~~ </think> x\n</think>y") == (["~~~ </think> x"], "y")
+
+
 def test_a_code_span_of_two_backticks_protects_a_tag():
     assert whole("<think>plan</think>Write ``<think>`` literally.") == (["plan"], "Write ``<think>`` literally.")
     # A run of another length inside the span is text; the span ends at its own run.

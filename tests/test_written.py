@@ -150,3 +150,13 @@ def test_an_output_with_more_than_LAYOUT_MAX_of_markup_is_not_remembered():
     text = "<think>" + "\n" * (written.LAYOUT_MAX + 1) + "x</think>y"
     reasoning, answer = stream(mem, text, 7)
     assert (reasoning, answer) == ("x", "y") and len(mem) == 0
+
+
+def test_a_layout_goes_to_bytes_and_back_for_another_store():
+    mem = written.Memory()
+    body(mem, OUTPUTS[1])
+    (got,) = [v[1] for v in mem._layouts.values()]
+    assert written.load(written.dump(got)) == got
+    assert written.dump(got) == b'[[0,1,"\\n<think>\\n  ","\\n\\n</think>\\n\\n  ",0],[1,1,"<think> "," </think>",0]]'
+    for garbage in (b"", b"{}", b"[[1]]", b'[[-1,0,"","",0]]', b'[["0",0,"","",0]]', b"\xff"):
+        assert written.load(garbage) is None

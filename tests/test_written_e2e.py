@@ -10,11 +10,14 @@ else the profile's pair around the text, as before."""
 
 import json
 
+import anthropic
 import ollama
+import openai
 import pytest
 
 from harness import StrictAnthropic, StrictChat, StrictResponses, Turn
-from support.loops import ChatConversation, MessagesConversation, ResponsesConversation, assistant_texts, pick
+from support.loops import (TOOLS_C, TOOLS_M, TOOLS_R, ChatConversation, MessagesConversation, ResponsesConversation,
+                           assistant_texts, codex_echo, pick)
 from support.ollama import StrictOllama
 
 pytestmark = pytest.mark.e2e
@@ -77,6 +80,24 @@ def test_messages_a_restarted_proxy_writes_the_pair_then_learns_the_layout(proxy
     assert texts == ["<think>\tI should list the files. \n</think>Let me look.", WROTE[1]]
 
 
+def test_messages_bodies_go_back_byte_for_byte_too(m_proxies, up):
+    strict = StrictAnthropic(TURNS, exact=True)
+    up.route("/messages", strict.handle)
+    client = anthropic.Anthropic(base_url=m_proxies["off"].url, api_key="a body client", max_retries=0, timeout=20)
+    msgs: list = [{"role": "user", "content": "fix the build"}]
+    for _ in range(3):
+        final = client.messages.create(model="m", max_tokens=1024, tools=TOOLS_M, messages=msgs)
+        msgs.append({"role": "assistant", "content": final.content})   # the SDK's objects, as they came
+        if final.stop_reason != "tool_use":
+            break
+        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": "ok"}
+                                                 for b in final.content if b.type == "tool_use"]})
+    assert strict.errors == [] and final.content[-1].text == "All three steps are done."
+    assert [b.type for b in msgs[3]["content"]] == ["text", "thinking", "text", "thinking", "tool_use"]
+    sent = json.loads(strict.bodies[-1])["messages"]
+    assert [m["content"][0]["text"] for m in sent if m["role"] == "assistant"] == WROTE
+
+
 # -- Responses: reasoning items without encrypted_content (Codex without `include`) ---------------
 @pytest.mark.parametrize("ids", [False, True], ids=["codex", "with-ids"])
 def test_responses_items_without_a_mark_go_back_byte_for_byte(proxy, up, ids):
@@ -86,6 +107,23 @@ def test_responses_items_without_a_mark_go_back_byte_for_byte(proxy, up, ids):
     assert strict.errors == [] and conv.final.output_text == "All three steps are done."
     assert [it["content"][0]["text"] for it in assistant_texts(strict.bodies[-1])] == WROTE
     assert not any(it.get("type") == "reasoning" for it in json.loads(strict.bodies[-1])["input"])
+
+
+def test_responses_bodies_go_back_byte_for_byte_too(proxy, up):
+    strict = StrictResponses(TURNS, exact=True)
+    up.route("/responses", strict.handle)
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="a body client", max_retries=0, timeout=20)
+    items: list = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}]
+    for _ in range(3):
+        final = client.responses.create(model="qwen3", input=items, tools=TOOLS_R, store=False)
+        out = [it.to_dict() for it in final.output]
+        items += [codex_echo(it) for it in out]
+        calls = [it["call_id"] for it in out if it["type"] == "function_call"]
+        if not calls:
+            break
+        items += [{"type": "function_call_output", "call_id": c, "output": "ok"} for c in calls]
+    assert strict.errors == [] and final.output_text == "All three steps are done."
+    assert [m["content"][0]["text"] for m in assistant_texts(strict.bodies[-1])] == WROTE
 
 
 # -- chat: reasoning_content sent back, think_chat_restore=inline ---------------------------------
@@ -104,6 +142,21 @@ def test_chat_reasoning_content_goes_back_byte_for_byte(c_proxy, up):
     sent = [m for m in json.loads(strict.bodies[-1])["messages"] if m["role"] == "assistant"]
     assert [m["content"] for m in sent] == WROTE
     assert not any("reasoning_content" in m for m in sent)
+
+
+def test_chat_bodies_go_back_byte_for_byte_too(c_proxy, up):
+    strict = StrictChat(TURNS, exact=True)
+    up.route("/chat/completions", strict.handle)
+    client = openai.OpenAI(base_url=c_proxy.url + "/v1", api_key="a body client", max_retries=0, timeout=20)
+    msgs: list = [{"role": "user", "content": "fix the build"}]
+    for _ in range(3):
+        m = client.chat.completions.create(model="m", messages=msgs, tools=TOOLS_C).choices[0].message
+        msgs.append(m.to_dict())   # reasoning_content and all, as the SDK read it
+        msgs += [{"role": "tool", "tool_call_id": c.id, "content": "ok"} for c in m.tool_calls or []]
+    assert strict.errors == [] and m.content == "All three steps are done."
+    assert msgs[3]["reasoning_content"] == "Now read the README.\n\nand the tests"
+    sent = [m for m in json.loads(strict.bodies[-1])["messages"] if m["role"] == "assistant"]
+    assert [m["content"] for m in sent] == WROTE
 
 
 def test_chat_another_clients_turn_gets_none_of_this_clients_markup(c_proxy, up):

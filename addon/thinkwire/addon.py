@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import hashlib
@@ -10,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import time
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
@@ -17,7 +19,7 @@ from mitmproxy.proxy import mode_specs
 
 from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog, written
 from .capabilities import Capabilities
-from .context import FlowContext, shown_model
+from .context import NO_PROFILE, PROFILE, FlowContext, shown_model
 from .request import Facts
 from .decoding import BODY_MAX, BodyError, decode_body
 from .learning import Learner
@@ -25,6 +27,7 @@ from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
+from .serverstart import ServerStart, shape_of
 from .settings import OPTIONS, SettingError, Settings, env_default
 from .stream import StreamDriver, decoder_for
 from .surfaces import ollama
@@ -71,6 +74,12 @@ class ThinkWire:
         self.sealer: LazySealer | None = None  # the proxy's keys: loaded at start when configured, else on first use
         self._keyring: keys.Keyring | None = None   # the keys, once loaded and announced
         self.capabilities = Capabilities()     # Ollama models' /api/show answers, kept a while
+        # What servers say of where their output starts (their templates), kept a while; the
+        # asks share the capabilities' bounds (one Asker).
+        self.server_start = ServerStart(self.capabilities.asker, self._pairs,
+                                        ollama_show=self.capabilities.show)
+        # flow id -> (the ask of its server about its start, when it began), until its response
+        self._asks: dict[str, tuple[asyncio.Future, float]] = {}
         self._option_errors: list[str] = []    # bad option values, refused by the first configure
         self._running = False                  # start-up over: a bad value is refused, the proxy runs on
         self.verbosity = userlog.Verbosity()   # how much mitmproxy itself says (think_log)
@@ -207,10 +216,12 @@ class ThinkWire:
             kept = engine.request_facts(engine.parse_request(requestbody.read(flow.request)[0]), surface.NAME,
                                         self.settings)  # type: ignore[arg-type]
         r = flow.request
-        return engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
+        fctx = engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
                                   learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
                                   binding=client_binding(r.headers), written=self.written)
+        fctx.told = self._told(flow)
+        return fctx
 
     # -- requests the proxy cannot forward (thinkwire.errors) -------------------------------------
     @_guarded
@@ -263,9 +274,10 @@ class ThinkWire:
         if unread is not None:
             log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, unread)
         parsed = engine.parse_request(body)
-        self._requests[flow.id] = engine.request_facts(parsed, surface.NAME, self.settings)
+        self._requests[flow.id] = kept = engine.request_facts(parsed, surface.NAME, self.settings)
         if parsed is None:
             return None
+        self._ask_start(flow, surface.NAME, parsed, kept)
         r = flow.request
         fctx = engine.new_context(self.settings, parsed, self.sealer, binding=client_binding(r.headers),
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
@@ -274,6 +286,61 @@ class ThinkWire:
             return self._ask_then_restore(flow, body, fctx)   # mitmproxy awaits it
         self._restore(flow, surface, body, fctx)
         return None
+
+    def _ask_start(self, flow: http.HTTPFlow, surface: str, parsed: dict, kept: Facts | None) -> None:
+        """Ask the server what its template renders for this request (thinkwire.serverstart),
+        concurrently with forwarding it: the answer is awaited when the response comes, at most
+        until think_start_wait. Not asked where nothing it says would count (a prefill, a
+        request for structured output, the ask turned off)."""
+        if not self.settings.ask_template or kept is None or kept.prefill is not None or kept.structured:  # type: ignore[union-attr]
+            return
+        model = parsed.get("model")
+        model = model if isinstance(model, str) and model else None
+        shape = shape_of(parsed, surface)
+        if shape is None:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:   # (a hook called outside mitmproxy's loop: a test's)
+            return
+        task = asyncio.ensure_future(self.server_start.told(
+            _server(flow), flow.request.path, surface, model, self.client_key(flow), shape, _credentials(flow),
+            _route(flow)))
+        task.add_done_callback(_quiet)
+        self._asks[flow.id] = (task, time.monotonic())
+
+    def _told(self, flow: http.HTTPFlow):
+        """What the flow's server said of its start, if it said by now (and forget the ask)."""
+        got = self._asks.pop(flow.id, None)
+        if got is None or not got[0].done() or got[0].cancelled() or got[0].exception() is not None:
+            return None
+        return got[0].result()
+
+    def _waiting(self, flow: http.HTTPFlow) -> float | None:
+        """Seconds left to wait for the flow's ask (think_start_wait from when it began), or None
+        when there is nothing to wait for."""
+        got = self._asks.get(flow.id)
+        if got is None or got[0].done() or self.settings is None:
+            return None
+        left = self.settings.start_wait - (time.monotonic() - got[1])
+        return left if left > 0 else None
+
+    async def _after_ask(self, flow: http.HTTPFlow, left: float, then) -> None:
+        task = self._asks[flow.id][0]
+        try:
+            await asyncio.wait_for(asyncio.shield(task), left)
+        except (TimeoutError, asyncio.TimeoutError):
+            pass   # past think_start_wait: the profile decides (the answer is kept for the next request)
+        except Exception:  # noqa: S110 (an ask's failure is "not known")
+            pass
+        then(flow)
+
+    def _pairs(self) -> tuple:
+        """Every tag pair the tag sets know (what a rendered prompt may leave open)."""
+        ts = self.settings.tagsets if self.settings else None
+        if ts is None:
+            return ()
+        return tuple(dict.fromkeys(p for prof in (ts.default, *ts.profiles) for p in prof.pairs))
 
     async def _ask_then_restore(self, flow: http.HTTPFlow, body: bytes, fctx: FlowContext) -> None:
         """Ollama: the model's capabilities decide the way back (thinkwire.capabilities)."""
@@ -295,11 +362,21 @@ class ThinkWire:
             flow.metadata[RESTORED_KEY] = fctx.stats.restored
 
     @_guarded
-    def responseheaders(self, flow: http.HTTPFlow) -> None:
+    def responseheaders(self, flow: http.HTTPFlow):
         if _recorded(flow):  # [inspect]
-            return
+            return None
         surface = self._surface(flow)
         if surface is None or not engine.is_stream(flow.response.headers.get("content-type"), surface):
+            return None
+        left = self._waiting(flow)
+        if left is not None:
+            return self._after_ask(flow, left, self._stream)   # mitmproxy awaits it
+        self._stream(flow)
+        return None
+
+    def _stream(self, flow: http.HTTPFlow) -> None:
+        surface = self._surface(flow)
+        if surface is None:
             return
         encoding = flow.response.headers.get("content-encoding")
         fctx = self._context(flow, surface)
@@ -323,12 +400,20 @@ class ThinkWire:
         self._streams[flow.id] = (surface.NAME, fctx, driver)
 
     @_guarded
-    def response(self, flow: http.HTTPFlow) -> None:
+    def response(self, flow: http.HTTPFlow):
+        left = None if flow.id in self._streams else self._waiting(flow)
+        if left is not None and self._surface(flow) is not None:
+            return self._after_ask(flow, left, self._respond)   # a body: mitmproxy awaits it
+        self._respond(flow)
+        return None
+
+    def _respond(self, flow: http.HTTPFlow) -> None:
         try:
             self._forget_on_refusal(flow)
             self._response(flow)
         finally:
             self._requests.pop(flow.id, None)
+            self._asks.pop(flow.id, None)
 
     def _forget_on_refusal(self, flow: http.HTTPFlow) -> None:
         """Ollama refused `think` for a model it was said to think for (re-created since): the
@@ -383,6 +468,7 @@ class ThinkWire:
     @_guarded
     def error(self, flow: http.HTTPFlow) -> None:
         self._requests.pop(flow.id, None)
+        self._asks.pop(flow.id, None)
         # A client that stops reading once it has what it needs (Codex closes right after
         # `response.completed`) ends the flow here, not in `response`: report it all the same.
         streamed = self._streams.pop(flow.id, None)
@@ -417,8 +503,9 @@ class ThinkWire:
                 summary += (f"; a closing tag with no opening tag was removed: if model {shown_model(fctx.model)} "
                             "opens its reasoning in the prompt, add a profile with starts_inside: true "
                             "to tagsets.yaml")
-            if fctx.inside_because == "learned":
-                summary += "; started inside the reasoning block (learned of this model)"
+            plan = fctx.plan
+            if plan is not None and plan.how not in (NO_PROFILE, PROFILE) or fctx.inside_because:
+                summary += f"; {plan.describe()}"  # type: ignore[union-attr]
             if stats.malformed_events:
                 summary += f"; {stats.malformed_events} malformed event(s) passed unchanged"
             if stats.broken:
@@ -430,7 +517,7 @@ class ThinkWire:
         summary += ended
         flow.comment = summary
         record = FlowRecord(surface, profile, stats.blocks, stats.reasoning_chars, restored, fell_back,
-                            stats.broken)
+                            stats.broken, fctx.plan.describe() if fctx.plan is not None else None)
         record.put(flow)
         self.metrics.flow(record, reason if fell_back else None, ended_early=bool(ended))
         where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
@@ -451,6 +538,12 @@ class ThinkWire:
                                              key=self._salt).hexdigest()
         peer = flow.client_conn.peername
         return f"addr:{peer[0] if peer else ''}"
+
+
+def _quiet(task: asyncio.Future) -> None:
+    """An ask nobody awaited any more (its flow ended first) says nothing of its end."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _not_json(e: BaseException) -> str:

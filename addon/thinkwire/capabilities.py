@@ -15,7 +15,7 @@ it came.
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .outbound import Answer, Asker, Kept, Route, Server
 
@@ -31,6 +31,42 @@ def show_path(path: str) -> str:
     path = path.split("?", 1)[0]
     prefix = path[:path.rfind("/api/")] if "/api/" in path else ""
     return f"{prefix}/api/show"
+
+
+TEMPLATE_TAIL = 2048   # characters of a model's template kept (its generation prompt; thinkwire.serverstart)
+NAME_CHARS = 256       # characters of its model_info name kept
+
+
+class Shown(NamedTuple):
+    """What is kept of an /api/show answer: whether the model thinks natively, the model's
+    name in its model_info (`general.basename`, else `general.name`), and its template's end."""
+
+    thinks: bool | None
+    name: str | None = None
+    template_tail: str | None = None
+
+
+def shown(answer: Answer | None) -> Shown | None:
+    """What an /api/show answer says; None when it says nothing clear (an error, a redirect, no
+    JSON, neither capabilities nor a model name)."""
+    if answer is None or answer.status != 200:
+        return None
+    try:
+        got = json.loads(answer.body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(got, dict):
+        return None
+    caps = got.get("capabilities")
+    info = got.get("model_info")
+    name = (info.get("general.basename") or info.get("general.name")) if isinstance(info, dict) else None
+    name = name[:NAME_CHARS] if isinstance(name, str) and name.strip() else None
+    template = got.get("template")
+    tail = template[-TEMPLATE_TAIL:] if isinstance(template, str) and ".Think" not in template else None
+    think = "thinking" in caps if isinstance(caps, list) else None
+    if think is None and name is None:
+        return None
+    return Shown(think, name, tail)
 
 
 def thinks(answer: Answer | None) -> bool | None:
@@ -50,7 +86,8 @@ class Capabilities:
     def __init__(self, asker: Asker | None = None, ttl: float = TTL, failure_ttl: float = FAILURE_TTL,
                  size: int = SIZE, clock: Callable[[], float] | None = None) -> None:
         self.asker = asker or Asker()
-        self._kept: Kept = Kept(ttl, failure_ttl, size, *([clock] if clock else []))
+        self._kept: Kept[tuple[Server, str, str, str], Shown] = (
+            Kept(ttl, failure_ttl, size, clock) if clock else Kept(ttl, failure_ttl, size))
         self.asked = 0   # /api/show asks started (for tests and logs)
 
     def __len__(self) -> int:
@@ -61,19 +98,27 @@ class Capabilities:
         """Whether `model` at `server` thinks natively; None when not known. `path`: the flow's
         (its /api/show is beside it); `client`: who asks (answers are kept per client, as the
         server may answer each credential its own way)."""
+        got = await self.show(server, path, model, client, credentials, route)
+        return got.thinks if got is not None else None
+
+    async def show(self, server: Server, path: str, model: str, client: str,
+                   credentials: dict[str, str], route: Route = Route()) -> Shown | None:
+        """What is kept of `model`'s /api/show at `server` (asked once for both what reads it:
+        the way back, and where the output starts); None when not known."""
         show = show_path(path)
         if len(model) > LONGEST or len(show) > LONGEST or len(server.host) > LONGEST:
             return None
 
-        async def ask() -> bool | None:
+        async def ask() -> Shown | None:
             self.asked += 1
             body = json.dumps({"model": model}).encode()
-            return thinks(await self.asker.ask(server, "POST", show, body, credentials, route))
+            return shown(await self.asker.ask(server, "POST", show, body, credentials, route))
         return await self._kept.get((server, show, model, client), ask)
 
     def forget(self, server: Server, path: str, model: str, client: str) -> None:
         """An answer the server has since contradicted (a 400 "does not support thinking" for a
         model said to think; "not known" stays kept its while)."""
         key = (server, show_path(path), model, client)
-        if self._kept.peek(key) is True:
+        got = self._kept.peek(key)
+        if got is not None and got.thinks is True:
             self._kept.forget(key)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
-from .marks import is_mark
+from .learning import Learner
+from .marks import Bound, is_mark
 from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
@@ -19,6 +21,40 @@ from . import written as _written
 # of a model that starts inside apart from one cut off while thinking.
 STOP = "stop"
 OTHER = "other"
+
+
+# How a flow's start was decided, as the log line and mitmweb say it.
+PREFILL = "prefill"
+STRUCTURED = "structured output"
+SERVER_TEMPLATE = "server template"
+SWITCH = "request switch"
+OPTION = "option"
+PROFILE = "profile"
+SERVER_MODEL = "server model identity"
+LEARNED = "learned"
+NO_PROFILE = "no profile"
+_SAID = {PREFILL: "the prefill's text", STRUCTURED: "structured output", SERVER_TEMPLATE: "the server's chat template",
+         SWITCH: "a request switch", OPTION: "think_starts_inside", PROFILE: "the profile",
+         SERVER_MODEL: "the profile of the model the server runs", LEARNED: "learned of this model",
+         NO_PROFILE: "no profile"}
+# Starts the learner may learn from: nothing but names (and the learner itself) decided them.
+_LEARNABLE = (NO_PROFILE, PROFILE, SERVER_MODEL, LEARNED)
+
+
+class StartPlan(NamedTuple):
+    """Where a flow's output starts, decided once when its model (and its server's answer) is
+    known: inside a reasoning block (`pair` open, when known) or in the answer; the profile;
+    and how it was decided."""
+
+    inside: bool
+    pair: TagPair | None
+    profile: Profile
+    how: str
+
+    def describe(self) -> str:
+        where = (f"inside {self.pair.open}" if self.pair else "inside the reasoning block") if self.inside \
+            else "in the answer"
+        return f"started {where} ({_SAID[self.how]})"
 
 
 @dataclass
@@ -46,24 +82,27 @@ class FlowContext:
     request: dict | None = None
     facts: Facts | None = None
     stats: Stats = field(default_factory=Stats)
-    sealer: object | None = None        # marks.Bound (the client's), for thinking signatures / encrypted content
+    sealer: Bound | None = None         # the client's, for thinking signatures / encrypted content
     # Ollama: whether the model's template reads thinking itself (its /api/show capabilities);
     # None when not known. The request hook sets it; the Ollama surface's way back reads it.
     native_thinking: bool | None = None
     surface: str | None = None          # the surface the request came to (what a prefill is)
-    learner: object | None = None       # learning.Learner: models learned to start inside
+    learner: Learner | None = None      # models learned to start inside
     upstream: str | None = None         # where the flow went (the learner's key, with the model)
     client: str | None = None           # who sent it (the learner's key too: addon.client_key)
     finish: str | None = None           # how the output ended (STOP, OTHER), once a response says
-    # Why the output starts inside a reasoning block: "option", "profile", "learned", "prefill";
-    # None when it starts in the answer.
+    # Why the output starts inside a reasoning block: "option", "profile", "learned", "prefill",
+    # "server template", "server model identity"; None when it starts in the answer.
     inside_because: str | None = None
+    # What the flow's server said of its start (serverstart.Told), when it said in time.
+    told: object | None = None
+    plan: StartPlan | None = None       # (set with the rules)
     tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
     # thinkwire.written.Memory: the markup each split output was written with, for the way back
     # of surfaces where no mark carries it (None: not kept).
-    written: object | None = None
+    written: _written.Memory | None = None
     _transcripts: list = field(default_factory=list)
-    _recall: object | None = None
+    _recall: _written.Recall | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
     _prefill: str | None = None
@@ -71,16 +110,22 @@ class FlowContext:
 
     def rules(self, response_model: object = None) -> Rules:
         """The flow's splitting rules: its model's profile (the request's model name, else the
-        response's), and where the output starts (see `_start`)."""
+        response's, else the real model its server names), and where the output starts (the
+        start plan, see `_start`)."""
         if self._rules is None:
-            self._profile = self._pick_profile(response_model)
-            s, p = self.settings, self._profile
-            inside = self._start()
-            self._rules = _rules(p.pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends, p.start_pairs, p.start_ends,
-                                 p.resumes)
+            profile, by_server = self._pick_profile(response_model)
+            self._profile = profile
+            s = self.settings
+            self.plan = plan = self._start(profile, by_server)
+            pairs = profile.pairs
+            if plan.pair is not None and plan.pair not in pairs:
+                pairs = (plan.pair, *pairs)   # the pair the server's template opens
+            self._rules = _rules(pairs, s.trim, s.tags_anywhere, plan.inside, profile.strip, profile.ends,
+                                 profile.start_pairs, profile.start_ends, profile.resumes)
         return self._rules
 
-    def _pick_profile(self, response_model: object) -> Profile:
+    def _pick_profile(self, response_model: object) -> tuple[Profile, bool]:
+        """The profile, and whether it is the one of the real model the server named."""
         tagsets = self.settings.tagsets
         # (Only the first MODEL_CHARS characters of a name are matched, learned of or logged.)
         answered = response_model[:MODEL_CHARS] if isinstance(response_model, str) and response_model else None
@@ -91,40 +136,57 @@ class FlowContext:
             by_response = tagsets.profile_for(answered)
             if by_response is not tagsets.default or self.model is None:
                 self.model = self.model or answered
-                return by_response
+                p = by_response
         self.model = self.model or answered
-        return p
+        real = getattr(self.told, "model", None)
+        if p is tagsets.default and real:
+            by_server = tagsets.profile_for(real)
+            if by_server is not tagsets.default:
+                return by_server, True
+        return p, False
 
-    def _start(self) -> bool:
-        """Whether the output starts inside a reasoning block, as the prompt left it. In order:
-        a prefill continues from the state its own text leaves (from the answer: the template
-        adds no generation prompt); a request for structured output is constrained from the
-        first token, so it starts in the answer; a switch that turns thinking off never starts
-        inside; then `think_starts_inside`, the profile (with the switches its template reads,
-        else its default), and what was learned of the model."""
-        s, p, f = self.settings, self._profile, self.facts or _NO_FACTS
-        assert p is not None
+    def _start(self, p: Profile, by_server: bool) -> StartPlan:
+        """Where the output starts, as the prompt left it. In order: a prefill continues from the
+        state its own text leaves (from the answer: the template adds no generation prompt); a
+        request for structured output is constrained from the first token, so it starts in the
+        answer; what the server's template renders for this request (its switches included);
+        a switch that turns thinking off never starts inside; then `think_starts_inside`, the
+        profile (with the switches its template reads, else its default; the profile of the
+        real model the server names, where the client sent an alias), and what was learned of
+        the model."""
+        s, f = self.settings, self.facts or _NO_FACTS
         self._prefill = f.prefill
         self.inside_because = None
-        if self._prefill is not None:
+        plan = self._decide(p, by_server, s, f)
+        if plan.inside:
+            self.inside_because = plan.how
+        elif plan.how == PREFILL:
             sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
                                  p.resumes))
-            sp.resume(self._prefill)
+            sp.resume(self._prefill)   # type: ignore[arg-type]
             if sp.inside:
-                self.inside_because = "prefill"
-            return False
+                self.inside_because = PREFILL
+        return plan
+
+    def _decide(self, p: Profile, by_server: bool, s: Settings, f: Facts) -> StartPlan:
+        if self._prefill is not None:
+            return StartPlan(False, None, p, PREFILL)   # the prefill's own text leaves its state
         if f.structured:
-            return False
+            return StartPlan(False, None, p, STRUCTURED)
+        told = self.told
+        if getattr(told, "inside", None) is not None:
+            return StartPlan(told.inside, told.pair if told.inside else None, p, SERVER_TEMPLATE)  # type: ignore[union-attr]
         switch = f.switch(p.switches)
         if switch is False:
-            return False
+            return StartPlan(False, None, p, SWITCH)
         if s.starts_inside:
-            self.inside_because = "option"
-        elif p.starts_inside and (switch if switch is not None else p.thinking_default):
-            self.inside_because = "profile"
-        elif self.learner is not None and self.learner.inside(self.client, self.upstream, self.model):
-            self.inside_because = "learned"
-        return self.inside_because is not None
+            return StartPlan(True, None, p, OPTION)
+        named = SERVER_MODEL if by_server else PROFILE if p is not s.tagsets.default else NO_PROFILE
+        if p.starts_inside and (switch if switch is not None else p.thinking_default):
+            return StartPlan(True, None, p, named)
+        if self.learner is not None and self.learner.inside(self.client, self.upstream, self.model):
+            return StartPlan(True, None, p, LEARNED)
+        return StartPlan(False, None, p, named)
 
     @property
     def profile(self) -> Profile:
@@ -221,12 +283,12 @@ class FlowContext:
         self._splitters.clear()
         if self.written is not None and not self.stats.fell_back:
             for t in self._transcripts:
-                _written.record(self.written, t, self.client, self.scope)  # type: ignore[arg-type]
+                _written.record(self.written, t, self.client, self.scope)
         self._transcripts.clear()
         return self.stats
 
     @property
-    def scope(self) -> tuple:
+    def scope(self) -> _written.Scope:
         """Whose model writes the guess of the way back is kept for: client, upstream, model."""
         return (self.client, self.upstream, self.model)
 
@@ -234,8 +296,8 @@ class FlowContext:
     def recall(self) -> _written.Recall:
         """The way back's memory of what this client's model wrote (thinkwire.written)."""
         if self._recall is None:
-            self._recall = _written.Recall(self.written, self.client, self.scope)  # type: ignore[arg-type]
-        return self._recall  # type: ignore[return-value]
+            self._recall = _written.Recall(self.written, self.client, self.scope)
+        return self._recall
 
     def guess_pair(self) -> TagPair:
         """The markup to restore a block of ours with when nothing recorded its layout."""
@@ -246,12 +308,13 @@ class FlowContext:
         a closing tag with no opening tag, and text before it, in output that started in the
         answer (a closing tag first of all is no evidence: nothing was said inside the block), or
         an answer given complete with no tag at all. Only flows whose start nothing but the
-        learner decided count. A message to log when what is known of the model changes."""
-        if self.learner is None or self._rules is None or self._prefill is not None:
+        learner decided count (not the server's template, a switch, a prefill, the option, a
+        profile that starts inside). A message to log when what is known of the model changes."""
+        plan = self.plan
+        if self.learner is None or plan is None or plan.how not in _LEARNABLE or \
+                plan.inside and plan.how != LEARNED:
             return None
-        p, f = self._profile, self.facts or _NO_FACTS
-        if self.inside_because not in (None, "learned") or f.switch(p.switches) is False:  # type: ignore[union-attr]
-            return None
+        f = self.facts or _NO_FACTS
         answered = not self.tagged and self.finish == STOP and not f.structured
         return self.learner.observe(self.client, self.upstream, self.model,  # type: ignore[attr-defined]
                                     self.stats.stray_after_text > 0, answered)

@@ -7,9 +7,11 @@ from typing import Any, Callable
 from .jsonnum import loads
 from .context import FlowContext
 from .decoding import Decoder
+from .learning import Learner
 from .request import KNOWN_SWITCHES, Facts, facts
 from .marks import Bound, LazySealer, Sealer
 from .settings import Settings
+from .written import Memory
 from .ndjson import NDJSONParser
 from .sse import EVENT_MAX, SSEParser
 from .stream import Parser, StreamDriver
@@ -48,9 +50,9 @@ def request_facts(request: dict[str, Any] | None, surface: str | None, settings:
 
 
 def new_context(settings: Settings, request: dict[str, Any] | Facts | None, sealer: Sealer | LazySealer | None = None,
-                surface: str | None = None, learner: object | None = None,
+                surface: str | None = None, learner: Learner | None = None,
                 upstream: str | None = None, client: str | None = None, binding: bytes = b"",
-                written: object | None = None) -> FlowContext:
+                written: Memory | None = None) -> FlowContext:
     """A flow's context. `request`: the parsed request (the way back), or only its Facts (a
     response); `surface`: the name of the surface the request came to (a trailing assistant
     message is a prefill on Messages); `learner` and `upstream`: what was learned of models (the

@@ -12,12 +12,12 @@ from __future__ import annotations
 import codecs
 import json
 from json.encoder import encode_basestring
-from typing import Callable
+from typing import Callable, Protocol, cast
 
 from .jsonnum import loads as loads_kept, written
 
 
-def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool = True):
+def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool = True) -> Callable[[object], str]:
     """Compact JSON, non-ASCII kept as is (what model servers send), with its encoder made once:
     json.dumps builds a JSONEncoder per call, and JSONEncoder.encode a C encoder per call.
     `literal` writes each string (encode_basestring, or what does the same). `probe`: check
@@ -44,7 +44,15 @@ _C_ENCODER = not getattr(dumps, "fallback", False)   # it passed the probe
 LONG = 1024   # characters: a string this long is written once per `sharing_dumps`
 
 
-def sharing_dumps(keep: int = 8) -> Callable[[object], str]:
+class SharingDumps(Protocol):
+    """What `sharing_dumps` makes: `dumps`, with `known(s, lit)`."""
+
+    known: Callable[[str, str], None]
+
+    def __call__(self, obj: object, /) -> str: ...
+
+
+def sharing_dumps(keep: int = 8) -> SharingDumps:
     """`dumps` that writes each long string once and reuses its literal, for the last `keep`
     of them: a Responses stream sends the whole text of an item in several events at its end
     (text done, part done, item done, response completed), and writing 24 KB of text costs
@@ -72,8 +80,9 @@ def sharing_dumps(keep: int = 8) -> Callable[[object], str]:
 
     def shared(obj: object) -> str:
         return write(obj)
-    shared.known = known   # type: ignore[attr-defined]
-    return shared
+    out = cast(SharingDumps, shared)   # (a function: calling it costs less than a method)
+    out.known = known
+    return out
 
 
 # A string literal put in the place of a known one: its escapes make it one no text holds as is.
@@ -124,11 +133,11 @@ def _put_back(obj: object, value: str) -> int:
     stack = [obj]
     while stack:
         o = stack.pop()
-        for k, v in (o.items() if type(o) is dict else enumerate(o)):   # type: ignore[union-attr]
+        for k, v in (o.items() if type(o) is dict else enumerate(o)):
             t = type(v)
             if t is str:
                 if v == _MARK:
-                    o[k] = value   # type: ignore[index]
+                    o[k] = value
                     n += 1
             elif t is dict or t is list:
                 stack.append(v)

@@ -157,15 +157,19 @@ class Lines:
 
     def close_counts(self, in_fence: bool = True) -> bool:
         """A closing tag here ends a block: outside code; in a fence at a line's start (a model
-        closes its reasoning there; `in_fence`); in indented code right after the code on its
-        line (`    return x</think>`: such a line has no end marker), not at its start, where
+        closes its reasoning there; `in_fence`); on a fence's opening line glued to its marker;
+        in indented code right after the code on its line (`    return x</think>`: such a line has no end marker), not at its start, where
         an example shows the tag."""
         if not self.in_code():
             return True
         if self.span:
             return False
-        if self.fence or self.fence_line == _OPENING:
+        if self.fence:
             return in_fence and self.blank
+        if self.fence_line == _OPENING:
+            # A fence's opening line is no code yet: a tag glued to its marker closes
+            # (`<think>~~~</think>0`: no info string names a tag).
+            return in_fence and (self.blank or self.glued())
         return self.glued()
 
     def indented_code(self) -> bool:

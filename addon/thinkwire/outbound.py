@@ -12,7 +12,7 @@ the client's credentials reach no other host. Anything but a complete answer wit
 
 `Kept` keeps what asks said: a clear answer for a while, "not known" briefly (so a server that
 does not answer is not asked again by every request), one ask per key at a time, bounded in
-entries.
+entries and, when given a weight for its entries, in bytes.
 """
 
 from __future__ import annotations
@@ -208,14 +208,19 @@ V = TypeVar("V")
 
 class Kept(Generic[K, V]):
     """What asks said, by key: a clear answer for `ttl` seconds, None ("not known") for
-    `failure_ttl`; at most `size` keys (the least recently used go first). A burst of requests
-    for one key waits on one ask (each at most until that ask's deadline)."""
+    `failure_ttl`; at most `size` keys and, with `weigh` (bytes of a key and its answer), at
+    most `max_bytes` in all (the least recently used go first). A burst of requests for one key
+    waits on one ask (each at most until that ask's deadline)."""
 
     def __init__(self, ttl: float, failure_ttl: float, size: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_bytes: int | None = None,
+                 weigh: Callable[[K, V | None], int] | None = None) -> None:
         self.ttl, self.failure_ttl, self.size, self._clock = ttl, failure_ttl, size, clock
+        self.max_bytes, self._weigh = max_bytes, weigh
+        self.bytes = 0   # the weight of what is kept (with `weigh`)
         self._known: OrderedDict[K, tuple[float, V | None]] = OrderedDict()
-        self._asking: dict[K, asyncio.Future] = {}
+        self._weights: dict[K, int] = {}
+        self._asking: dict[K, asyncio.Future[V | None]] = {}
 
     def __len__(self) -> int:
         return len(self._known)
@@ -226,7 +231,7 @@ class Kept(Generic[K, V]):
             if self._clock() < got[0]:
                 self._known.move_to_end(key)
                 return got[1]
-            del self._known[key]
+            self.forget(key)
         pending = self._asking.get(key)
         if pending is None:
             pending = self._asking[key] = asyncio.ensure_future(self._ask(key, ask))
@@ -242,9 +247,14 @@ class Kept(Generic[K, V]):
             answer = None
         finally:
             self._asking.pop(key, None)
+        self.forget(key)
         self._known[key] = (self._clock() + (self.ttl if answer is not None else self.failure_ttl), answer)
-        while len(self._known) > self.size:
-            self._known.popitem(last=False)
+        if self._weigh is not None:
+            self._weights[key] = w = self._weigh(key, answer)
+            self.bytes += w
+        while self._known and (len(self._known) > self.size or
+                               self.max_bytes is not None and self.bytes > self.max_bytes):
+            self.forget(next(iter(self._known)))
         return answer
 
     def peek(self, key: K) -> V | None:
@@ -254,3 +264,4 @@ class Kept(Generic[K, V]):
 
     def forget(self, key: K) -> None:
         self._known.pop(key, None)
+        self.bytes -= self._weights.pop(key, 0)

@@ -24,6 +24,7 @@ class FlowRecord:
     restored: int = 0
     fell_back: str | None = None   # why the rewrite stopped and passed the rest through
     broken: str | None = None      # why a compressed stream stopped decoding part way
+    start: str | None = None       # where the output started and how that was decided (context.StartPlan)
 
     def put(self, flow: Any) -> None:
         flow.metadata[KEY] = asdict(self)
@@ -45,6 +46,7 @@ class FlowRecord:
         if self.fell_back:
             return f"passed through unchanged ({self.fell_back})"
         text = f"{self.blocks} reasoning block(s), {self.reasoning_chars} chars moved"
+        text += f"; {self.start}" if self.start else ""
         return text + (f"; the stream ended early: {self.broken}" if self.broken else "")
 
 

@@ -6,7 +6,9 @@ of the parsed body (a long agent session's request is megabytes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from .serverstart import system_switches
 from .tagsets import MODEL_CHARS
 
 # Template variables thinkwire knows, in the order they are read when a profile does not say
@@ -21,6 +23,8 @@ _FROM_EFFORT = ("enable_thinking", "reasoning_effort")
 # Ollama's `think` (a bool, or a level, each of which turns it on) reaches a template as its
 # thinking switch (`.Think`, what Qwen3's and DeepSeek's Ollama templates read).
 _FROM_OLLAMA_THINK = ("enable_thinking", "thinking")
+# A profile's `switches` name for the system prompt's `/think` and `/no_think` (SmolLM3, Nemotron).
+SYSTEM_PROMPT = "system_prompt"
 OLLAMA_THINK_LEVELS = ("low", "medium", "high", "max")
 
 
@@ -40,7 +44,7 @@ def _on(name: str, value: object) -> bool | None:
     return None
 
 
-def thinking_switch(request: dict | None, names: tuple[str, ...] | None = None) -> bool | None:
+def thinking_switch(request: dict[str, Any] | None, names: tuple[str, ...] | None = None) -> bool | None:
     """Whether the request turns thinking on (True) or off (False) for a template that reads
     the variables `names` (None: every known one); None when it says nothing they read.
 
@@ -76,6 +80,10 @@ class Facts:
     display_omitted: bool = False        # Anthropic's `thinking.display` is "omitted"
     summary: str | None = None           # Responses' `reasoning.summary`, when a short string
     include_encrypted: bool = False      # Responses' `include` asks for reasoning.encrypted_content
+    # The system prompt's switch (`/no_think` anywhere: off; else `/think`: on), as the templates
+    # of SmolLM3 and Nemotron read it; read for a profile that declares no switches (or lists
+    # SYSTEM_PROMPT) where the server cannot be asked.
+    prompt_switch: bool | None = None
 
     def switch(self, names: tuple[str, ...] | None = None) -> bool | None:
         """`thinking_switch` of the request, for a template that reads `names`."""
@@ -93,10 +101,12 @@ class Facts:
                            (self.effort, _FROM_EFFORT)):
             if value is not None and any(n in names for n in via):
                 return value
+        if names is KNOWN_SWITCHES or SYSTEM_PROMPT in names:
+            return self.prompt_switch
         return None
 
 
-def facts(request: dict, surface: str | None, names: tuple[str, ...]) -> Facts:
+def facts(request: dict[str, Any], surface: str | None, names: tuple[str, ...]) -> Facts:
     """The Facts of a parsed request that came to `surface`; `names`: the template variables
     whose values are kept (those the tag sets' profiles read, and KNOWN_SWITCHES)."""
     kwargs = request.get("chat_template_kwargs")
@@ -115,6 +125,7 @@ def facts(request: dict, surface: str | None, names: tuple[str, ...]) -> Facts:
     summary = reasoning.get("summary") if isinstance(reasoning, dict) else None
     include = request.get("include")
     model = request.get("model")
+    switches = system_switches(request, surface or "")
     return Facts(
         model=model[:MODEL_CHARS] if isinstance(model, str) and model else None,
         prefill=prefill(request, surface), structured=structured(request), said=tuple(said),
@@ -123,10 +134,11 @@ def facts(request: dict, surface: str | None, names: tuple[str, ...]) -> Facts:
         effort=effort != "none" if effort is not None else None,
         display_omitted=isinstance(thinking, dict) and thinking.get("display") == "omitted",
         summary=summary if isinstance(summary, str) and len(summary) <= SUMMARY_CHARS else None,
-        include_encrypted=isinstance(include, list) and "reasoning.encrypted_content" in include)
+        include_encrypted=isinstance(include, list) and "reasoning.encrypted_content" in include,
+        prompt_switch=False if "/no_think" in switches else True if switches else None)
 
 
-def _effort(request: dict) -> str | None:
+def _effort(request: dict[str, Any]) -> str | None:
     effort = request.get("reasoning_effort")
     for key in ("reasoning", "output_config"):
         section = request.get(key)
@@ -135,9 +147,9 @@ def _effort(request: dict) -> str | None:
     return effort.strip().lower() if isinstance(effort, str) else None
 
 
-def prefill(request: dict | None, surface: str | None) -> str | None:
+def prefill(request: dict[str, Any] | None, surface: str | None) -> str | None:
     """The text a request puts at the start of the assistant's turn, which the model continues:
-    Anthropic's trailing assistant message; on chat, a trailing assistant message the request
+    Anthropic's and Ollama's trailing assistant message (Ollama continues it); on chat, a trailing assistant message the request
     asks the server to continue (`continue_final_message`, or `add_generation_prompt: false`).
     None when there is none (or it holds no text)."""
     if not isinstance(request, dict):
@@ -151,7 +163,7 @@ def prefill(request: dict | None, surface: str | None) -> str | None:
     if surface == "chat":
         if not (request.get("continue_final_message") is True or request.get("add_generation_prompt") is False):
             return None
-    elif surface != "messages":
+    elif surface not in ("messages", "ollama"):
         return None
     content = last.get("content")
     if isinstance(content, str):
@@ -170,7 +182,7 @@ _JSON_FORMATS = ("json_schema", "json_object")
 _CONSTRAINTS = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "json_schema", "grammar")
 
 
-def structured(request: dict | None) -> bool:
+def structured(request: dict[str, Any] | None) -> bool:
     """Whether the request constrains the output to a format (a JSON schema, a JSON object, a
     grammar). A server without a reasoning parser (the only kind whose reasoning thinkwire
     moves) applies it from the first token, so the output is the answer from the start."""

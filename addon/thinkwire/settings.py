@@ -141,6 +141,10 @@ OPTIONS: tuple[Option, ...] = (
     _opt("think_learn", "on",
          "Learn which models open their reasoning in the prompt (closing tags with no opening tag) "
          "and start their later responses inside; in memory only"),
+    _opt("think_ask_template", "on",
+         "Ask the flow's server what prompt its chat template renders for the request (llama-server "
+         "/apply-template, vLLM /tokenize) and which model it runs (its /props, /v1/models, /api/show), "
+         "to know where the output starts; a server that cannot say leaves it to the profile"),
     _opt("think_restore", "inline", "What to do with reasoning this proxy made when a client sends it back",
          "choice", ("inline", "drop", "keep")),
     _opt("think_chat_restore", "keep", "What to do with reasoning_content/reasoning in chat requests",
@@ -156,6 +160,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("think_ask_timeout", "THINK_ASK_TIMEOUT", "2",
            "Seconds an ask of the flow's server (Ollama's /api/show) may take, all of it; past it the "
            "answer is not known and the request goes as it came", _seconds("think_ask_timeout", "THINK_ASK_TIMEOUT", 60)),
+    Option("think_start_wait", "THINK_START_WAIT", "0.3",
+           "Seconds the first response byte may wait for the server's answer about where the output "
+           "starts (think_ask_template), counted from the request; past it the profile decides (the "
+           "answer is kept for the next request)", _seconds("think_start_wait", "THINK_START_WAIT", 10)),
     Option("think_key_id", "THINK_KEY_ID", "", "The id of the fleet's key (`thinkwire key id`): a replica "
            "whose key has another id refuses to start", _key_id, "str"),
     Option("think_mark_max_age", "THINK_MARK_MAX_AGE", "30d", "How long a mark this proxy made opens (the way "
@@ -193,6 +201,8 @@ class Settings:
     tagsets: tagsets_mod.Tagsets
     mark_max_age: int = 30 * 86400   # seconds (0: no maximum)
     metrics_port: int | None = None  # the only local port metrics are answered on (None: every port)
+    ask_template: bool = True        # ask the server where its output starts (thinkwire.serverstart)
+    start_wait: float = 0.3          # seconds a response waits for that answer
 
     @classmethod
     def from_values(cls, values: dict[str, str]) -> "Settings":
@@ -221,4 +231,5 @@ class Settings:
             restore=get("think_restore"), chat_restore=get("think_chat_restore"),
             ask_timeout=get("think_ask_timeout"), log=get("think_log"),
             tagsets=ts, mark_max_age=get("think_mark_max_age"), metrics_port=get("think_metrics_port"),
+            ask_template=get("think_ask_template"), start_wait=get("think_start_wait"),
         )

@@ -18,17 +18,20 @@ conversation after it on every turn. So the proxy remembers, for each output it 
 
 The store is `Memory`, in-process, bounded in entries, bytes and age (docs/budget.md). Its
 interface is `remember(key, layout)` / `recall(key)` (and `note_last` / `last` for the guess),
-so another store (issue 36's reasoning memory) can take its place.
+so another store (issue 36's reasoning memory) can take its place: `dump` / `load` give a layout as
+bytes and back.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections import OrderedDict
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
-from .rules import TagPair, Written
+from .rules import Rules, TagPair, Written
 from .splitter import CONTENT, END, REASONING, Splitter
 
 JOIN = "\n\n"                # between blocks of one output, as chat and Ollama send them
@@ -48,21 +51,42 @@ class Block(NamedTuple):
     added: int    # line breaks thinkwire put in the answer after it (taken out again)
 
 
-Layout = tuple   # of Block
+Layout = tuple[Block, ...]
+Scope = tuple[str | None, str | None, str | None]   # client, upstream, model
 
 
 def key(client: str | None, reasoning: str, answer: str) -> bytes:
     """What a layout is filed under: the client and the texts it sends back."""
-    return _key(client, _sha(reasoning).digest(), _sha(answer).digest())
+    return _key(client, _digest(reasoning), _digest(answer))
 
 
-def _sha(text: str):
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass"))
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
 def _key(client: str | None, reasoning: bytes, answer: bytes) -> bytes:
     c = (client or "").encode("utf-8", "surrogateescape")
     return hashlib.sha256(b"thinkwire written\0" + c + b"\0" + reasoning + answer).digest()
+
+
+def dump(layout: Layout) -> bytes:
+    """A layout as bytes, for a store that keeps bytes (issue 36's memory stores, a fleet's)."""
+    return json.dumps([list(b) for b in layout], ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass")
+
+
+def load(data: bytes) -> Layout | None:
+    """`dump`'s bytes as a layout again; None when they are not one (a store's garbage)."""
+    try:
+        rows = json.loads(data.decode("utf-8", "surrogatepass"))
+        if not isinstance(rows, list) or not rows:
+            return None
+        blocks = tuple(Block(*row) for row in rows)
+    except (ValueError, TypeError):
+        return None
+    ok = all(type(b.at) is int and type(b.length) is int and type(b.added) is int and min(b.at, b.length, b.added) >= 0
+             and isinstance(b.open, str) and isinstance(b.close, str) for b in blocks)
+    return blocks if ok and len(blocks) <= BLOCKS_MAX else None
 
 
 def _cost(layout: Layout) -> int:
@@ -74,10 +98,10 @@ class Memory:
     at most `entries` of each, `max_bytes` of markup in all, each kept `lifetime` seconds."""
 
     def __init__(self, entries: int = ENTRIES, max_bytes: int = BYTES, lifetime: float = LIFETIME,
-                 clock=time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.entries, self.max_bytes, self.lifetime, self._clock = entries, max_bytes, lifetime, clock
         self._layouts: OrderedDict[bytes, tuple[float, Layout, int]] = OrderedDict()
-        self._last: OrderedDict[tuple, tuple[float, TagPair]] = OrderedDict()
+        self._last: OrderedDict[Scope, tuple[float, TagPair]] = OrderedDict()
         self.size = 0   # bytes the layouts cost (_cost)
 
     def remember(self, k: bytes, layout: Layout) -> None:
@@ -105,7 +129,7 @@ class Memory:
         if got is not None:
             self.size -= got[2]
 
-    def note_last(self, scope: tuple, pair: TagPair) -> None:
+    def note_last(self, scope: Scope, pair: TagPair) -> None:
         if len(pair.open) + len(pair.close) > LAYOUT_MAX:
             return
         self._last.pop(scope, None)
@@ -113,7 +137,7 @@ class Memory:
         while len(self._last) > self.entries:
             self._last.popitem(last=False)
 
-    def last(self, scope: tuple) -> TagPair | None:
+    def last(self, scope: Scope) -> TagPair | None:
         got = self._last.get(scope)
         if got is None or self._clock() - got[0] > self.lifetime:
             return None
@@ -138,7 +162,7 @@ class Transcript:
         self._markup = 0
         self.over = False          # too many blocks or too much markup: not remembered
 
-    def note(self, pieces: list) -> None:
+    def note(self, pieces: Sequence[tuple[int, Any]]) -> None:
         for kind, value in pieces:
             if kind == CONTENT:
                 self._a.update(value.encode("utf-8", "surrogatepass"))
@@ -173,24 +197,24 @@ class RecordingSplitter(Splitter):
 
     __slots__ = ("transcript", "_quiet")
 
-    def __init__(self, rules, starts_inside=None) -> None:
+    def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
         super().__init__(rules, starts_inside)
         self.transcript = Transcript()
         self._quiet = False
 
-    def feed(self, text: str) -> list:
+    def feed(self, text: str) -> list[Any]:
         out = super().feed(text)
         if out and not self._quiet:
             self.transcript.note(out)
         return out
 
-    def plain(self, text: str):
+    def plain(self, text: str) -> tuple[int, str] | None:
         piece = super().plain(text)
         if piece is not None:
             self.transcript.note((piece,))
         return piece
 
-    def finish(self) -> list:
+    def finish(self) -> list[Any]:
         out = super().finish()
         if out:
             self.transcript.note(out)
@@ -204,7 +228,7 @@ class RecordingSplitter(Splitter):
             self._quiet = False
 
 
-def record(memory: Memory, transcript: Transcript, client: str | None, scope: tuple) -> None:
+def record(memory: Memory, transcript: Transcript, client: str | None, scope: Scope) -> None:
     """After an output: its layout remembered (when it had a block), and its markup as the guess
     for `scope` (client, upstream, model)."""
     if not transcript.blocks and not transcript.over:
@@ -254,7 +278,7 @@ def rebuild(layout: Layout, reasoning: str, answer: str) -> str | None:
 class Recall:
     """A request's way back, asking one Memory for one client (never another's)."""
 
-    def __init__(self, memory: Memory | None, client: str | None, scope: tuple) -> None:
+    def __init__(self, memory: Memory | None, client: str | None, scope: Scope) -> None:
         self.memory, self.client, self.scope = memory, client, scope
         self.hits = self.misses = 0
 

@@ -17,7 +17,7 @@ body belongs to is decided by the surfaces' own `matches` / `looks_like`.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from mitmproxy import contentviews, http
 from mitmproxy.contentviews import Contentview, Metadata
@@ -35,7 +35,7 @@ _RULE = "─"
 
 
 # -- rendering --------------------------------------------------------------------------------------
-def render(r: Reading, extra: list[tuple[str, str]] = (), request: bool = False) -> str:
+def render(r: Reading, extra: Sequence[tuple[str, str]] = (), request: bool = False) -> str:
     lines: list[str] = []
     kind = _SURFACE_TITLES.get(r.surface, r.surface or "?")
     how = f"stream, {r.events} events" if r.streamed and not request else (
@@ -140,14 +140,15 @@ class UpstreamContentview(Contentview):
                         "rewrites when store_streamed_bodies is on, when flows are saved (-w), "
                         "or under mitmweb / mitmproxy's console")
             return f"{note}. The body as the client got it:\n\n" + data.decode("utf-8", "replace")
-        original = kept["text"].encode("utf-8")
+        text: str = kept["text"]
+        original = text.encode("utf-8")
         surface = _flow_surface(flow, metadata.http_message)
         try:
             reading = render(read_response(original, surface, kept.get("content_type") or metadata.content_type))
         except Exception as e:  # noqa: BLE001 - show the raw bytes whatever they are
             reading = f"(cannot read it as an LLM response: {e})\n"
         return ("as the upstream sent it, before thinkwire rewrote it\n\n" + reading
-                + "\n══ raw " + "═" * 60 + "\n" + kept["text"])
+                + "\n══ raw " + "═" * 60 + "\n" + text)
 
     def render_priority(self, data: bytes, metadata: Metadata) -> float:
         return -1  # only when picked by name

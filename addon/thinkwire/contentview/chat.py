@@ -3,16 +3,19 @@ requests (a row of thinkwire.contentview.read's READERS)."""
 
 from __future__ import annotations
 
-from .reading import Readers, Reading, Section, add, content_text, function_calls, pretty_args, str_of, usage_line
+from typing import Any
+
+from .reading import (Readers, Reading, Section, add, content_text, function_calls, obj_of, pretty_args, str_of,
+                      usage_line)
 
 
-def _chat_body(obj: dict, r: Reading) -> None:
+def _chat_body(obj: dict[str, Any], r: Reading) -> None:
     r.head += [("model", str_of(obj.get("model"))), ("id", str_of(obj.get("id")))]
     choices = [c for c in obj["choices"] if isinstance(c, dict)]
     for ch in choices:
         name = f"choice {ch.get('index', 0)}" if len(choices) > 1 else ""
         secs = r.group(name)
-        msg = ch.get("message") if isinstance(ch.get("message"), dict) else {}
+        msg = obj_of(ch.get("message"))
         _chat_delta(msg, secs, {})
         if ch.get("finish_reason") is not None:
             r.tail.append((f"{name} finish reason".strip(), str(ch["finish_reason"])))
@@ -21,7 +24,7 @@ def _chat_body(obj: dict, r: Reading) -> None:
     _pretty_tools(r)
 
 
-def _chat_delta(d: dict, secs: list[Section], tools: dict) -> None:
+def _chat_delta(d: dict[str, Any], secs: list[Section], tools: dict[Any, Section]) -> None:
     """One message or delta: reasoning, then answer, then tool calls (by index)."""
     for k in ("reasoning_content", "reasoning"):
         if isinstance(d.get(k), str) and d[k]:
@@ -33,7 +36,7 @@ def _chat_delta(d: dict, secs: list[Section], tools: dict) -> None:
         if not isinstance(tc, dict):
             continue
         idx = tc.get("index", len(tools))
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        fn = obj_of(tc.get("function"))
         sec = tools.get(idx)
         if sec is None:
             sec = tools[idx] = Section("tool call", "", "")
@@ -46,12 +49,12 @@ def _chat_delta(d: dict, secs: list[Section], tools: dict) -> None:
         sec.text += args if isinstance(args, str) else pretty_args(args)
 
 
-def _chat_stream(events: list, r: Reading) -> None:
-    tools: dict[int, dict] = {}
+def _chat_stream(events: list[Any], r: Reading) -> None:
+    tools: dict[Any, dict[Any, Section]] = {}   # choice index -> tool call index -> its section
     model = rid = ""
     finish: dict[int, str] = {}
     usage = ""
-    indices: set = set()
+    indices: set[Any] = set()
     for _, obj in events:
         if not isinstance(obj, dict):
             continue
@@ -65,7 +68,7 @@ def _chat_stream(events: list, r: Reading) -> None:
             idx = ch.get("index", 0)
             indices.add(idx)
             secs = r.group(f"choice {idx}")
-            d = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+            d = obj_of(ch.get("delta"))
             _chat_delta(d, secs, tools.setdefault(idx, {}))
             if ch.get("finish_reason") is not None:
                 finish[idx] = str(ch["finish_reason"])
@@ -88,7 +91,7 @@ def _pretty_tools(r: Reading) -> None:
                 s.text = pretty_args(s.text)
 
 
-def _chat_request(obj: dict, r: Reading) -> None:
+def _chat_request(obj: dict[str, Any], r: Reading) -> None:
     for i, m in enumerate(obj.get("messages") or []):
         if not isinstance(m, dict):
             continue

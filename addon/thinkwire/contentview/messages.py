@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .reading import Readers, Reading, Section, add, content_text, pretty_args, str_of, usage_line
+from .reading import Readers, Reading, Section, add, content_text, obj_of, pretty_args, str_of, usage_line
 
 
-def _messages_block(b: dict, secs: list[Section]) -> None:
+def _messages_block(b: dict[str, Any], secs: list[Section]) -> None:
     t = b.get("type")
     if t == "thinking":
         add(secs, "reasoning", str_of(b.get("thinking")))
@@ -25,7 +25,7 @@ def _messages_block(b: dict, secs: list[Section]) -> None:
         secs.append(Section("block", pretty_args(b), t))
 
 
-def _messages_body(obj: dict, r: Reading) -> None:
+def _messages_body(obj: dict[str, Any], r: Reading) -> None:
     r.head += [("model", str_of(obj.get("model"))), ("id", str_of(obj.get("id")))]
     secs = r.group()
     for b in obj.get("content") or []:
@@ -41,13 +41,14 @@ def _messages_tail(stop: Any, seq: Any, usage: Any, r: Reading) -> None:
         r.tail.append(("usage", usage_line(usage)))
 
 
-def _messages_stream(events: list, r: Reading) -> None:
-    blocks: dict[int, dict] = {}     # index -> block as accumulated
+def _messages_stream(events: list[Any], r: Reading) -> None:
+    blocks: dict[Any, dict[str, Any]] = {}     # index -> block as accumulated
     order: list[int] = []
-    msg: dict = {}
+    msg: dict[str, Any] = {}
     stop = seq = None
-    usage: dict = {}
+    usage: dict[str, Any] = {}
     errors = []
+    b: dict[str, Any] | None
     for name, obj in events:
         if not isinstance(obj, dict):
             continue
@@ -79,7 +80,7 @@ def _messages_stream(events: list, r: Reading) -> None:
             elif dt == "input_json_delta":
                 b["_json"] = str_of(b.get("_json")) + str_of(d.get("partial_json"))
         elif t == "message_delta":
-            d = obj.get("delta") if isinstance(obj.get("delta"), dict) else {}
+            d = obj_of(obj.get("delta"))
             stop, seq = d.get("stop_reason", stop), d.get("stop_sequence", seq)
             if isinstance(obj.get("usage"), dict):
                 usage.update(obj["usage"])
@@ -96,7 +97,7 @@ def _messages_stream(events: list, r: Reading) -> None:
     _messages_tail(stop, seq, usage, r)
 
 
-def _messages_request(obj: dict, r: Reading) -> None:
+def _messages_request(obj: dict[str, Any], r: Reading) -> None:
     system = obj.get("system")
     if system:
         add(r.group("system"), "text", content_text(system))

@@ -29,7 +29,7 @@ def surface_of_path(path: str) -> str | None:
     return None
 
 
-def _surface_of(obj: dict) -> str | None:
+def _surface_of(obj: dict[str, Any]) -> str | None:
     """The surface whose body or stream event this is (each surface's own `looks_like`)."""
     for name, surface in engine.SURFACES.items():
         if surface.looks_like(obj):

@@ -29,9 +29,9 @@ class Reading:
         for n, secs in self.groups:
             if n == name:
                 return secs
-        secs: list[Section] = []
-        self.groups.append((name, secs))
-        return secs
+        new: list[Section] = []
+        self.groups.append((name, new))
+        return new
 
 
 def add(secs: list[Section], kind: str, text: str, label: str = "") -> None:
@@ -46,6 +46,10 @@ def add(secs: list[Section], kind: str, text: str, label: str = "") -> None:
 
 def str_of(v: Any) -> str:
     return v if isinstance(v, str) else ""
+
+
+def obj_of(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
 
 
 def pretty_args(raw: Any) -> str:
@@ -87,18 +91,18 @@ def content_text(content: Any) -> str:
     return "\n".join(parts)
 
 
-def function_calls(secs: list[Section], calls) -> None:
+def function_calls(secs: list[Section], calls: Any) -> None:
     """A message's `tool_calls` as chat and Ollama write them: `{"id"?, "function": {"name",
     "arguments"}}`, a section each."""
     for tc in calls or []:
         if isinstance(tc, dict):
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            fn = obj_of(tc.get("function"))
             label = " · ".join(x for x in (str_of(fn.get("name")), str_of(tc.get("id"))) if x)
             secs.append(Section("tool call", pretty_args(fn.get("arguments")), label))
 
 
 @dataclass(frozen=True)
 class Readers:
-    body: Callable[[dict, Reading], None]
-    stream: Callable[[list, Reading], None]
-    request: Callable[[dict, Reading], None]
+    body: Callable[[dict[str, Any], Reading], None]
+    stream: Callable[[list[Any], Reading], None]
+    request: Callable[[dict[str, Any], Reading], None]

@@ -4,11 +4,12 @@ requests (a row of thinkwire.contentview.read's READERS)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .reading import Readers, Reading, Section, add, content_text, pretty_args, str_of, usage_line
 
 
-def _responses_item(item: dict, secs: list[Section]) -> None:
+def _responses_item(item: dict[str, Any], secs: list[Section]) -> None:
     t = item.get("type")
     if t == "reasoning":
         own: list[Section] = []
@@ -38,7 +39,7 @@ def _responses_item(item: dict, secs: list[Section]) -> None:
         secs.append(Section("item", pretty_args({k: v for k, v in item.items() if k != "id"}), t))
 
 
-def _responses_body(obj: dict, r: Reading) -> None:
+def _responses_body(obj: dict[str, Any], r: Reading) -> None:
     r.head += [("model", str_of(obj.get("model"))), ("id", str_of(obj.get("id"))),
                ("status", str_of(obj.get("status")))]
     secs = r.group()
@@ -48,7 +49,7 @@ def _responses_body(obj: dict, r: Reading) -> None:
     _responses_tail(obj, r)
 
 
-def _responses_tail(obj: dict, r: Reading) -> None:
+def _responses_tail(obj: dict[str, Any], r: Reading) -> None:
     inc = obj.get("incomplete_details")
     if isinstance(inc, dict) and inc.get("reason"):
         r.tail.append(("incomplete", str(inc["reason"])))
@@ -77,9 +78,9 @@ _RESPONSES_DELTAS = {
 }
 
 
-def _responses_stream(events: list, r: Reading) -> None:
-    items: dict[int, dict] = {}           # output_index -> {"item": added item, "secs": [...]}
-    final: dict | None = None
+def _responses_stream(events: list[Any], r: Reading) -> None:
+    items: dict[int, dict[str, Any]] = {}           # output_index -> {"item": added item, "secs": [...]}
+    final: dict[str, Any] | None = None
     for _, obj in events:
         if not isinstance(obj, dict):
             continue
@@ -125,7 +126,7 @@ def _responses_stream(events: list, r: Reading) -> None:
         _responses_tail(final, r)
 
 
-def _responses_request(obj: dict, r: Reading) -> None:
+def _responses_request(obj: dict[str, Any], r: Reading) -> None:
     if isinstance(obj.get("instructions"), str):
         add(r.group("instructions"), "text", obj["instructions"])
     inp = obj.get("input")

@@ -5,7 +5,7 @@ finish and abort; `fast=False` turns both shortcuts off (the tests' reference)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from ..jsonio import OUT, dumps
 from ..jsonnum import loads
@@ -27,7 +27,7 @@ class Surface(Protocol):
     def matches(self, path: str) -> bool:
         """A request path this surface answers (query strings and prefixes allowed)."""
 
-    def looks_like(self, obj: dict) -> bool:
+    def looks_like(self, obj: dict[str, Any]) -> bool:
         """A response body or stream event of this surface."""
 
     def rewrite_body(self, data: bytes, ctx: FlowContext) -> bytes | None:
@@ -42,7 +42,7 @@ class Surface(Protocol):
 
 
 def restore(data: bytes, ctx: FlowContext, how: str, key: str,
-            fix: Callable[[dict, list, str], int]) -> bytes | None:
+            fix: Callable[[dict[str, Any], list[Any], str], int]) -> bytes | None:
     """What every surface's way back shares: under `keep` the request goes as it came; otherwise
     `fix(request, its list under key, how)` restores it in place and says how many objects were
     this proxy's. A request that holds none is never re-serialized (it goes byte-identical)."""
@@ -72,7 +72,7 @@ def after(pair: TagPair | None, text: str) -> str:
     return text[n:] if n and text[:n] == "\n" * n else text
 
 
-def event_object(data: str, ctx: FlowContext) -> dict | None:
+def event_object(data: str, ctx: FlowContext) -> dict[str, Any] | None:
     """A stream event's JSON object, or None when the event passes as it came: not JSON or nested
     past the stack (counted as malformed for the flow's log line), or not an object."""
     try:
@@ -88,7 +88,7 @@ def is_done(data: str) -> bool:
     return len(data) < 16 and data.strip() == "[DONE]"
 
 
-def request_list(data: bytes, key: str, parsed: dict | None = None) -> tuple[dict, list] | None:
+def request_list(data: bytes, key: str, parsed: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[Any]] | None:
     """A request body as a dict (`parsed`, when the caller already has it) and its list under
     `key` (`messages`, `input`), or None when it is not JSON of that shape: such a request goes
     upstream as it came."""
@@ -96,6 +96,8 @@ def request_list(data: bytes, key: str, parsed: dict | None = None) -> tuple[dic
         obj = parsed if parsed is not None else loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
-    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(obj, dict):
+        return None
+    value = obj.get(key)
     return (obj, value) if isinstance(value, list) else None
 

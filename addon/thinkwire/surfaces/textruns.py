@@ -4,6 +4,8 @@ reasoning field per message)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..splitter import END, REASONING, Splitter
 
 BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
@@ -23,7 +25,7 @@ class TextRuns:
         self.had_reasoning = False   # an earlier block put text out (join the next with a blank line)
         self.block_has_text = False
 
-    def runs(self, pieces: list) -> list[tuple[int, str]]:
+    def runs(self, pieces: list[tuple[int, Any]]) -> list[tuple[int, str]]:
         """Pieces to (kind, text) runs, joining blocks with BLOCK_JOIN."""
         runs: list[tuple[int, str]] = []
         for kind, value in pieces:

@@ -29,10 +29,12 @@ Here: the surface and whole bodies; streams in stream.py, the way back in restor
 
 from __future__ import annotations
 
+from typing import Any
 
 from ...context import OTHER, STOP, FlowContext
 from ...jsonio import OUT, dumps
 from ...jsonnum import loads
+from ...rules import TagPair
 from ...splitter import END, REASONING
 
 NAME = "messages"
@@ -52,7 +54,7 @@ def matches(path: str) -> bool:
     return path.split("?", 1)[0].rstrip("/").endswith("/messages")
 
 
-def looks_like(obj: dict) -> bool:
+def looks_like(obj: dict[str, Any]) -> bool:
     t = obj.get("type")
     return (t == "message" and isinstance(obj.get("content"), list)) or t in _STREAM_TYPES
 
@@ -68,14 +70,19 @@ def mode(ctx: FlowContext) -> str:
     return m
 
 
-def _thinking_block(text: str, pair, m: str, ctx: FlowContext) -> dict:
+def _seal(ctx: FlowContext, text: str, pair: TagPair) -> str:
+    assert ctx.sealer is not None   # (`mode` gives a mode that seals only with a sealer)
+    return ctx.sealer.seal(text, pair)
+
+
+def _thinking_block(text: str, pair: TagPair, m: str, ctx: FlowContext) -> dict[str, Any]:
     if m == "redacted":
-        return {"type": "redacted_thinking", "data": ctx.sealer.seal(text, pair)}
+        return {"type": "redacted_thinking", "data": _seal(ctx, text, pair)}
     if m == "omitted":
-        return {"type": "thinking", "thinking": "", "signature": ctx.sealer.seal(text, pair)}
+        return {"type": "thinking", "thinking": "", "signature": _seal(ctx, text, pair)}
     block = {"type": "thinking", "thinking": text}
     if m == "signed":
-        block["signature"] = ctx.sealer.seal(text, pair)
+        block["signature"] = _seal(ctx, text, pair)
     elif m == "unsigned":
         block["signature"] = ""
     return block
@@ -92,7 +99,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
         ctx.stats.native = True
         return None
     m = mode(ctx)
-    out: list = []
+    out: list[Any] = []
     changed = False
     first_text = True
     for block in content:
@@ -121,11 +128,12 @@ def ended(stop_reason: object) -> str | None:
     return None if stop_reason is None else STOP if stop_reason == "end_turn" else OTHER
 
 
-def _blocks(pieces: list, template: dict, m: str, ctx: FlowContext) -> list[dict]:
+def _blocks(pieces: list[tuple[int, Any]], template: dict[str, Any], m: str,
+            ctx: FlowContext) -> list[dict[str, Any]]:
     """One split text block as thinking and text blocks (never an empty one, unless all is)."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     reasoning: list[str] = []
-    last_text: dict | None = None
+    last_text: dict[str, Any] | None = None
     for kind, value in pieces:
         if kind == REASONING:
             reasoning.append(value)

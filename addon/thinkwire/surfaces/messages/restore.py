@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...context import FlowContext
+from ...rules import TagPair
 from .. import after, inline, restore
 
 # A client sends an assistant turn back as it received it (Claude Code does, with its tool_use;
@@ -34,7 +37,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
                    lambda obj, msgs, how: _restore_messages(msgs, how, ctx))
 
 
-def _restore_messages(msgs: list, how: str, ctx: FlowContext) -> int:
+def _restore_messages(msgs: list[Any], how: str, ctx: FlowContext) -> int:
     restored = 0
     for m in msgs:
         if not (isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), list)):
@@ -46,7 +49,7 @@ def _restore_messages(msgs: list, how: str, ctx: FlowContext) -> int:
     return restored
 
 
-def _ours(block: object, ctx: FlowContext):
+def _ours(block: object, ctx: FlowContext) -> tuple[str, TagPair] | None:
     """(text, pair) when `block` is a thinking block this proxy made, else None."""
     if not isinstance(block, dict):
         return None
@@ -62,7 +65,7 @@ def _ours(block: object, ctx: FlowContext):
     return ctx.open_mark(sig)
 
 
-def _restore_blocks(blocks: list, how: str, ctx: FlowContext) -> tuple[list, int]:
+def _restore_blocks(blocks: list[Any], how: str, ctx: FlowContext) -> tuple[list[Any], int]:
     """The message's blocks with ours restored (or dropped), and how many were ours."""
     recalled = 0
     if how == "inline":
@@ -76,7 +79,7 @@ def _restore_blocks(blocks: list, how: str, ctx: FlowContext) -> tuple[list, int
         if kept or not any(o[0] for o in ours if o is not None):
             return kept, found
         # Nothing but our reasoning: an empty assistant message is refused, so keep it inline.
-    out: list = []
+    out: list[Any] = []
     pending: list[str] = []   # inline text of ours waiting for the block after it
     last = None               # the pair of the last of them
     for block, got in zip(blocks, ours):
@@ -103,10 +106,10 @@ def _restore_blocks(blocks: list, how: str, ctx: FlowContext) -> tuple[list, int
 # came from may be remembered (thinkwire.written): a run of such blocks and text blocks, which is
 # what the rewrite made of one upstream text block, becomes that text block again, as the model
 # wrote it.
-def _recall_runs(blocks: list, ctx: FlowContext) -> tuple[list, int]:
+def _recall_runs(blocks: list[Any], ctx: FlowContext) -> tuple[list[Any], int]:
     """The blocks with each remembered run back as one text block, and how many blocks went."""
-    out: list = []
-    run: list = []
+    out: list[Any] = []
+    run: list[dict[str, Any]] = []
     n = 0
 
     def flush() -> None:
@@ -140,7 +143,7 @@ def _unmarked(block: object) -> bool:
     return t == "thinking" and block.get("signature") in (None, "") and isinstance(block.get("thinking"), str)
 
 
-def _recalled(run: list, ctx: FlowContext) -> dict | None:
+def _recalled(run: list[dict[str, Any]], ctx: FlowContext) -> dict[str, Any] | None:
     reasoning = "\n\n".join(b["thinking"] for b in run if b["type"] == "thinking" and b["thinking"])
     answer = "".join(b["text"] for b in run if b["type"] == "text")
     got = ctx.recall.written(reasoning, answer)

@@ -37,6 +37,8 @@ The way back (a client sending these items, or references to them, back) is in r
 """
 from __future__ import annotations
 
+from typing import Any
+
 
 from ...context import FlowContext
 from ...jsonnum import loads
@@ -63,7 +65,7 @@ def matches(path: str) -> bool:
     return head.rpartition("/")[2] == "responses" and last not in _NOT_AN_ID
 
 
-def looks_like(obj: dict) -> bool:
+def looks_like(obj: dict[str, Any]) -> bool:
     t = obj.get("type")
     return (obj.get("object") == "response" or isinstance(obj.get("output"), list)
             or (isinstance(t, str) and t.startswith("response.")))
@@ -83,7 +85,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     owner.resp_id = obj.get("id") if isinstance(obj.get("id"), str) else None
     owner.model = obj.get("model")
     owner.ending = ended(obj)
-    new: list = []
+    new: list[Any] = []
     changed = False
     for u, item in enumerate(output):
         if isinstance(item, dict) and item.get("type") == "message" and isinstance(item.get("content"), list):

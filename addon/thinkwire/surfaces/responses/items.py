@@ -6,10 +6,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Protocol
+from typing import Any, Callable, Protocol, TypeGuard
 
 from ...context import OTHER, STOP, FlowContext
-from ...splitter import CONTENT, END, REASONING, Splitter, TagPair
+from ...events import Event
+from ...rules import TagPair
+from ...splitter import CONTENT, END, REASONING, Splitter
+
+Obj = dict[str, Any]       # a JSON object: an event, an item, a part
+Src = tuple[Event, Obj]    # an upstream event and its parse, for reuse as it came
+Piece = tuple[int, Any]    # what Splitter.feed gives: (REASONING or CONTENT, text) or (END, its pair)
 
 _SUMMARY_ASKED = frozenset({"auto", "concise", "detailed"})
 
@@ -50,11 +56,11 @@ def _mode(ctx: FlowContext) -> _Mode:
     return _Mode(channels, encrypted)
 
 
-def _ev(type_: str, **fields) -> dict:
+def _ev(type_: str, **fields: Any) -> Obj:
     return {"type": type_, "sequence_number": 0, **fields}
 
 
-def _empty_part(part: dict) -> dict:
+def _empty_part(part: Obj) -> Obj:
     """What a `content_part.added` shows of an output_text part: no text, no annotations yet."""
     p = dict(part, text="")
     for k in ("annotations", "logprobs"):
@@ -63,7 +69,7 @@ def _empty_part(part: dict) -> dict:
     return p
 
 
-def _is_text_part(part: object) -> bool:
+def _is_text_part(part: object) -> TypeGuard[Obj]:
     return isinstance(part, dict) and part.get("type") == "output_text"
 
 
@@ -77,15 +83,20 @@ class Owner(Protocol):
     resp_id: str | None
     model: object
     unrouted_text: bool
+    literals: bool         # its texts keep their JSON literals (`_Text`)
+    ending: str | None     # how the response ended, once known (`ended`)
 
     def alloc(self) -> int:
         """The next output_index."""
 
-    def emit(self, ev: dict, src: tuple | None = None) -> None:
+    def emit(self, ev: Obj, src: Src | None = None) -> None:
         """An event the message produced (`src`: the upstream event and its parse, when reused)."""
 
     def splitter(self) -> Splitter:
         """A splitter for a part read as a stream."""
+
+    def known(self, text: str, t: _Text) -> None:
+        """`text` is about to go out in events whole: `t` (literals kept) has its literal."""
 
 
 class _ResponseState:
@@ -108,7 +119,7 @@ class _ResponseState:
         self.next_index += 1
         return d
 
-    def emit(self, ev: dict, src: tuple | None = None) -> None:  # the body path discards events
+    def emit(self, ev: Obj, src: Src | None = None) -> None:  # the body path discards events
         pass
 
     def known(self, text: str, t: _Text) -> None:
@@ -131,7 +142,8 @@ class _UpstreamPart:
     """An upstream output_text part being read."""
     __slots__ = ("content_index", "template", "added", "splitter", "fed", "made", "reasoned", "brought", "size")
 
-    def __init__(self, content_index: object, template: dict, added: tuple, splitter: Splitter | None) -> None:
+    def __init__(self, content_index: object, template: Obj, added: tuple[Obj, Src | None],
+                 splitter: Splitter | None) -> None:
         self.content_index = content_index   # the upstream's
         self.template = template      # the part as `content_part.added` showed it
         self.added = added            # (obj, src) of that event, for reuse
@@ -218,7 +230,7 @@ class _OutputPart:
     def __init__(self, content_index: int, upart: _UpstreamPart, escaped: bool = False) -> None:
         self.content_index = content_index   # ours
         self.text = _Text(escaped)
-        self.delta_template: tuple | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
+        self.delta_template: tuple[Any, ...] | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
         self.text_done = False
         self.upart = upart
         self.first = upart.made == 0
@@ -231,8 +243,8 @@ class _MessagePiece:
     def __init__(self, output_index: int, id_: str | None) -> None:
         self.output_index = output_index     # ours
         self.id = id_
-        self.content: list = []
-        self.content_index_map: dict = {}          # upstream content_index -> ours
+        self.content: list[Obj] = []
+        self.content_index_map: dict[object, int] = {}   # upstream content_index -> ours
         self.next_c = 0
         self.dpart: _OutputPart | None = None
 
@@ -245,27 +257,27 @@ class _ReasoningItem:
         self.output_index = output_index     # ours
         self.id = id_
         self.text = _Text(escaped)
-        self.delta_template: tuple | None = None  # ((event lines, eol), the delta events cut), for the fast path
+        self.delta_template: tuple[Any, ...] | None = None  # ((event lines, eol), the delta events cut), for the fast path
 
 
 class _Message:
     """One upstream message item, becoming reasoning and message items in order."""
 
-    def __init__(self, owner: Owner, upstream_index: int, item: dict, added: tuple) -> None:
+    def __init__(self, owner: Owner, upstream_index: int, item: Obj, added: tuple[Obj, Src | None]) -> None:
         self.owner = owner
         self.upstream_index = upstream_index
         self.item = item                      # the item as output_item.added showed it
         mid = item.get("id")
         self.mid = mid if isinstance(mid, str) and mid else None
         self.added = added                    # (obj, src) of output_item.added
-        self.pending: list | None = [added]   # events held while nothing is open yet
+        self.pending: list[tuple[Obj, Src | None]] | None = [added]   # events held while nothing is open yet
         self.opened = False
         self.saw_part = False
         self.pos = 0                          # items made so far (for ids)
         self.segs = 0                         # message items made so far
         self.cur: _MessagePiece | _ReasoningItem | None = None
         self.part: _UpstreamPart | None = None
-        self.built: list[dict] = []           # the items made, as done
+        self.built: list[Obj] = []           # the items made, as done
 
     # -- ids -----------------------------------------------------------------------------------
     def _base(self) -> str:
@@ -278,7 +290,7 @@ class _Message:
         self.pending = None
 
     # -- upstream input ------------------------------------------------------------------------
-    def part_added(self, obj: dict, src: tuple | None, whole: bool = False) -> None:
+    def part_added(self, obj: Obj, src: Src | None, whole: bool = False) -> None:
         self.saw_part = True
         part = obj.get("part")
         if _is_text_part(part):
@@ -295,7 +307,7 @@ class _Message:
         seg.content_index_map[obj.get("content_index")] = dc
         self._emit_on(seg, obj, src, content_index=dc)
 
-    def delta(self, obj: dict, src: tuple | None) -> None:
+    def delta(self, obj: Obj, src: Src | None) -> None:
         text = obj.get("delta")
         p = self.part
         if not isinstance(text, str) or p is None or p.splitter is None:
@@ -306,9 +318,10 @@ class _Message:
             p.came(text)
             self.pieces(p.splitter.feed(text), obj, src)
 
-    def text_done(self, obj: dict | None, src: tuple | None) -> None:
+    def text_done(self, obj: Obj | None, src: Src | None) -> None:
         p = self.part
         if p is None:
+            assert obj is not None   # (None comes only from _end_part, with a part open)
             self.other(obj, src)
             return
         text = obj.get("text") if obj is not None else None
@@ -326,7 +339,7 @@ class _Message:
         elif self.pending is not None and obj is not None:
             self.pending.append((obj, src))
 
-    def part_done(self, obj: dict, src: tuple | None) -> None:
+    def part_done(self, obj: Obj, src: Src | None) -> None:
         part = obj.get("part")
         if self.part is None or not _is_text_part(part):
             seg = self._ensure_seg()
@@ -337,7 +350,7 @@ class _Message:
             return
         self._end_part(obj, src)
 
-    def _end_part(self, obj: dict | None = None, src: tuple | None = None) -> None:
+    def _end_part(self, obj: Obj | None = None, src: Src | None = None) -> None:
         p = self.part
         assert p is not None
         if p.splitter is not None:      # the upstream skipped output_text.done
@@ -349,7 +362,7 @@ class _Message:
             self.pending.append((obj, src))
         self.part = None
 
-    def item_done(self, obj: dict, src: tuple | None) -> bool:
+    def item_done(self, obj: Obj, src: Src | None) -> bool:
         """Close everything; the items made are in `built`. True when they differ from the item."""
         item = obj.get("item")
         item = item if isinstance(item, dict) else dict(self.item, status="completed")
@@ -372,7 +385,7 @@ class _Message:
             self._close_seg(item, obj, src)
         return self.built != [item]
 
-    def other(self, obj: dict, src: tuple | None) -> None:
+    def other(self, obj: Obj, src: Src | None) -> None:
         """Any other event of this item (annotations, refusals): on the current message piece."""
         seg = self._ensure_seg()
         c = obj.get("content_index")
@@ -394,10 +407,10 @@ class _Message:
             self._opened()
 
     # -- pieces of text ------------------------------------------------------------------------
-    def pieces(self, pieces: list, obj: dict | None, src: tuple | None) -> None:
+    def pieces(self, pieces: list[Piece], obj: Obj | None, src: Src | None) -> None:
         for kind, value in pieces:
             if kind == REASONING:
-                self.part.reasoned = True   # type: ignore[union-attr]  (pieces come from the part being read)
+                self.part.reasoned = True   # type: ignore[union-attr]  # (pieces come from the part being read)
                 if not isinstance(self.cur, _ReasoningItem):
                     self._open_reason()
                 self._reason_delta(value)
@@ -407,14 +420,14 @@ class _Message:
                 self._close_reason(value)
 
     # -- message pieces ------------------------------------------------------------------------
-    def _emit_on(self, seg: _MessagePiece, obj: dict, src: tuple | None, **fields) -> None:
+    def _emit_on(self, seg: _MessagePiece, obj: Obj, src: Src | None, **fields: Any) -> None:
         ev = dict(obj, output_index=seg.output_index, **fields)
         if seg.id is not None and "item_id" in ev:
             ev["item_id"] = seg.id
         self.owner.emit(ev, src)
 
-    def _reuse_or_make(self, seg: _MessagePiece, obj: dict | None, src: tuple | None, type_: str,
-                       made_only: dict, **fields) -> None:
+    def _reuse_or_make(self, seg: _MessagePiece, obj: Obj | None, src: Src | None, type_: str,
+                       made_only: Obj, **fields: Any) -> None:
         """An event on the message piece `seg`: the upstream's own (`obj`), moved onto `seg` with
         `fields` set, when there is one; else one made from scratch, with the fields only a made
         event needs (`made_only`). Item events carry no item_id."""
@@ -446,7 +459,7 @@ class _Message:
         self.owner.emit(dict(aobj, output_index=d, item=item), asrc)
         return seg
 
-    def _content(self, text: str, obj: dict | None, src: tuple | None) -> None:
+    def _content(self, text: str, obj: Obj | None, src: Src | None) -> None:
         seg = self._ensure_seg()
         dp = seg.dpart or self._open_dpart(seg)
         dp.text.add(text)
@@ -464,7 +477,7 @@ class _Message:
         self._emit_on(seg, aobj, asrc if dp.first else None, content_index=dp.content_index, part=dict(up.template))
         return dp
 
-    def _text_done_event(self, seg: _MessagePiece, obj: dict | None, src: tuple | None) -> None:
+    def _text_done_event(self, seg: _MessagePiece, obj: Obj | None, src: Src | None) -> None:
         dp = seg.dpart
         assert dp is not None
         text = dp.text.value()
@@ -473,7 +486,7 @@ class _Message:
         self._reuse_or_make(seg, obj, src, "response.output_text.done", {"logprobs": []},
                             content_index=dp.content_index, text=text)
 
-    def _close_dpart(self, seg: _MessagePiece, obj: dict | None = None, src: tuple | None = None) -> None:
+    def _close_dpart(self, seg: _MessagePiece, obj: Obj | None = None, src: Src | None = None) -> None:
         dp = seg.dpart
         assert dp is not None
         if not dp.text_done:
@@ -486,8 +499,8 @@ class _Message:
         seg.content.append(part)
         seg.dpart = None
 
-    def _close_seg(self, done_item: dict | None = None, obj: dict | None = None,
-                   src: tuple | None = None) -> None:
+    def _close_seg(self, done_item: Obj | None = None, obj: Obj | None = None,
+                   src: Src | None = None) -> None:
         seg = self.cur
         assert isinstance(seg, _MessagePiece)
         if seg.dpart is not None:
@@ -508,7 +521,7 @@ class _Message:
         mode = self.owner.mode
         r = self.cur = _ReasoningItem(self.owner.alloc(), f"rs_{self._base()}_{self.pos}", self.owner.literals)
         self.pos += 1
-        item: dict = {"id": r.id, "type": "reasoning", "summary": []}
+        item: Obj = {"id": r.id, "type": "reasoning", "summary": []}
         for ch in mode.channels:
             item[ch.key] = []
         emit = self.owner.emit
@@ -532,7 +545,7 @@ class _Message:
         self.owner.known(text, r.text)
         mode = self.owner.mode
         emit = self.owner.emit
-        item: dict = {"id": r.id, "type": "reasoning", "summary": []}
+        item: Obj = {"id": r.id, "type": "reasoning", "summary": []}
         for ch in mode.channels:
             part = {"type": ch.part_type, "text": text}
             emit(_ev(f"{ch.text_event}.done", item_id=r.id, output_index=r.output_index, **{ch.index: 0}, text=text))
@@ -540,6 +553,7 @@ class _Message:
             item[ch.key] = [part]
         if mode.encrypted:
             ctx = self.owner.ctx
+            assert ctx.sealer is not None   # (mode.encrypted: there is one)
             lit = r.text.esc.value() if r.text.esc is not None else None   # (a stream's: not escaped again)
             item["encrypted_content"] = ctx.sealer.seal(text, pair or ctx.rules().pairs[0], lit)
         item["status"] = "completed"
@@ -548,16 +562,18 @@ class _Message:
         self.cur = None
 
 
-def _split_pieces(owner: _ResponseState, text: str) -> list:
+def _split_pieces(owner: Owner, text: str) -> list[Piece]:
     return owner.ctx.split(text, owner.model, finish=owner.ending).pieces
 
 
 def ended(resp: object) -> str | None:
     """How a response ended: STOP when it completed with an answer (no tool call in its output),
     OTHER when it is incomplete, failed or calls a tool, None when it does not say."""
-    status = resp.get("status") if isinstance(resp, dict) else None
+    if not isinstance(resp, dict):
+        return None
+    status = resp.get("status")
     if status == "completed":
-        output = resp.get("output")   # type: ignore[union-attr]
+        output = resp.get("output")
         calls = isinstance(output, list) and any(
             isinstance(it, dict) and isinstance(it.get("type"), str) and it["type"].endswith("_call")
             for it in output)
@@ -565,7 +581,7 @@ def ended(resp: object) -> str | None:
     return OTHER if status in ("incomplete", "failed", "cancelled") else None
 
 
-def _drive_parts(m: _Message, item: dict, split) -> None:
+def _drive_parts(m: _Message, item: Obj, split: Callable[[str], list[Piece]]) -> None:
     """Feed a whole message item's parts through `m`, as a stream of them would."""
     u = m.upstream_index
     for c, part in enumerate(item.get("content") or ()):

@@ -3,8 +3,10 @@ back in `input` become again what the upstream model wrote."""
 
 from __future__ import annotations
 
+from typing import Any, TypeGuard
+
 from ...context import FlowContext
-from ...splitter import TagPair
+from ...rules import TagPair
 from .. import after, inline, restore
 
 
@@ -55,7 +57,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
                    lambda obj, items, how: _restore_input(obj, items, how, ctx))
 
 
-def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
+def _restore_input(obj: dict[str, Any], items: list[Any], how: str, ctx: FlowContext) -> int:
     items, refs = _upstream_refs(items, how)
     recalled = 0
     if how == "inline":
@@ -64,7 +66,7 @@ def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
     restored = sum(o is not None for o in ours) + refs + recalled
     if not restored:
         return 0
-    out: list = []
+    out: list[Any] = []
     pending: list[str] = []     # inline reasoning waiting for its assistant turn
     last = None                 # the pair of the last of them
     sep = ""                    # between them: nothing where marks hold what the model wrote between
@@ -97,10 +99,10 @@ def _restore_input(obj: dict, items: list, how: str, ctx: FlowContext) -> int:
 # remembered (thinkwire.written): a run of reasoning items without one and assistant messages,
 # which is what the rewrite made of one upstream message, becomes that message again, as the
 # model wrote it, whatever ids the client kept (Codex keeps none).
-def _recall_runs(items: list, ctx: FlowContext) -> tuple[list, int]:
+def _recall_runs(items: list[Any], ctx: FlowContext) -> tuple[list[Any], int]:
     """The items with each remembered run back as one assistant message, and how many went."""
-    out: list = []
-    run: list = []
+    out: list[Any] = []
+    run: list[dict[str, Any]] = []
     n = 0
 
     def flush() -> None:
@@ -133,7 +135,7 @@ def _unmarked(item: object) -> bool:
     return _is_assistant_message(item) and _message_text(item) is not None
 
 
-def _message_text(item: dict) -> str | None:
+def _message_text(item: dict[str, Any]) -> str | None:
     content = item["content"]
     if isinstance(content, str):
         return content
@@ -141,7 +143,7 @@ def _message_text(item: dict) -> str | None:
     return "".join(texts) if texts and all(isinstance(t, str) for t in texts) else None  # type: ignore[arg-type]
 
 
-def _recalled(run: list, ctx: FlowContext) -> dict | None:
+def _recalled(run: list[dict[str, Any]], ctx: FlowContext) -> dict[str, Any] | None:
     reasoning = "\n\n".join(t for t in (_item_text(it) for it in run if it.get("type") == "reasoning") if t)
     answer = "".join(_message_text(it) or "" for it in run if it.get("type") != "reasoning")
     got = ctx.recall.written(reasoning, answer)
@@ -159,7 +161,7 @@ def _recalled(run: list, ctx: FlowContext) -> dict | None:
     return dict(base, content=[dict(part, text=got)])
 
 
-def _upstream_refs(items: list, how: str) -> tuple[list, int]:
+def _upstream_refs(items: list[Any], how: str) -> tuple[list[Any], int]:
     """The items with references to ids this proxy made turned into references to the upstream
     messages they came from (see above), and how many were ours."""
     def target(item: object) -> tuple[str | None, bool]:   # (upstream id, was it one of ours)
@@ -177,7 +179,7 @@ def _upstream_refs(items: list, how: str) -> tuple[list, int]:
     if not n:
         return items, 0
     mapped = {t for t, ours in found if ours and t is not None}
-    out: list = []
+    out: list[Any] = []
     sent: set[str] = set()
     for item, (t, ours) in zip(items, found):
         if ours and t is None:
@@ -192,7 +194,7 @@ def _upstream_refs(items: list, how: str) -> tuple[list, int]:
     return out, n
 
 
-def _our_piece_id(rid: object) -> bool:
+def _our_piece_id(rid: object) -> TypeGuard[str]:
     """`msg_<base>_<digits>`: the shape of the later message pieces this surface makes."""
     if not isinstance(rid, str) or not rid.startswith("msg_"):
         return False
@@ -214,7 +216,7 @@ def _ours_item(item: object, ctx: FlowContext) -> tuple[str, TagPair, bool] | No
     return None
 
 
-def _our_id(rid: object) -> bool:
+def _our_id(rid: object) -> TypeGuard[str]:
     """`rs_<base>_<digits>`: the shape of the reasoning ids this surface makes."""
     if not isinstance(rid, str) or not rid.startswith("rs_"):
         return False
@@ -222,7 +224,7 @@ def _our_id(rid: object) -> bool:
     return bool(base and sep and pos.isascii() and pos.isdigit())
 
 
-def _item_text(item: dict) -> str:
+def _item_text(item: dict[str, Any]) -> str:
     for key, sep in (("content", ""), ("summary", "\n\n")):
         parts = item.get(key)
         if isinstance(parts, list):
@@ -244,7 +246,7 @@ def _is_call(item: object) -> bool:
     return isinstance(t, str) and t.endswith("_call")
 
 
-def _prepend(item: dict, text: str, pair: TagPair | None) -> dict:
+def _prepend(item: dict[str, Any], text: str, pair: TagPair | None) -> dict[str, Any]:
     """The message with `text` (reasoning back inline, the last of it of `pair`) in front."""
     content = item["content"]
     if isinstance(content, str):

@@ -1,0 +1,151 @@
+"""thinkwire.serverstart: reading a rendered prompt's end, the request's shape, and the bounds of
+what is kept (entries, bytes, key sizes), against scripted servers (support.templates)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from harness import Upstream
+from support import templates as t
+from thinkwire.outbound import Asker, Kept, Server
+from thinkwire.rules import TagPair
+from thinkwire.serverstart import (KWARGS_MAX, LONGEST, MAX_BYTES, SWITCHES_KEPT, ServerStart, Shape, read_prompt,
+                                   shape_of, tokens_text)
+
+THINK = TagPair("<think>", "</think>")
+PAIRS = (THINK, TagPair("<thinking>", "</thinking>"), TagPair("<seed:think>", "</seed:think>"))
+
+
+@pytest.mark.parametrize("prompt,got", [
+    ("<｜User｜>Hi<｜Assistant｜><think>\n", (True, THINK)),                  # DeepSeek-R1
+    ("<|im_start|>assistant\n<think>\n", (True, THINK)),                     # Qwen3.5, QwQ
+    ("<|im_start|>assistant\n<think>\n\n</think>\n\n", (False, None)),      # Qwen3 enable_thinking: false
+    ("<|assistant|>\n<think></think>", (False, None)),                      # GLM off
+    ("<|start_header_id|>assistant<|end_header_id|>\n\n", (False, None)),   # opens nothing
+    ("Use <think> tags.<|im_end|>\n<|im_start|>assistant\n", (False, None)),  # a tag in the system prompt
+    ("<seed:think>", (True, TagPair("<seed:think>", "</seed:think>"))),
+])
+def test_the_prompts_end_decides(prompt, got):
+    assert read_prompt(prompt, PAIRS) == got
+
+
+def test_vllm_token_strings_read_as_text():
+    assert tokens_text(["<|im_start|>", "assistant", "Ċ", "<think>", "Ċ"]) == "<|im_start|>assistant\n<think>\n"
+
+
+def test_the_shape_keeps_what_a_template_reads_and_nothing_else():
+    long_history = [{"role": "user", "content": "x" * 10_000}] * 50
+    a = shape_of({"messages": [{"role": "system", "content": "Be terse. /no_think"}, *long_history]}, "chat")
+    b = shape_of({"messages": [{"role": "system", "content": "Other words /no_think"},
+                               {"role": "user", "content": "y"}]}, "chat")
+    assert a == b == Shape(system=("/no_think",))
+    assert shape_of({"system": [{"type": "text", "text": "/think"}], "messages": []}, "messages").system == ("/think",)
+    assert shape_of({"instructions": "/no_think", "input": "q"}, "responses").system == ("/no_think",)
+    assert shape_of({"chat_template_kwargs": {"enable_thinking": False}}, "chat").kwargs == '{"enable_thinking":false}'
+    assert shape_of({"chat_template_kwargs": {"x": "y" * KWARGS_MAX}}, "chat") is None   # not asked about
+    many = " ".join(["/think"] * 100)
+    assert len(shape_of({"messages": [{"role": "system", "content": many}]}, "chat").system) == SWITCHES_KEPT
+
+
+def test_kept_is_bounded_in_bytes():
+    async def run():
+        kept = Kept(60, 5, 1000, max_bytes=100, weigh=lambda k, v: 30)
+
+        async def answer():
+            return "yes"
+        for n in range(10):
+            await kept.get(n, answer)
+        return len(kept), kept.bytes
+    assert asyncio.run(run()) == (3, 90)
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    up = Upstream()
+    f = t.Fleet(up)
+    yield f, up
+    up.close()
+
+
+def _ask(up, ss: ServerStart, prefix: str, model: str, shape: Shape = Shape(), client: str = "c"):
+    return asyncio.run(ss.told(Server("http", "127.0.0.1", up.port), prefix + "/v1/chat/completions", "chat",
+                               model, client, shape, {}))
+
+
+def test_a_conversation_asks_once_and_each_shape_once(fleet):
+    f, up = fleet
+    tm = t.model("qwen3.5")
+    if tm is None:
+        pytest.skip(f"the real chat template Qwen3.5-4B.jinja is not in {t.DIR}")
+    f.add("/q", "vllm", {"q": tm})
+    ss = ServerStart(Asker(), lambda: PAIRS)
+    first = _ask(up, ss, "/q", "q")
+    assert (first.inside, first.pair, first.model, first.how) == (True, THINK, "Qwen3.5-4B-Q4_K_M", "server template")
+    made = ss.asker.made
+    assert _ask(up, ss, "/q", "q") == first and ss.asker.made == made    # kept
+    off = _ask(up, ss, "/q", "q", Shape(kwargs='{"enable_thinking":false}'))
+    assert (off.inside, off.pair) == (False, None) and ss.asker.made == made + 1   # one more: /tokenize
+    assert _ask(up, ss, "/q", "q", client="other") == first   # another client asks for itself
+    assert ss.asker.made == made + 1 + 3   # /props (404), /v1/models and /tokenize again
+
+
+def test_what_is_kept_stays_within_its_bytes_and_names_past_the_longest_are_not_asked(fleet):
+    f, up = fleet
+    tm = t.model("llama-3.2")
+    if tm is None:
+        pytest.skip(f"the real chat template is not in {t.DIR}")
+    served = {f"m{n}-" + "x" * 200: tm for n in range(30)}
+    f.add("/many", "vllm", served)
+    ss = ServerStart(Asker(), lambda: PAIRS)
+    assert ss._told.max_bytes == MAX_BYTES
+    ss._told.max_bytes = 20_000   # (MAX_BYTES, scaled down: 1 MiB takes a thousand asks)
+    for name in served:
+        _ask(up, ss, "/many", name, Shape(kwargs='{"k":"' + "z" * 900 + '"}'))
+    assert 15_000 < ss._told.bytes <= 20_000 and len(ss._told) < 30
+    made = ss.asker.made
+    assert _ask(up, ss, "/many", "n" * (LONGEST + 1)) is None and ss.asker.made == made
+
+
+def test_a_server_with_no_endpoint_is_not_known_and_kept_so(fleet):
+    f, up = fleet
+    ss = ServerStart(Asker(), lambda: PAIRS)
+    assert _ask(up, ss, "/nothing-here", "m") is None
+    made = ss.asker.made
+    assert made == 3   # /props, /v1/models, /api/v0/models: each 404
+    assert _ask(up, ss, "/nothing-here", "m") is None and ss.asker.made == made
+
+
+def test_the_flow_record_says_how_the_start_was_decided():
+    from thinkwire.record import FlowRecord
+    rec = FlowRecord("chat", "default", 1, 22, start="started inside <think> (the server's chat template)")
+    assert rec.summary() == "1 reasoning block(s), 22 chars moved; started inside <think> (the server's chat template)"
+
+
+def test_an_ollama_trailing_assistant_message_is_a_prefill():
+    from thinkwire import engine
+    from thinkwire.settings import Settings
+    request = {"model": "deepseek-r1:7b", "messages": [{"role": "user", "content": "q"},
+                                                       {"role": "assistant", "content": "<think>Let me"}]}
+    ctx = engine.new_context(Settings.from_values({}), request, surface="ollama")
+    got = ctx.split(" see.</think>It is 4.")
+    assert (got.reasoning, ctx.plan.how, ctx.inside_because) == ([" see."], "prefill", "prefill")
+    answer = engine.new_context(Settings.from_values({}), dict(request, messages=[
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "Sure,"}]), surface="ollama")
+    assert answer.split(" it is 4.").reasoning == [] and answer.plan.describe() == "started in the answer (the prefill's text)"
+
+
+def test_the_server_template_decides_before_the_profile_and_the_real_name_picks_the_profile():
+    from thinkwire import engine
+    from thinkwire.serverstart import Told
+    from thinkwire.settings import Settings
+    s = Settings.from_values({})
+    ctx = engine.new_context(s, {"model": "deepseek-r1-distill"}, surface="chat")
+    ctx.told = Told("vllm", False, None, "DeepSeek-R1-Distill-Qwen-7B")
+    assert ctx.split("It is 4.").reasoning == [] and ctx.plan.how == "server template"
+    alias = engine.new_context(s, {"model": "local-model"}, surface="chat")
+    alias.told = Told("sglang", None, None, "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B")
+    assert alias.split("Two.</think>It is 4.").reasoning == ["Two."]
+    assert (alias.profile.name, alias.plan.describe()) == (
+        "deepseek-r1", "started inside the reasoning block (the profile of the model the server runs)")

@@ -320,6 +320,35 @@ def test_stream_internal_error_fails_open_with_original_bytes(monkeypatch):
     assert out.endswith(tail) and ctx.stats.fell_back == "the rewrite raised RuntimeError"
 
 
+def test_stream_text_held_back_sends_no_empty_answer_delta_at_any_chunking():
+    # A real llama-server (--reasoning-format none) streams its `<think>` and the block's line
+    # breaks as deltas of their own; a delta whose text is all held back is not sent as an empty
+    # answer delta (`"content": ""`), which clients that switch from thinking to answering on
+    # the first content delta read as the answer starting. What else the chunk carries goes on.
+    data = sse_bytes(chunk({"role": "assistant", "content": None}), chunk({"content": "<think>"}),
+                     chunk({"content": "\n"}), chunk({"content": "Two"}), chunk({"content": "\n"}),
+                     chunk({"content": " and two"}), chunk({"content": "</think>"}), chunk({"content": "\n\n"}),
+                     chunk({"role": "assistant", "content": "It"}), chunk({"content": " is 4."}),
+                     chunk({}, finish="stop"), "[DONE]")
+    for sizes in ([len(data)], [1], [7], [random.Random(31).randint(1, 60) for _ in range(40)]):
+        out, _ = run_stream(data, rechunk(data, sizes))
+        deltas = [c["choices"][0]["delta"] for c in chunks_of(out)]
+        assert deltas == [{"role": "assistant", "content": None},
+                          {"content": None, "reasoning_content": "Two"},
+                          {"content": None, "reasoning_content": "\n and two"},
+                          {"role": "assistant", "content": "It"}, {"content": " is 4."}, {}], sizes
+
+
+def test_stream_text_held_back_keeps_the_usage_a_chunk_carries():
+    data = sse_bytes(chunk({"content": "<think>"}, usage={"completion_tokens": 1}), chunk({"content": "x</think>y"}))
+    out, _ = run_stream(data)
+    got = chunks_of(out)
+    assert got[0] == {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
+                      "usage": {"completion_tokens": 1}}
+    assert [c["choices"][0]["delta"] for c in got[1:]] == [{"content": None, "reasoning_content": "x"},
+                                                           {"content": "y"}]
+
+
 def test_stream_empty_deltas_are_not_rewritten():
     data = sse_bytes(chunk({"role": "assistant", "content": ""}), chunk({"content": "hi"}))
     out, _ = run_stream(data)

@@ -253,9 +253,9 @@ _wrong("documented (`stray-close`): the request turned thinking off and the mode
     "vllm/glm45/glm47_template_honors_thinking_disable", "vllm/holo2/thinking_disabled_with_close_tag_stream",
     "llamacpp/parser-tnk-unopened-none"])
 _wrong("documented (docs/behaviour.md \"How the output ended\", `ended-as-answer`): a model whose template opens the block "
-       "answers complete with no tag at all. Chat, Messages and Responses bodies give the answer; the stream has sent "
-       "the text as reasoning before the end says the output was complete, so its answer is empty, and nothing makes "
-       "later streams right. (Responses and Ollama have no prefill: there a chat request's continued message "
+       "answers complete with no tag at all. Every body gives the answer; the stream has sent the text as reasoning "
+       "before the end says the output was complete, and then sends it again as the answer (docs/behaviour.md "
+       "\"Reasoning and no answer\"): the answer is right, the thinking panel repeats it. (Responses and Ollama have no prefill: there a chat request's continued message "
        "leaves the output where a silent request does.)", [
     "vllm/deepseek_r1/no_content_token", "vllm/deepseek_r1/no_reasoning_token", "vllm/step3p5/no_content_token",
     "vllm/step3p5/no_reasoning_token", "vllm/ernie45/without_think", "vllm/glm45/without_think",
@@ -272,7 +272,7 @@ _wrong("documented (docs/behaviour.md \"How the output ended\", `ended-as-answer
     "sglang/iquest_q1/test_continue_final_message_keeps_answer_out_of_reasoning",
     "sglang/BaseReasoningFormatDetector/test_continue_detect_parse_with_end_in_previous"])
 _wrong("documented (`ended-as-answer`): as above, a complete answer with no tag from a model whose template opens the "
-       "block: every body gives the answer, the stream gives it as reasoning with an empty answer", [
+       "block: every body gives the answer, the stream gives it as reasoning and then again as the answer", [
     "vllm/kimi_k2/extract_reasoning_implicit_start", "sglang/nemotron_3/test_detect_and_parse_no_thinking",
     "sglang/nemotron_3/test_force_nonempty_content_no_thinking_tokens"])
 

@@ -17,6 +17,7 @@ from thinkwire.surfaces import responses
 import thinkwire.jsonio as jsonio
 from support.responses import (  # noqa: F401  (builders shared with other test modules)
     MODEL, RESP, USAGE, _Served, _text_part, body_of, check_invariants, final_item, final_response, fn, msg, native, parse, run_stream, sdk_client, sdk_final, shape, sse_bytes, stream_of, upstream_events,
+    llama_server_events,
 )
 
 
@@ -290,6 +291,41 @@ def test_stream_without_sequence_numbers_adds_none():
     out = run_stream(stream_of([msg(["<think>x</think>hi"])], seq=False))[0]
     assert not any("sequence_number" in o for o in objs(out))
     assert shape(objs(out)[-1]["response"]["output"]) == [("reasoning", "x"), ("message", "hi")]
+
+
+def test_stream_of_llama_servers_shape_is_split_and_numbered_at_any_chunking():
+    # llama-server's events carry no output_index, content_index or sequence_number: its item
+    # ids say which item an event belongs to. The message is split as any other, and its events
+    # go out numbered (the SDK's stream helper needs output_index; on the raw stream it fails).
+    data = sse_bytes(llama_server_events(["<think>\n", "Two and", " two.", "</think>", "\n\nIt is", " 4."]))
+    with pytest.raises(TypeError):
+        sdk_final(data)
+    for sizes in ([len(data)], [1], [random.Random(31).randint(1, 80) for _ in range(60)]):
+        out = run_stream(data, rechunk(data, sizes))[0]
+        check_invariants(out)
+        got = [(o["type"], o.get("output_index"), o.get("content_index"), o.get("delta"))
+               for o in objs(out) if not o["type"].endswith((".done", ".added"))]
+        assert got == [("response.created", None, None, None), ("response.in_progress", None, None, None),
+                       ("response.reasoning_text.delta", 0, 0, "Two and"),
+                       ("response.reasoning_text.delta", 0, 0, " two."),
+                       ("response.output_text.delta", 1, 0, "It is"), ("response.output_text.delta", 1, 0, " 4."),
+                       ("response.completed", None, None, None)], sizes
+        assert not any("sequence_number" in o for o in objs(out))
+        final = sdk_final(out)
+        assert shape(final.output) == [("reasoning", "Two and two."), ("message", "It is 4.")]
+        assert final.output_text == "It is 4." and final.output[1].id == "msg_ll"
+
+
+def test_stream_of_llama_servers_shape_with_native_reasoning_passes_as_it_came():
+    # --reasoning-format deepseek: llama-server sends a reasoning item of its own first.
+    evs = llama_server_events(["It is 4."])
+    native_item = {"id": "rs_ll", "summary": [], "type": "reasoning", "content": [], "encrypted_content": "",
+                   "status": "in_progress"}
+    evs[2:2] = [{"type": "response.output_item.added", "item": native_item},
+                {"type": "response.reasoning_text.delta", "delta": "<think>x</think>", "item_id": "rs_ll"}]
+    data = sse_bytes(evs)
+    out, ctx = run_stream(data)
+    assert out == data and ctx.stats.native
 
 
 def test_stream_crlf_line_endings_are_kept():

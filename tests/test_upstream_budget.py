@@ -307,3 +307,33 @@ def test_a_responses_text_part_past_the_hold_cap_fails_open_on_the_clients_numbe
     out, d = drive(responses, ctx, data, _chunks(data, [65536]))
     assert d.failure == "a text part longer than 1 Mi characters"
     assert sdk_answers(out) == {1: answer}
+
+
+def test_a_responses_stream_without_output_index_numbers_at_most_its_cap_of_items():
+    """Events without an output_index (llama-server's) are numbered by their item's id: at most
+    UNNUMBERED_MAX items of ids up to ID_MAX characters; past that an item passes as it came,
+    its text unsplit."""
+    from thinkwire.surfaces.responses import stream as rstream
+
+    def item(iid, text=None):
+        evs = [{"type": "response.output_item.added",
+                "item": {"id": iid, "type": "message", "role": "assistant", "status": "in_progress", "content": []}}]
+        if text is not None:
+            evs += [{"type": "response.content_part.added", "item_id": iid, "part": {"type": "output_text", "text": ""}},
+                    {"type": "response.output_text.delta", "item_id": iid, "delta": text}]
+        return evs + [{"type": "response.output_item.done",
+                       "item": {"id": iid, "type": "message", "role": "assistant", "status": "completed", "content": []}}]
+
+    evs = [{"type": "response.created", "response": {"id": "r", "object": "response", "status": "in_progress"}}]
+    for i in range(rstream.UNNUMBERED_MAX):
+        evs += item(f"msg_{i}")
+    rewriter = responses.StreamRewriter(make_ctx())
+    out = [b for ev in SSEParser().feed(rsup.sse_bytes(evs)) for b in rewriter.on_event(ev)]
+    assert len(rewriter._unnumbered) == rstream.UNNUMBERED_MAX
+    assert json.loads(out[-1].split(b"data: ", 1)[1])["output_index"] == rstream.UNNUMBERED_MAX - 1
+    past = rsup.sse_bytes(item("msg_past", "<think>x</think>y"))
+    got = b"".join(b for ev in SSEParser().feed(past) for b in rewriter.on_event(ev))
+    assert got == past and len(rewriter._unnumbered) == rstream.UNNUMBERED_MAX
+    long_id = rsup.sse_bytes(item("m" * (rstream.ID_MAX + 1), "<think>x</think>y"))
+    fresh = responses.StreamRewriter(make_ctx())
+    assert b"".join(b for ev in SSEParser().feed(long_id) for b in fresh.on_event(ev)) == long_id

@@ -12,7 +12,7 @@ from .marks import Bound, is_mark
 from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
-from .splitter import END, Split, Splitter, merge
+from .splitter import CONTENT, END, Split, Splitter, merge
 from .tagsets import MODEL_CHARS, Profile
 from . import written as _written
 
@@ -69,6 +69,7 @@ class Stats:
     restored: int = 0
     refused: int = 0              # marks (tw2., tw1.) in a request this proxy does not open for it
     native: bool = False          # the upstream already sent native reasoning
+    again_chars: int = 0          # reasoning sent again as the answer (thinkwire.again)
     fell_back: str | None = None  # why the rewrite stopped and passed bytes through
     broken: str | None = None     # why a compressed stream stopped decoding part way (ended there)
 
@@ -223,6 +224,9 @@ class FlowContext:
             # No tag at all, and the response ended complete: an answer given without thinking.
             pieces = self._run(text, rules, False, False)[0]
         result = Split(pieces, strays)
+        if first and (self.facts or _NO_FACTS).force_nonempty and result.reasoning and not result.content.strip():
+            # force_nonempty_content: reasoning and no answer, so the reasoning is the answer.
+            result = Split([(CONTENT, "\n\n".join(result.reasoning))], strays)
         if not count:
             return result
         if self.written is not None:

@@ -80,6 +80,9 @@ class Facts:
     display_omitted: bool = False        # Anthropic's `thinking.display` is "omitted"
     summary: str | None = None           # Responses' `reasoning.summary`, when a short string
     include_encrypted: bool = False      # Responses' `include` asks for reasoning.encrypted_content
+    # vLLM's `chat_template_kwargs.force_nonempty_content`: an output with reasoning and no
+    # answer gives its reasoning as the answer (docs/behaviour.md).
+    force_nonempty: bool = False
     # The system prompt's switch (`/no_think` anywhere: off; else `/think`: on), as the templates
     # of SmolLM3 and Nemotron read it; read for a profile that declares no switches (or lists
     # SYSTEM_PROMPT) where the server cannot be asked.
@@ -135,6 +138,7 @@ def facts(request: dict[str, Any], surface: str | None, names: tuple[str, ...]) 
         display_omitted=isinstance(thinking, dict) and thinking.get("display") == "omitted",
         summary=summary if isinstance(summary, str) and len(summary) <= SUMMARY_CHARS else None,
         include_encrypted=isinstance(include, list) and "reasoning.encrypted_content" in include,
+        force_nonempty=isinstance(kwargs, dict) and kwargs.get("force_nonempty_content") is True,
         prompt_switch=False if "/no_think" in switches else True if switches else None)
 
 

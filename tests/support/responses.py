@@ -214,3 +214,26 @@ def check_invariants(data):
             assert [(x["type"], x.get("id")) for x in out] == [items[k] for k in sorted(items)]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "sequence_number must strictly increase"
     return items
+
+
+def llama_server_events(deltas, resp_id="resp_ll", mid="msg_ll"):
+    """A message streamed as llama-server's /v1/responses streams it (tools/server/server-task.cpp,
+    --reasoning-format none): its events carry no output_index, content_index or sequence_number
+    (the item's id says which item), and response.created / in_progress have no output."""
+    def life(t):
+        return {"type": t, "response": {"id": resp_id, "object": "response", "status": "in_progress"}}
+    text = "".join(deltas)
+    part = {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+    item = {"type": "message", "status": "completed", "id": mid, "content": [part], "role": "assistant"}
+    return ([life("response.created"), life("response.in_progress"),
+             {"type": "response.output_item.added",
+              "item": {"content": [], "id": mid, "role": "assistant", "status": "in_progress", "type": "message"}},
+             {"type": "response.content_part.added", "item_id": mid, "part": {"type": "output_text", "text": ""}}]
+            + [{"type": "response.output_text.delta", "item_id": mid, "delta": d} for d in deltas]
+            + [{"type": "response.output_text.done", "item_id": mid, "text": text},
+               {"type": "response.content_part.done", "item_id": mid, "part": part},
+               {"type": "response.output_item.done", "item": item},
+               {"type": "response.completed", "response": {"id": resp_id, "object": "response", "created_at": 1,
+                                                           "status": "completed", "model": "m", "output": [item],
+                                                           "usage": {"input_tokens": 9, "output_tokens": 7,
+                                                                     "total_tokens": 16}}}])

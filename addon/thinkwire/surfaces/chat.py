@@ -12,6 +12,7 @@ from ..jsonnum import loads
 from ..context import OTHER, STOP, FlowContext
 from ..splitter import CONTENT, REASONING
 from . import event_object, is_done, restore
+from ..again import Again
 from .textruns import BLOCK_JOIN, TextRuns
 from .. import hot
 from ..jsonio import OUT, dumps
@@ -122,6 +123,8 @@ class StreamRewriter:
                     return [chunk]              # answer text as it came
                 # (runs() changes a block's first text only: skip it for the rest.)
                 text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
+                if st.again is not None and st.block_has_text:
+                    st.again.said(REASONING, text)
                 return [literal_body(text, got).join(b[2])]
         # The splitter decides (a tag's first character, text held): as _fast does once it has
         # read the literal, which the match already did.
@@ -155,7 +158,9 @@ class StreamRewriter:
     def settle(self, got: hot.Took) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
         kind, st = self._armed   # type: ignore[misc]
-        hot.fold(st.splitter, kind, got)
+        gave = hot.fold(st.splitter, kind, got)[0]
+        if st.again is not None:
+            st.again.said(kind, gave)
 
     def on_event(self, ev: Event) -> list[bytes]:
         data = ev.data
@@ -183,6 +188,8 @@ class StreamRewriter:
     def _chunks(self, obj: dict, ev: Event, lists: list[list[dict]]) -> list[bytes]:
         """Chunk j holds the j-th dict of every choice that has one."""
         count = max(len(x) for x in lists)
+        if count == 0:   # every choice's text held back: only the usage goes, as a usage chunk does
+            return [] if obj.get("usage") is None else [encode(dumps(dict(obj, choices=[])), ev.event, ev.eol)]
         out = []
         for j in range(count):
             chunk = dict(obj)
@@ -213,8 +220,8 @@ class StreamRewriter:
             ch = obj["choices"][0]
             return self._chunks(obj, ev, [self._emit(ch, ch["delta"], runs)])
         if not runs:
-            value = '""'
-        elif runs[0][0] == CONTENT:
+            return []   # all held back: no empty answer delta (every other part of the event is the learned one's)
+        if runs[0][0] == CONTENT:
             if runs[0][1] == text:
                 return [ev.raw]             # answer text as it came: the original bytes go out
             value = dumps(runs[0][1])
@@ -254,7 +261,8 @@ class StreamRewriter:
             return unchanged
         st = self.choices.get(idx)
         if st is None:
-            st = self.choices[idx] = TextRuns(self.ctx.splitter(model))
+            sp = self.ctx.splitter(model)
+            st = self.choices[idx] = TextRuns(sp, Again(self.ctx, sp))
         if st.native or st.done:
             return unchanged
         if _has_native(delta):
@@ -265,11 +273,14 @@ class StreamRewriter:
             return held + [ch] if held else unchanged
         content = delta.get("content")
         pieces = st.splitter.feed(content) if isinstance(content, str) and content else []
-        if ch.get("finish_reason") is not None:
+        finished = ch.get("finish_reason") is not None
+        if finished:
             pieces += st.splitter.finish()
             st.done = True
             self.ctx.ended(ended(ch))
         runs = st.runs(pieces)
+        if finished:
+            runs += st.ended(ended(ch))   # the reasoning again, as the answer (thinkwire.again)
         if not runs and not (isinstance(content, str) and content):
             return unchanged   # (a block's end alone changes nothing a chat client sees)
         if len(runs) == 1 and runs[0] == (CONTENT, content):
@@ -278,8 +289,10 @@ class StreamRewriter:
 
     def _emit(self, ch: dict, delta: dict, runs: list) -> list[dict]:
         """The choice as one dict per run; the last keeps every other field of the original."""
-        if not runs:  # all of it held back for now
-            return [dict(ch, delta=dict(delta, content=""))]
+        if not runs:  # all of it held back for now: no answer delta (an empty one reads as the answer starting)
+            if len(delta) == 1 and all(v is None for k, v in ch.items() if k not in ("index", "delta")):
+                return []
+            return [dict(ch, delta=dict(delta, content=None))]
         out = [self._standalone(ch.get("index", 0), kind, text,
                                 role=delta.get("role") if k == 0 else None)
                for k, (kind, text) in enumerate(runs[:-1])]

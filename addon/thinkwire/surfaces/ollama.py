@@ -34,6 +34,7 @@ from ..ndjson import NDJSONParser
 from ..splitter import CONTENT, REASONING
 from ..events import Event
 from . import event_object
+from ..again import Again
 from .chat import inline_turn
 from .textruns import BLOCK_JOIN, TextRuns
 
@@ -190,7 +191,8 @@ class StreamRewriter:
 
     def _state(self, model: object) -> TextRuns:
         if self.state is None:
-            self.state = TextRuns(self.ctx.splitter(model))
+            sp = self.ctx.splitter(model)
+            self.state = TextRuns(sp, Again(self.ctx, sp))
         return self.state
 
     # -- the full path --------------------------------------------------------------------
@@ -218,7 +220,8 @@ class StreamRewriter:
         text = holder.get(key)
         text = text if isinstance(text, str) else ""
         pieces = st.splitter.feed(text) if text else []
-        if obj.get("done") is True:
+        done = obj.get("done") is True
+        if done:
             pieces += st.splitter.finish()
             st.done = True
             self.ctx.ended(ended(obj))
@@ -227,6 +230,8 @@ class StreamRewriter:
             if shape is None or shape[0].match(ev.raw) is None:
                 self._shape = self._learn(ev, obj, holder, key, text)
         runs = st.runs(pieces)
+        if done:
+            runs += st.ended(ended(obj))   # the reasoning again, as the answer (thinkwire.again)
         if not runs:
             if not text:
                 return [ev.raw]
@@ -293,7 +298,12 @@ class StreamRewriter:
             return None
         if piece[0] == CONTENT:
             return [chunk]
-        text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
+        if st.block_has_text:
+            text = piece[1]
+            if st.again is not None:
+                st.again.said(REASONING, text)
+        else:
+            text = st.runs([piece])[0][1]
         g = g if m[g] is not None else g + 1
         return [b"".join((chunk[:m.start(g)], _THINKING, _go_body(literal_body(text, got)), chunk[m.end(g):]))]
 
@@ -313,7 +323,10 @@ class StreamRewriter:
 
     def settle(self, got: hot.Took) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""
-        hot.fold(self.state.splitter, self._armed, got)   # type: ignore[union-attr, arg-type]
+        st = self.state
+        gave = hot.fold(st.splitter, self._armed, got)[0]   # type: ignore[union-attr, arg-type]
+        if st.again is not None:   # type: ignore[union-attr]
+            st.again.said(self._armed, gave)   # type: ignore[union-attr, arg-type]
 
     def _learn(self, ev: Event, obj: dict, holder: dict, key: str, text: str) -> tuple | None:
         """For a plain token line (text, no thinking, not done) framed as this rewrite writes lines:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..splitter import END, REASONING, Splitter
+from ..again import Again
+from ..splitter import CONTENT, END, REASONING, Splitter
 
 BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
 
@@ -16,10 +17,11 @@ class TextRuns:
     whether it passes as it is (`native`), has ended (`done`), and where its reasoning blocks
     start and end."""
 
-    __slots__ = ("splitter", "native", "done", "had_reasoning", "block_has_text")
+    __slots__ = ("splitter", "native", "done", "had_reasoning", "block_has_text", "again")
 
-    def __init__(self, splitter: Splitter) -> None:
+    def __init__(self, splitter: Splitter, again: Again | None = None) -> None:
         self.splitter = splitter
+        self.again = again   # what went out, while it may be sent again as the answer (thinkwire.again)
         self.native = False
         self.done = False
         self.had_reasoning = False   # an earlier block put text out (join the next with a blank line)
@@ -42,4 +44,13 @@ class TextRuns:
                 runs[-1] = (kind, runs[-1][1] + value)
             else:
                 runs.append((kind, value))
+        if self.again is not None:
+            for kind, value in runs:
+                self.again.said(kind, value)
         return runs
+
+    def ended(self, finish: str | None) -> list[tuple[int, str]]:
+        """At the text's end (its splitter finished): the answer run to send, when the reasoning
+        that went out is to be sent again as the answer (thinkwire.again)."""
+        text = self.again.text(self.splitter, finish) if self.again is not None else None
+        return [] if text is None else [(CONTENT, text)]

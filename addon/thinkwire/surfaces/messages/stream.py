@@ -11,6 +11,7 @@ from ...fastpath import (canonical_head, key_pattern, learn_literal, literal_bod
 from ...jsonio import dumps
 from ...splitter import CONTENT, END, REASONING, Splitter
 from ...sse import encode
+from ...again import Again
 from .. import event_object
 from . import _NATIVE, _START, _DELTA, _STOP, ended, mode
 
@@ -73,6 +74,7 @@ class StreamRewriter:
         self._hot: dict = {}                 # C specs by (kind, output index), for self._bytes
         self._hot_for = None                 # the _bytes they are for
         self._armed: tuple | None = None     # (kind, block) the C callable was last armed for
+        self.again: tuple | None = None      # (Again, the first text block's splitter): thinkwire.again
 
     # -- events -------------------------------------------------------------------------
     def on_chunk(self, chunk: bytes) -> list[bytes] | None:
@@ -95,6 +97,8 @@ class StreamRewriter:
             return self.on_event(b.event(chunk))
         self.eol = b"\n"
         kind, text = piece
+        if self.again is not None and (st.kind == _TEXT if kind == CONTENT else st.kind == _THINK and self._live):
+            self.again[0].said(kind, text)   # (what goes on to _pieces is told there)
         if kind == CONTENT:
             if st.kind == _TEXT:
                 if st.index == u:
@@ -151,6 +155,8 @@ class StreamRewriter:
         if got[1]:   # (chunks that went out other than they came)
             self.changed = True
         text, lit = hot.fold(st.splitter, kind, got, kind == REASONING and self._sealed)
+        if self.again is not None:
+            self.again[0].said(kind, text)
         if kind == REASONING and self._sealed:
             self._hold(st, text, lit)   # (live: it sends nothing)
 
@@ -181,9 +187,11 @@ class StreamRewriter:
                 self.model = msg.get("model")
         elif t in ("message_delta", "message_stop", "error"):
             delta = obj.get("delta")
+            out = self._close_all()   # nothing held back past the end or an error
             if t == "message_delta" and isinstance(delta, dict):
                 self.ctx.ended(ended(delta.get("stop_reason")))
-            return self._close_all() + [ev.raw]  # nothing held back past the end or an error
+                out += self._answer_again(ended(delta.get("stop_reason")))
+            return out + [ev.raw]
         return [ev.raw]
 
     def _start(self, ev: Event, obj: dict) -> list[bytes]:
@@ -201,6 +209,8 @@ class StreamRewriter:
             first = self.text_blocks == 0
             self.text_blocks += 1
             sp = self.ctx.splitter(self.model, None if first else False)
+            if first:
+                self.again = (Again(self.ctx, sp), sp)
             text = block.get("text", "")
             st = _TextBlock(u, sp, dict(block, text=""), None if text else ev.raw)
             self.texts[u] = st
@@ -267,6 +277,8 @@ class StreamRewriter:
         piece that is all of it."""
         out: list[bytes] = []
         for kind, value in pieces:
+            if self.again is not None and kind != END:
+                self.again[0].said(kind, value)
             if kind == REASONING:
                 if st.kind != _THINK:
                     out += self._open(st, _THINK)
@@ -418,6 +430,18 @@ class StreamRewriter:
 
     def finish(self) -> list[bytes]:
         return self._close_all()
+
+    def _answer_again(self, finish: str | None) -> list[bytes]:
+        """The reasoning that went out, again as a text block of its own, when a body of this
+        output would give it as the answer (thinkwire.again); before the message's end."""
+        again, self.again = self.again, None
+        text = again[0].text(again[1], finish) if again is not None else None
+        if text is None:
+            return []
+        idx = self._take_index()
+        return [self._created(_START, {"type": _START, "index": idx, "content_block": {"type": "text", "text": ""}}),
+                self._delta_event(idx, _TEXT_DELTA, dumps(text)),
+                self._created(_STOP, {"type": _STOP, "index": idx})]
 
     def abort(self) -> list[bytes]:
         """Fail open: what is still held goes out, and each text block still open stays open

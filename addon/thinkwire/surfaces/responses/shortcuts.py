@@ -190,6 +190,8 @@ class Shortcuts:
             return self._pieces(Event(chunk, shape.event, None), shape, vals, pieces if piece is None else [piece])
         value = piece[1]
         add(value)
+        if self._again is not None:   # (what goes out, for thinkwire.again)
+            self._again[0].said(kind, value)
         seq = int(m[groups[shape.seq_i]])
         if kind == CONTENT:   # extra: (same bytes as upstream's, the slots' kinds; None: seq, text)
             n = self.seq.number(seq, True)
@@ -291,7 +293,10 @@ class Shortcuts:
         if changed:
             self.dirty = True
         self.seq.offset, self.seq.last = offset, last
-        add(*hot.fold(splitter, kind, got, True))
+        gave = hot.fold(splitter, kind, got, True)
+        add(*gave)
+        if self._again is not None:
+            self._again[0].said(kind, gave[0])
         part.came_literal(hot.literal(got))   # what the deltas brought, as they came
 
     def _learn_bytes(self, ev: Event, shape: _Shape) -> tuple[ByteShape, Rules] | None:
@@ -326,6 +331,8 @@ class Shortcuts:
             if kind == CONTENT and type(cur) is _MessagePiece and cur.dpart is not None and cur.dpart.upart is p:
                 dp = cur.dpart
                 dp.text.add(value)
+                if self._again is not None:
+                    self._again[0].said(CONTENT, value)
                 n = self.seq.number(seq, own=True)
                 tpl = dp.delta_template
                 if tpl is None or tpl[0] is not shape or tpl[3] != (self.event_lines, self.eol):
@@ -347,6 +354,8 @@ class Shortcuts:
                 return [b"".join(parts)]
             if kind == REASONING and type(cur) is _ReasoningItem:
                 cur.text.add(value)
+                if self._again is not None:
+                    self._again[0].said(REASONING, value)
                 tpl = cur.delta_template
                 if tpl is None or tpl[0] != (self.event_lines, self.eol):
                     tpl = cur.delta_template = ((self.event_lines, self.eol), self._reason_templates(cur))

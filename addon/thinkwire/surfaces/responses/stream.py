@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ...context import FlowContext
 from ...fastpath import ByteShape
-from ...splitter import Rules
+from ...again import Again
+from ...splitter import CONTENT, REASONING, Rules, Splitter
 from ...events import Event
 from ...jsonio import LONG, OUT, dumps, loads_known, sharing_dumps
 from .. import event_object, is_done
@@ -16,6 +17,8 @@ from .shortcuts import Shortcuts, _learn, _Shape
 _ABSENT = object()
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+UNNUMBERED_MAX = 4096   # items of one stream numbered by their id, ids of at most ID_MAX characters
+ID_MAX = 256            # (docs/budget.md)
 
 
 class _Sequencer:
@@ -89,10 +92,18 @@ class StreamRewriter(Shortcuts, _ResponseState):
         self._hot: tuple | None = None     # thinkwire.hot: (cut events, byte shape, extra; the C spec)
         self._armed: tuple | None = None   # the plan the C callable was last armed for
         self._known: tuple | None = None   # (part, its size, literal, text): what loads_known skips
+        self._unnumbered: dict = {}        # item id -> the output_index its events lack (_numbered)
+        self._again: tuple | None = None   # (Again, the output's first splitter): thinkwire.again
 
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
         self._batch.append((ev, src))
+
+    def splitter(self) -> Splitter:
+        sp = super().splitter()
+        if self._again is None:
+            self._again = (Again(self.ctx, sp), sp)
+        return sp
 
     def known(self, text: str, t: _Text) -> None:
         if len(text) >= LONG:   # (sharing_dumps keeps long strings only)
@@ -126,8 +137,38 @@ class StreamRewriter(Shortcuts, _ResponseState):
             self._shape = _learn(ev, obj) if self._misses < 16 or self._misses * 4 < self._hits else None
             self._bytes = self._learn_bytes(ev, self._shape) if self._shape is not None and self.fast else None
         self._batch = []
-        self._dispatch(obj, (ev, obj))
+        src = (ev, obj)
+        if "output_index" not in obj and obj["type"] not in _LIFECYCLE and obj["type"] not in _FINAL:
+            obj = self._numbered(obj)
+        self._dispatch(obj, src)
         return self._send(obj.get("sequence_number"))
+
+    def _numbered(self, obj: dict) -> dict:
+        """An item's event without an output_index (llama-server's carry none, nor content_index
+        or sequence_number), numbered as the upstream's items come: by the order they were added,
+        found by the item's id; a message's one text part is its content_index 0. The events go
+        out numbered. An event of an item never added passes as it came."""
+        t = obj["type"]
+        item = obj.get("item")
+        iid = obj.get("item_id", item.get("id") if isinstance(item, dict) else None)
+        if not isinstance(iid, str) or len(iid) > ID_MAX:
+            return obj
+        if t == "response.output_item.added":
+            if isinstance(item, dict) and item.get("type") == "reasoning" and not self.dirty and not self.active:
+                self.ctx.stats.native = True
+                self.passthrough = True   # native reasoning: the rest goes as it comes
+                return obj
+            if len(self._unnumbered) >= UNNUMBERED_MAX:
+                return obj
+            u = self._unnumbered.setdefault(iid, len(self._unnumbered))
+        elif iid in self._unnumbered:
+            u = self._unnumbered[iid]
+        else:
+            return obj
+        new = dict(obj, output_index=u)
+        if "content_index" not in obj and t.startswith(("response.output_text.", "response.content_part.")):
+            new["content_index"] = 0
+        return new
 
     def _parse(self, data: str) -> dict | None:
         """event_object, but an event that repeats the whole text the deltas of a part brought
@@ -251,6 +292,9 @@ class StreamRewriter(Shortcuts, _ResponseState):
                 status = resp.get("status") if isinstance(resp, dict) else None
                 item = dict(m.item, status="completed" if status == "completed" else "incomplete")
             self._record(m, m.item_done(_ev("response.output_item.done", output_index=u, item=item), None))
+        extra = self._answer_again()
+        if extra is not None and isinstance(output, list):
+            self.records.setdefault(("again",), [])
         if not isinstance(output, list) or not self.records:
             self.emit(dict(obj), src)
             return
@@ -263,7 +307,29 @@ class StreamRewriter(Shortcuts, _ResponseState):
                     new.extend(built)
                     continue
             new.append(it)
+        if extra is not None:
+            new.append(extra)
         self.emit(dict(obj, response=dict(resp, output=new)), src)
+
+    def _answer_again(self) -> dict | None:
+        """The reasoning that went out, again as a message item of its own, when a body of this
+        output would give it as the answer (thinkwire.again): its events, and the item."""
+        again, self._again = self._again, None
+        text = again[0].text(again[1], self.ending) if again is not None else None
+        if text is None:
+            return None
+        d, mid = self.alloc(), f"msg_{self.resp_id or 'resp'}_answer"
+        part = {"type": "output_text", "text": text, "annotations": []}
+        item = {"id": mid, "type": "message", "role": "assistant", "status": "completed", "content": [part]}
+        ids = dict(item_id=mid, output_index=d, content_index=0)
+        for ev in (_ev("response.output_item.added", output_index=d, item=dict(item, status="in_progress", content=[])),
+                   _ev("response.content_part.added", **ids, part=dict(part, text="")),
+                   _ev("response.output_text.delta", **ids, delta=text),
+                   _ev("response.output_text.done", **ids, text=text),
+                   _ev("response.content_part.done", **ids, part=part),
+                   _ev("response.output_item.done", output_index=d, item=item)):
+            self.emit(ev)
+        return item
 
     # -- out -----------------------------------------------------------------------------------
     def _send(self, seq: object) -> list[bytes]:
@@ -272,7 +338,14 @@ class StreamRewriter(Shortcuts, _ResponseState):
         batch, self._batch = self._batch, []
         self.seq.stamp(batch, seq)
         out: list[bytes] = []
+        again = self._again[0] if self._again is not None else None
         for ev, src in batch:
+            if again is not None:   # (the text that goes out: one reasoning channel's, the answer's)
+                t = ev["type"]
+                if t == "response.output_text.delta":
+                    again.said(CONTENT, ev.get("delta") or "")
+                elif t == self.mode.channels[0].text_event + ".delta":
+                    again.said(REASONING, ev.get("delta") or "")
             if src is not None and ev == src[1]:
                 out.append(src[0].raw)
                 continue

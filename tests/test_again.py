@@ -1,0 +1,118 @@
+"""Reasoning and no answer (docs/behaviour.md): the text a stream sent as reasoning is sent again
+as the answer at its end where a body of the same output gives it as the answer (issue 31 item
+4: a tagless complete output that started inside; issue 32: `force_nonempty_content`), on every
+surface, body and stream, at every chunking (the byte and C paths included)."""
+
+import json
+
+import pytest
+
+from harness import rechunk
+from support.responses import check_invariants, sdk_final, shape
+from support.runs import BODIES, LENGTH, STOP, STREAMS, chunkings
+from thinkwire.again import KEEP_MAX
+
+SURFACES = sorted(BODIES)
+# A model whose template opens the block (the deepseek-r1 profile starts inside) answering
+# without thinking: no tag at all.
+OPENS = {"model": "deepseek-r1-distill-qwen-7b", "messages": [{"role": "user", "content": "hi"}]}
+FORCE = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+         "chat_template_kwargs": {"enable_thinking": False, "force_nonempty_content": True}}
+ANSWER = "Hello there, this is all I have to say on it, and it ends here."
+
+
+def words(text):
+    return [w + " " for w in text.split(" ")[:-1]] + [text.split(" ")[-1]]
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_tagless_complete_output_that_started_inside_is_the_answer_body_and_stream(surface):
+    assert BODIES[surface](ANSWER, OPENS, {}) == ((), ANSWER)
+    for name, chunks in dict(chunkings(ANSWER, "again"), words=words(ANSWER)).items():
+        # The stream sent it as reasoning before it could know: the same text comes again as
+        # the answer at the end.
+        assert STREAMS[surface](chunks, OPENS, {}) == ((ANSWER,), ANSWER), name
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_tagless_output_cut_off_while_thinking_stays_reasoning(surface):
+    assert BODIES[surface](ANSWER, OPENS, {}, LENGTH) == ((ANSWER,), "")
+    assert STREAMS[surface](words(ANSWER), OPENS, {}, LENGTH) == ((ANSWER,), "")
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_an_output_that_closed_its_block_is_not_sent_again(surface):
+    text = "Weighing it.</think>\n\nIt is 4."
+    assert BODIES[surface](text, OPENS, {}) == (("Weighing it.",), "It is 4.")
+    assert STREAMS[surface](list(text), OPENS, {}) == (("Weighing it.",), "It is 4.")
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_force_nonempty_content_gives_the_reasoning_as_the_answer(surface):
+    text = f"<think>\n{ANSWER}\n</think>\n\n"
+    # A body moves it (vLLM's parsers do the same); a stream sends it again.
+    assert BODIES[surface](text, FORCE, {}) == ((), ANSWER)
+    for name, chunks in dict(chunkings(text, "force"), words=words(text)).items():
+        assert STREAMS[surface](chunks, FORCE, {}) == ((ANSWER,), ANSWER), name
+    # Whatever the output ended with (vLLM: any output without an answer).
+    assert BODIES[surface](text, FORCE, {}, LENGTH) == ((), ANSWER)
+    assert STREAMS[surface](words(text), FORCE, {}, LENGTH) == ((ANSWER,), ANSWER)
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_force_nonempty_content_leaves_an_output_with_an_answer_alone(surface):
+    text = "<think>Weighing it.</think>It is 4."
+    assert BODIES[surface](text, FORCE, {}) == STREAMS[surface](list(text), FORCE, {}) == (("Weighing it.",),
+                                                                                          "It is 4.")
+    plain = dict(FORCE, chat_template_kwargs={"enable_thinking": False})
+    assert BODIES[surface]("<think>x</think>", plain, {}) == STREAMS[surface](["<think>x</think>"], plain, {}) == (
+        ("x",), "")
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_prefill_that_opened_the_block_is_not_sent_again(surface):
+    # The client's own prefill opened the block (Messages; chat with continue_final_message):
+    # what the model writes after it is reasoning, as the client asked.
+    if surface not in ("messages", "chat"):
+        pytest.skip("a prefill is a Messages or chat request")
+    req = {"model": "m", "continue_final_message": True,
+           "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "<think>"}]}
+    assert BODIES[surface](ANSWER, req, {}) == STREAMS[surface](words(ANSWER), req, {}) == ((ANSWER,), "")
+
+
+def test_reasoning_past_the_keep_cap_is_not_sent_again():
+    big = "a" * (KEEP_MAX + 10)
+    assert STREAMS["chat"]([big[i:i + 65536] for i in range(0, len(big), 65536)], OPENS, {}) == ((big,), "")
+    assert BODIES["chat"](big, OPENS, {}) == ((), big)
+
+
+# -- read by the official SDKs' stream helpers ---------------------------------------------------
+def test_the_responses_answer_item_reads_as_a_message_in_the_sdk():
+    from support.responses import run_stream, stream_of, msg
+    from conftest import make_ctx
+    data = stream_of([msg(words(ANSWER))])
+    for sizes in ([len(data)], [1], [37]):
+        out = run_stream(data, rechunk(data, sizes), ctx=make_ctx(OPENS, surface="responses"))[0]
+        check_invariants(out)
+        final = sdk_final(out)
+        assert shape(final.output) == [("reasoning", ANSWER), ("message", ANSWER)]
+        assert final.output_text == ANSWER
+
+
+def test_the_messages_answer_block_reads_as_text_in_the_sdk():
+    import anthropic
+    import httpx2 as httpx
+    from conftest import make_ctx
+    from support import drive
+    from support.messages import stream, text
+    from thinkwire.surfaces import messages
+    data = stream(text(*words(ANSWER)))
+    out = drive(messages, make_ctx(OPENS, surface="messages"), data, rechunk(data, [23]))[0]
+    client = anthropic.Anthropic(api_key="x", base_url="http://test", max_retries=0, http_client=httpx.Client(
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                                               content=out))))
+    with client.messages.stream(model="m", max_tokens=9, messages=[{"role": "user", "content": "hi"}]) as s:
+        m = s.get_final_message()
+    assert [(b.type, b.thinking if b.type == "thinking" else b.text) for b in m.content] == [
+        ("thinking", ANSWER), ("text", ANSWER)]
+    assert json.loads(json.dumps(m.to_dict()))["stop_reason"] == "end_turn"

@@ -233,8 +233,9 @@ def _wrong(what: str, ids: list[str]) -> None:
 # Documented: a stream cannot take back what it sent.
 _wrong("documented (docs/behaviour.md \"A closing tag with no opening tag\", `stray-close`): a model not known to open its "
        "reasoning block (no profile says so, nothing learned yet) writes only a closing tag. The body is right; the "
-       "stream sent the reasoning as answer before the tag came, so its answer starts with the reasoning, a line "
-       "break, then the answer (`This is a reasoning section\\nThis is the rest`). Later streams of the model at that "
+       "stream sent the reasoning as answer before the tag came, so its answer starts with the reasoning, then the "
+       "closing tag where the model wrote it (the boundary left to see), then the answer "
+       "(`This is a reasoning section</think>This is the rest`). Later streams of the model at that "
        "upstream are right once thinkwire has learned it (two such responses in a row, think_learn), or from the "
        "first with a profile that starts inside", [
     "vllm/base_thinking/extract_reasoning_only_end_token", "vllm/base_thinking/different_token_implementations",
@@ -244,13 +245,13 @@ _wrong("documented (docs/behaviour.md \"A closing tag with no opening tag\", `st
     "vllm/minimax_m3/nonstreaming_non_leading_end_tag_is_content", "vllm/qwen3/without_start_token",
     "vllm/qwen3/without_start_token_complete_reasoning", "vllm/qwen3/multi_token_deltas_end_token_grouped_with_content",
     "vllm/qwen3/multi_token_deltas_no_start_end_grouped_with_content", "llamacpp/chat-hermes-2-pro-L1298",
-    "vercel-ai/generate-start-with-reasoning-false", "vercel-ai/stream-start-with-reasoning-false",
+    "vercel-ai/generate-start-with-reasoning-false",
     "sglang/apertus2509/test_continue_final_message_resumes_inside_reasoning"])   # (Responses and Ollama: no prefill)
 _wrong("documented (`stray-close`): the request turned thinking off and the model still wrote a closing tag. The body "
        "makes the text before it reasoning; the stream sent that text as answer before the tag came "
-       "(`Simple question.\\n2 + 2 = **4**`). Nothing makes later streams right: a request that turns thinking off "
+       "(`Simple question.\\n</think>\\n\\n2 + 2 = **4**`, the tag left as the boundary). Nothing makes later streams right: a request that turns thinking off "
        "never starts inside, and learning does not count it", [
-    "vllm/glm45/glm47_template_honors_thinking_disable", "vllm/holo2/thinking_disabled_with_close_tag_stream",
+    "vllm/glm45/glm47_template_honors_thinking_disable",
     "llamacpp/parser-tnk-unopened-none"])
 _wrong("documented (docs/behaviour.md \"How the output ended\", `ended-as-answer`): a model whose template opens the block "
        "answers complete with no tag at all. Every body gives the answer; the stream has sent the text as reasoning "

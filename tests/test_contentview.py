@@ -440,3 +440,15 @@ def test_a_long_line_of_reasoning_is_folded_at_spaces_and_a_long_word_is_cut():
     [(_, reasoning), _answer] = sections(text)
     assert reasoning.split("\n") == [" ".join(["scattering"] * 7)] * 2 + [" ".join(["scattering"] * 6),
                                                                          "x" * 80, "x" * 80, "x" * 10]
+
+
+def test_the_view_says_what_the_reasoning_memory_did_for_a_flow():
+    from mitmproxy.test import tflow
+    from thinkwire.contentview import _memory
+    f = tflow.tflow(resp=True)
+    assert _memory(f) == []
+    f.metadata["thinkwire_memory"] = {"put_back": 2, "store": "redis"}
+    assert _memory(f) == [("memory", "reasoning of 2 turn(s) put back into the request (redis)")]
+    f.metadata["thinkwire_memory"] = {"put_back": 1, "remembered": 1, "store": "memory"}
+    assert _memory(f) == [("memory", "reasoning of 1 turn(s) put back into the request; reasoning of 1 turn(s) "
+                                     "remembered (memory)")]

@@ -59,14 +59,14 @@ def sample_output(path: Path) -> tuple[str | None, str]:
 _STRAY = ("documented (docs/behaviour.md \"A closing tag with no opening tag\"): served under a name no profile matches "
           "(`gpt-3.5-turbo-0613`), the model writes only a closing tag (its template opened the block). The body "
           "splits at it; the stream sent the reasoning as answer before the tag came, so its answer starts with the "
-          "reasoning, a line break, then the answer ({}). Later streams of the model at that upstream are right once "
-          "thinkwire has learned it (two such responses in a row, think_learn), or from the first with a profile "
+          "reasoning, the closing tag where the model wrote it (the boundary left to see), then the answer ({}). "
+          "Later streams of the model at that upstream are right once thinkwire has learned it (two such responses in a row, think_learn), or from the first with a profile "
           "that starts inside")
 KNOWN_WRONG: dict[str, str] = {
-    "chat__ikllamacpp-deepseek-v3.1__closing-tag-only_1.json": _STRAY.format("`...engaging.\\nHi! How can I help "
-                                                                             "you today?`"),
-    "chat__ikllamacpp-qwen3-finetune__closing-tag-only_1.json": _STRAY.format("`...that should cover it.\\nI am an AI "
-                                                                              "language model...`"),
+    "chat__ikllamacpp-deepseek-v3.1__closing-tag-only_1.json": _STRAY.format("`...engaging.</think>Hi! How can I "
+                                                                             "help you today?`"),
+    "chat__ikllamacpp-qwen3-finetune__closing-tag-only_1.json": _STRAY.format("`...that should cover it.\\n</think>"
+                                                                              "\\n\\nI am an AI language model...`"),
 }
 
 

@@ -93,3 +93,22 @@ def test_the_operations_page_names_both_endpoints_and_every_key_option():
     for name in ("think_key_file", "think_key_previous_files", "think_key_id"):
         assert f"| `{name}` | `{BY_NAME[name].env}` |" in options
     assert "THINK_SIGNING_KEY_PREVIOUS" in options
+
+
+MEMORY = KUBE / "redis" / "redis.yaml"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_shared_memorys_redis_is_valid_kubernetes_and_the_deployment_points_at_it(version):
+    docs = list(yaml.safe_load_all(MEMORY.read_text()))
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)
+    assert yaml.safe_load((KUBE / "redis" / "kustomization.yaml").read_text())["resources"] == ["redis.yaml"]
+    service = next(d for d in docs if d["kind"] == "Service")
+    # The Deployment says how to point at it (commented: the shipped image has no redis library).
+    said = re.search(r"# - name: (THINK_MEMORY_STORE)\n\s*#   value: (\S+)", (KUBE / "deployment.yaml").read_text())
+    assert said.group(1) == BY_NAME["think_memory_store"].env
+    assert said.group(2) == f"redis://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}/0"
+    assert BY_NAME["think_memory_store"].parse(said.group(2)) == said.group(2)
+    args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--maxmemory-policy") + 1] == "volatile-lru" and "--maxmemory" in args

@@ -149,9 +149,9 @@ def test_tagless_means_content_without_a_closing_tag_is_the_answer():
 
 def test_a_body_with_a_closing_tag_and_no_opening_tag_makes_the_text_before_it_reasoning():
     assert chat_body("deepseek-v3.1", "thinking</think>answer") == ("thinking", "answer")
-    # Its stream cannot know in time: the text went out as answer before the tag came (and a line
-    # break goes between it and the answer's next text, so no words run together).
-    assert chat_stream("deepseek-v3.1", ["think", "ing</think>answer"]) == ("", "thinking\nanswer")
+    # Its stream cannot know in time: the text went out as answer before the tag came, and the
+    # tag stays where the model wrote it, the boundary the client can still see.
+    assert chat_stream("deepseek-v3.1", ["think", "ing</think>answer"]) == ("", "thinking</think>answer")
     on = json.dumps({"model": "deepseek-v3.1", "chat_template_kwargs": {"thinking": True}})
     assert chat_body(on, "thinking</think>answer") == chat_stream(on, ["think", "ing</think>answer"]) == ("thinking", "answer")
 
@@ -248,8 +248,9 @@ def test_harmony_final_only_message_agrees_as_body_and_stream():
 def test_harmony_tool_call_ends_the_analysis_and_stays_for_a_tool_parser():
     call = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"SF"}<|call|>'
     text = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" + call
-    assert chat_body("gpt-oss-20b", text) == ("Need weather.", call)
-    assert chat_stream("gpt-oss-20b", list(text)) == ("Need weather.", call)
+    # (The whole header, `<|start|>assistant` included: a tool call stays as written.)
+    assert chat_body("gpt-oss-20b", text) == ("Need weather.", "<|start|>assistant" + call)
+    assert chat_stream("gpt-oss-20b", list(text)) == ("Need weather.", "<|start|>assistant" + call)
 
 
 @pytest.mark.parametrize("model,text,call", [
@@ -369,16 +370,15 @@ def test_bad_tagsets_file_stops_mitmdump_naming_file_line_and_problem(tmp_path):
 
 
 @pytest.mark.e2e
-def test_stray_closing_tag_in_a_stream_is_removed_and_the_log_suggests_a_profile(proxy, up):
+def test_stray_closing_tag_in_a_stream_stays_as_the_boundary_and_the_log_suggests_a_profile(proxy, up):
     from harness import post, sse_reply
     chunks = [{"model": "mystery-model", "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
               for c in ("thought", "</think>", "answer")]
     up.route("/chat/completions", sse_reply([b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks]))
     r = post(proxy.url + "/v1/chat/completions", {"model": "mystery-model", "stream": True})
-    assert b"</think>" not in r.content
     got = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
                   for line in r.content.split(b"\n") if line.startswith(b"data: {"))
-    assert got == "thought\nanswer"
+    assert got == "thought</think>answer"   # (the text before it went out as answer: the tag shows where it ended)
     import time
     for _ in range(50):
         if any("mystery-model" in line and "starts_inside" in line for line in proxy.lines):

@@ -34,7 +34,7 @@ DEADLINE = 120   # seconds for one child process (a site build takes a few)
 
 # Commands the docs may use that are not the project's: what a user has, or installs, themselves.
 EXTERNAL = {"uv", "pipx", "git", "cd", "eval", "curl", "claude", "codex", "ollama", "podman", "docker",
-            "kubectl", "haproxy", "source", "cat",
+            "kubectl", "haproxy", "redis-server", "source", "cat",
             "aider", "llm", "opencode"}   # the client applications docs/clients-tested.md sets up
 # Top-level entries of the repository: a word starting with one of these is a path to check.
 REPO_TOP = ("addon/", "bench/", "deploy/", "devtools/", "docs/", "fuzz/", "scripts/", "tests/", "Containerfile",

@@ -11,11 +11,7 @@ flight and the next turns go on; then the key is rotated, replica by replica, mi
 
 from __future__ import annotations
 
-import csv
-import io
-import shutil
 import socket
-import time
 from dataclasses import dataclass, field
 
 import anthropic
@@ -23,19 +19,17 @@ import httpx
 import openai
 import pytest
 
-from conftest import ROOT, make_ctx
-from devtools.process import ToolProcess, child_env
+from conftest import make_ctx
 from harness import Proxy, StrictAnthropic, StrictChat, StrictResponses, Turn, Upstream, sse, sse_reply
 from support.events import encode_events, model_objs
 from support import drive
+from support.fleet import HAPROXY, MISSING, Balancer
 from support.loops import ChatConversation, MessagesConversation, ResponsesConversation
 from thinkwire import keys
 from thinkwire.endpoints import METRICS
 from thinkwire.marks import Sealer, client_binding
 from thinkwire.surfaces import chat
 
-HAPROXY = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/usr/local/sbin")
-CONFIG = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
 pytestmark = pytest.mark.e2e
 
 SURFACES = ("messages", "responses", "chat")
@@ -77,9 +71,8 @@ class Fleet:
     ports: dict                # replica name (HAProxy's server name) -> its port
     confdir: object
     replicas: dict = field(default_factory=dict)   # name -> running Proxy
-    haproxy: ToolProcess | None = None
+    haproxy: Balancer | None = None
     lb: str = ""
-    stats: str = ""
     convs: dict = field(default_factory=dict)
     stricts: dict = field(default_factory=dict)
     done: dict = field(default_factory=lambda: dict.fromkeys(SURFACES, 0))   # turns each conversation took
@@ -93,15 +86,10 @@ class Fleet:
         self.replicas[name] = Proxy(self.up.url, self.confdir, options, port=self.ports[name])
 
     def status(self) -> dict:
-        text = httpx.get(self.stats + "/stats;csv", timeout=5).text.lstrip("# ")
-        return {r["svname"]: r["status"] for r in csv.DictReader(io.StringIO(text)) if r["pxname"] == "thinkwire"}
+        return self.haproxy.status()
 
     def wait(self, name: str, status: str, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while self.status().get(name) != status:
-            assert time.monotonic() < deadline, f"HAProxy never saw {name} {status}: {self.status()}\n" + \
-                self.haproxy.log(20)
-            time.sleep(0.1)
+        self.haproxy.wait(name, status, timeout)
 
     def flows(self) -> dict:
         """Each live replica's flows so far, per surface (from its own metrics endpoint)."""
@@ -152,7 +140,7 @@ KEYS = {"k1": keys.new_key(), "k2": keys.new_key()}
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     if HAPROXY is None:
-        pytest.skip("haproxy is not installed (Debian/Ubuntu: apt-get install haproxy; .ci/run installs it)")
+        pytest.skip(MISSING)
     tmp = tmp_path_factory.mktemp("fleet")
     secrets = {}
     for name, key in KEYS.items():
@@ -172,21 +160,8 @@ def fleet(tmp_path_factory):
         # The fleet before a rotation: k1 seals; k2, the next key, is already staged to open.
         for name in f.ports:
             f.start(name, "k1", "k2")
-        lb, stats = free_port(), free_port()
-        f.lb, f.stats = f"http://127.0.0.1:{lb}", f"http://127.0.0.1:{stats}"
-        f.haproxy = ToolProcess([HAPROXY, "-db", "-f", str(CONFIG)], child_env({
-            "THINKWIRE_LB_BIND": f"127.0.0.1:{lb}", "THINKWIRE_LB_STATS_BIND": f"127.0.0.1:{stats}",
-            "THINKWIRE_REPLICA_1": f"127.0.0.1:{f.ports['replica1']}",
-            "THINKWIRE_REPLICA_2": f"127.0.0.1:{f.ports['replica2']}"}), name="haproxy")
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if f.status() == {"replica1": "UP", "replica2": "UP", "BACKEND": "UP"}:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert f.haproxy.alive() and time.monotonic() < deadline, f.haproxy.log(20)
-            time.sleep(0.1)
+        f.haproxy = Balancer(f.ports, free_port(), free_port())
+        f.lb = f.haproxy.url
         yield f
     finally:
         if f.haproxy is not None:

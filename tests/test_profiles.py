@@ -342,6 +342,19 @@ def test_loader_refuses_bad_switches(tmp_path, line, problem):
         tagsets.load(f)
 
 
+def test_loader_reads_tool_calls_and_refuses_bad_ones(tmp_path):
+    f = tmp_path / "t.yaml"
+    head = 'default:\n  pairs:\n    - ["<x>", "</x>"]\nprofiles:\n  - {name: a, models: ["a"], '
+    f.write_text(head + 'tool_calls: [["<|start|>to=f", "<|eom|>"], ["<|start|>to=f", "<|eot|>"]]}\n')
+    assert tagsets.load(f).profiles[0].tools == (("<|start|>to=f", "<|eom|>"), ("<|start|>to=f", "<|eot|>"))
+    for line, problem in (("tool_calls: x", ":5: 'tool_calls' of 'a' must be a list of [header, end] pairs"),
+                          ('tool_calls: [["h"]]', ":5: each of 'tool_calls' must be [header, end marker]"),
+                          ('tool_calls: [["h", ""]]', ":5: a tool_calls marker is empty")):
+        f.write_text(head + line + '}\n')
+        with pytest.raises(tagsets.TagsetError, match=re.escape(problem)):
+            tagsets.load(f)
+
+
 # -- the model name: the request's, else the response's ------------------------------------------
 def test_an_alias_the_request_sends_takes_the_profile_the_response_names():
     # llama-server --alias a, serving DeepSeek-R1: the stream's first event names the model.
@@ -592,7 +605,9 @@ def test_gpt_oss_commentary_preamble_is_answer_and_a_tool_call_stays():
     call = '<|channel|>commentary to=functions.read <|constrain|>json<|message|>{"path":"a"}<|call|>'
     text = ("<|channel|>analysis<|message|>Read it.<|end|><|start|>assistant<|channel|>commentary<|message|>"
             "Reading the file.<|end|><|start|>assistant" + call)
-    want = ("Read it.", "Reading the file.\n" + call)   # (a line break where the removed header was)
+    # The call's header stays whole, `<|start|>assistant` included, for a tool parser (no line
+    # break put in front of it: the preamble's `<|end|>` goes).
+    want = ("Read it.", "Reading the file.<|start|>assistant" + call)
     assert chat_body({"model": "gpt-oss-20b"}, text) == want
     assert chat_stream({"model": "gpt-oss-20b"}, list(text)) == want
 
@@ -648,9 +663,9 @@ def learning_stream(learner, request, chunks, finish="stop"):
 def test_streams_of_a_model_that_sent_two_stray_closes_start_inside():
     L = Learner()
     req = {"model": "my-finetune"}
-    assert learning_stream(L, req, ["plan", "</think>", "answer"]) == (("", "plan\nanswer"), None, None)
+    assert learning_stream(L, req, ["plan", "</think>", "answer"]) == (("", "plan</think>answer"), None, None)
     got, said, _ = learning_stream(L, req, ["plan", "</think>", "answer"])
-    assert got == ("", "plan\nanswer") and "starts_inside: true" in said
+    assert got == ("", "plan</think>answer") and "starts_inside: true" in said
     assert learning_stream(L, req, ["plan", "</think>", "answer"]) == (("plan", "answer"), None, "learned")
     # An answer with no tag at all forgets it (that stream went out as reasoning).
     got, said, _ = learning_stream(L, req, ["Just ", "an answer."])
@@ -717,8 +732,8 @@ def test_mitmdump_learns_a_model_and_logs_the_profile_to_keep_it(proxy, up):
                if line.startswith(b"data: {")]
         return "".join(d.get("reasoning_content") or "" for d in got), "".join(d.get("content") or "" for d in got)
 
-    assert stream(["plan", "</think>", "answer"]) == ("", "plan\nanswer")
-    assert stream(["plan", "</think>", "answer"]) == ("", "plan\nanswer")
+    assert stream(["plan", "</think>", "answer"]) == ("", "plan</think>answer")
+    assert stream(["plan", "</think>", "answer"]) == ("", "plan</think>answer")
     proxy.wait_for(r"model 'learn-me' at http://127\.0\.0\.1:\d+ wrote a closing tag with no opening tag", timeout=10)
     assert stream(["plan", "</think>", "answer"]) == ("plan", "answer")
     text = proxy.log()
@@ -737,7 +752,7 @@ def test_a_closing_tag_with_nothing_before_it_is_no_evidence():
     ctx = make_ctx(req, surface="chat", learner=L)
     assert chat_body(req, "</think>answer", ctx=ctx) == ("", "answer") and ctx.learn() is None
     assert len(L) == 0
-    assert learning_stream(L, req, ["plan", "</think>", "answer"]) == (("", "plan\nanswer"), None, None)
+    assert learning_stream(L, req, ["plan", "</think>", "answer"]) == (("", "plan</think>answer"), None, None)
     assert len(L) == 1
 
 
@@ -783,12 +798,12 @@ def test_one_clients_outputs_never_change_another_clients_streams(proxy, up):
                if line.startswith(b"data: {")]
         return "".join(d.get("reasoning_content") or "" for d in got), "".join(d.get("content") or "" for d in got)
 
-    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")
-    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("", "plan</think>answer")
+    assert stream("sk-a", ["plan", "</think>", "answer"]) == ("", "plan</think>answer")
     proxy.wait_for(r"model 'shared-model' at http://127\.0\.0\.1:\d+ wrote a closing tag", timeout=10)
     assert stream("sk-a", ["plan", "</think>", "answer"]) == ("plan", "answer")          # A: learned
     assert stream("sk-b", ["Just ", "an answer."]) == ("", "Just an answer.")            # B: untouched
-    assert stream("sk-b", ["plan", "</think>", "answer"]) == ("", "plan\nanswer")        # B learns alone
+    assert stream("sk-b", ["plan", "</think>", "answer"]) == ("", "plan</think>answer")        # B learns alone
     assert stream("sk-a", ["plan", "</think>", "answer"]) == ("plan", "answer")          # A still learned
 
 

@@ -54,19 +54,23 @@ ARGUED: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
         "body": (("first", "second"), "mid\nend"),
         "stream": (("first", "second"), "mid\nend"),
     },
-    # A stream cannot take back what it sent as answer before the closing tag came (the body is right).
+    # A stream cannot take back what it sent as answer before the closing tag came (the body is
+    # right): the tag stays where the reasoning ended.
     "wild/ollama-18288/gemma4-orphan-channel-close": {
         "stream": ((), "1.  WHERE - `manic_miner.html`, line 90\n    WHAT - Replace line 90 with a corrected version "
                        "that removes the redundant `}` …\n    WHY - To fix the `SyntaxError: missing ) after argument "
-                       "list` …\n\n"),
+                       "list` …\n\n<channel|>"),
     },
-    # A tool call stays in the answer as the model wrote it, header and `<|call|>` included, for a
-    # tool parser (the collection checks only that it is there: `match: contains`).
+    # A tool call stays in the answer as the model wrote it, the whole header (`<|start|>assistant`
+    # included) and `<|call|>`, for a tool parser (the collection checks only that it is there:
+    # `match: contains`).
     "wild/mlxcel-654/gpt-oss-commentary-tool-call": {
         "body": (("Need to read /etc/hosts and summarize it. Use read_file.",),
-                 '<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{"path":"/etc/hosts"}<|call|>'),
+                 '<|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>'
+                 '{"path":"/etc/hosts"}<|call|>'),
         "stream": (("Need to read /etc/hosts and summarize it. Use read_file.",),
-                   '<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{"path":"/etc/hosts"}<|call|>'),
+                   '<|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>'
+                   '{"path":"/etc/hosts"}<|call|>'),
     },
 }
 

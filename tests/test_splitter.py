@@ -123,7 +123,7 @@ def test_after_a_block_a_whole_pair_on_the_line_is_a_block_even_after_a_space():
         ["a"], "ok <think> opens one.\nIt </think>closes.")
     text = "R1</think>V1 <think>SECRET</think> V2"
     for k in range(len(text) + 1):
-        assert result(stream([text[:k], text[k:]])) == (["SECRET"], "R1\nV1 V2"), k
+        assert result(stream([text[:k], text[k:]])) == (["SECRET"], "R1</think>V1 V2"), k
 
 
 def test_a_pair_after_a_block_is_looked_for_within_a_bound():
@@ -163,7 +163,6 @@ def test_answer_pieces_that_meet_across_a_block_with_no_whitespace_get_a_line_br
     # The model wrote none: words would run together (`Here is the responsemore`).
     text = "Here is the response<think>thinking about it</think>more"
     assert whole(text) == (["thinking about it"], "Here is the response\nmore")
-    assert whole("engaging.</think>Hi! How") == ([], "engaging.\nHi! How")
     for k in range(len(text) + 1):
         assert result(stream([text[:k], text[k:]])) == whole(text), k
     # Not where the answer had not begun, and not with think_trim off (the text exactly as written).
@@ -172,8 +171,7 @@ def test_answer_pieces_that_meet_across_a_block_with_no_whitespace_get_a_line_br
 
 
 def test_whitespace_after_a_removed_closing_tag_stays_where_the_answer_goes_on():
-    assert whole("Hello</think>\n\nWorld") == ([], "Hello\n\nWorld")
-    # In the middle of the answer too (a closing tag after a block), and at any cut.
+    # In the middle of the answer (a closing tag after a block), at any cut.
     for text, want in (("<think>a</think>b</think>c", "b\nc"), ("<think>a</think>b</think> c", "b c"),
                        ("<think>a</think>b\n</think> c", "b\n c"), ("<think>a</think>b</think>\n<think>d</think>", "b"),
                        ("<think>a</think>b</think></think>c", "b\nc")):
@@ -246,19 +244,25 @@ def test_unclosed_block_ending_in_a_partial_closing_tag_keeps_that_text():
     assert whole("<think>abc</thi") == (["abc</thi"], "")
 
 
-def test_closing_tag_without_opening_in_a_body_is_removed_and_the_text_before_it_stays_answer():
-    # As a stream must: the text was sent before the tag came. A profile that starts inside
-    # makes it reasoning, in bodies and streams alike.
-    assert whole("reasoned here.</think>Hi! 😊") == ([], "reasoned here.\nHi! 😊")
+def test_closing_tag_without_opening_after_text_stays_where_the_reasoning_ended():
+    # As a stream must: the text was sent as answer before the tag came; the tag, as written, is
+    # the only boundary the client can still see (thinkwire.context re-splits a body from inside).
+    # A profile that starts inside makes it reasoning, in bodies and streams alike.
+    assert whole("reasoned here.</think>Hi! 😊") == ([], "reasoned here.</think>Hi! 😊")
     assert split_text("reasoned here.</think>Hi! 😊", RULES).stray_closes == 1
     assert whole("reasoned here.</think>Hi! 😊", Rules(PAIRS, starts_inside=True)) == (["reasoned here."], "Hi! 😊")
 
 
-def test_stray_closing_tag_in_a_stream_never_reaches_the_client():
+def test_stray_closing_tag_in_a_stream_after_sent_text_stays_as_written():
     s = Splitter(RULES)
     out = s.feed("already sent.") + s.feed("</think>\n\nanswer") + s.finish()
-    assert merge(out) == [(CONTENT, "already sent.\n\nanswer")]
-    assert s.stray_closes == 1
+    assert merge(out) == [(CONTENT, "already sent.</think>\n\nanswer")]
+    assert (s.stray_closes, s.stray_after_text, s.markup_chars) == (1, 1, 0)
+    # With nothing but whitespace before it nothing was said as answer: the tag goes.
+    s = Splitter(RULES)
+    out = s.feed("\n") + s.feed("</think>\n\nanswer") + s.finish()
+    assert merge(out) == [(CONTENT, "\nanswer")]
+    assert (s.stray_closes, s.stray_after_text, s.markup_chars) == (1, 0, len("</think>"))
 
 
 def test_stray_closing_tag_after_a_block_is_removed():
@@ -280,16 +284,17 @@ def test_a_closing_tag_prose_names_mid_line_is_text():
     assert whole(text) == (["a"], "part1 part2")
     for k in range(len(text) + 1):
         assert result(stream([text[:k], text[k:]])) == whole(text), (text, k)
-    # Glued to the text, at a line's start, or at the start: markup, as before.
-    assert whole("Reasoning here.</think>Answer") == ([], "Reasoning here.\nAnswer")
-    assert whole("Reasoning here.\n</think>\n\nAnswer") == ([], "Reasoning here.\nAnswer")
+    # Glued to the text, at a line's start, or at the start: markup (the text before it was
+    # reasoning; the tag stays where it ended, as the text went out as answer: see below).
+    assert split_text("Reasoning here.</think>Answer", RULES).stray_closes == 1
+    assert split_text("Reasoning here.\n</think>\n\nAnswer", RULES).stray_closes == 1
 
 
 def test_second_closing_tag_of_a_prompt_opened_block_is_removed():
     rules = Rules(PAIRS, starts_inside=True)
     # (Where answer text meets across a removed tag with no whitespace, a line break goes between.)
     assert whole("reasoning</think>content A</think>content B", rules) == (["reasoning"], "content A\ncontent B")
-    assert whole("reasoning</think>content A</think>content B") == ([], "reasoning\ncontent A\ncontent B")
+    assert whole("reasoning</think>content A</think>content B") == ([], "reasoning</think>content A\ncontent B")
 
 
 def test_closing_tag_of_a_pair_written_as_text_in_prose_is_text():
@@ -728,3 +733,23 @@ def test_the_end_piece_of_a_cut_off_block_holds_no_closing_tag():
     s = Splitter(Rules(PAIRS))
     assert merge(s.feed("\n<think>\n plan \n") + s.finish()) == [(REASONING, "plan"),
                                                                    (END, TagPair("\n<think>\n ", " \n"))]
+
+
+# -- tool calls as written ------------------------------------------------------------------------
+GPT_OSS_TOOLS = Rules((TagPair("<|channel|>analysis<|message|>", "<|end|>"),), strip=("<|start|>assistant", "<|end|>"),
+                      ends=("<|start|>",), tools=(("<|start|>assistant to=", "<|call|>"),))
+
+
+def test_a_tool_call_stays_as_written_up_to_its_end_marker_at_any_cut():
+    call = '<|start|>assistant to=functions.f<|channel|>commentary<|message|>{"s": "<|end|>`"}<|call|>'
+    text = "<|channel|>analysis<|message|>Plan.<|end|>" + call + "<|start|>assistant<|end|>Done `x` <|end|>."
+    want = (["Plan."], call + "\nDone `x` .")   # (after the call, markers are markup again, and code is code)
+    assert whole(text, GPT_OSS_TOOLS) == want
+    for k in range(len(text) + 1):
+        assert result(stream([text[:k], text[k:]], GPT_OSS_TOOLS)) == want, k
+    assert result(stream(list(text), GPT_OSS_TOOLS)) == want
+    # Cut off inside the call: what came of it is answer, a partial end marker included.
+    s = Splitter(GPT_OSS_TOOLS)
+    out = s.feed('<|start|>assistant to=f<|message|>{}<|ca')
+    assert merge(out) == [(CONTENT, '<|start|>assistant to=f<|message|>{}')]
+    assert merge(s.finish()) == [(CONTENT, "<|ca")]

@@ -23,12 +23,14 @@ from .context import NO_PROFILE, PROFILE, FlowContext, shown_model
 from .request import Facts
 from .decoding import BODY_MAX, BodyError, decode_body
 from .learning import Learner
+from .memory import KEY as MEMORY_KEY, Memory
 from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
 from .serverstart import ServerStart, shape_of
 from .settings import OPTIONS, SettingError, Settings, env_default
+from .jsonio import OUT, dumps
 from .stream import StreamDriver, decoder_for
 from .surfaces import ollama
 
@@ -88,6 +90,7 @@ class ThinkWire:
         self.written = written.Memory()        # the markup models wrote around reasoning, for the way back
         self._salt = os.urandom(16)            # for client_key: a client's hash means nothing outside this process
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
+        self.memory = Memory(self.metrics)     # reasoning clients dropped, put back (think_memory)
 
     # -- options ----------------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -162,6 +165,10 @@ class ThinkWire:
         except SettingError as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
         self.capabilities.asker.deadline = self.settings.ask_timeout
+        try:
+            self.memory.configure(self.settings)
+        except SettingError as e:
+            raise exceptions.OptionsError(f"thinkwire: {e}") from None
         self.verbosity.apply(ctx.options, self.settings.log)
         errors.lazy_in_reverse_mode(ctx.options)
 
@@ -279,11 +286,16 @@ class ThinkWire:
             return None
         self._ask_start(flow, surface.NAME, parsed, kept)
         r = flow.request
-        fctx = engine.new_context(self.settings, parsed, self.sealer, binding=client_binding(r.headers),
+        binding = client_binding(r.headers)
+        fctx = engine.new_context(self.settings, parsed, self.sealer, binding=binding,
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
                                   written=self.written)
-        if surface is ollama and fctx.model and ollama.wants_capabilities(parsed):
-            return self._ask_then_restore(flow, body, fctx)   # mitmproxy awaits it
+        # The reasoning memory fills in what the client dropped, in its own format, before the
+        # way back runs (thinkwire.memory).
+        recall = self.memory.start(flow.id, surface.NAME, parsed, binding, r.host)
+        ask = surface is ollama and fctx.model and ollama.wants_capabilities(parsed)
+        if recall is not None or ask:
+            return self._prepare_then_restore(flow, surface, body, fctx, recall, bool(ask))   # mitmproxy awaits it
         self._restore(flow, surface, body, fctx)
         return None
 
@@ -333,7 +345,9 @@ class ThinkWire:
             pass   # past think_start_wait: the profile decides (the answer is kept for the next request)
         except Exception:  # noqa: S110 (an ask's failure is "not known")
             pass
-        then(flow)
+        got = then(flow)
+        if got is not None:   # (a body's: the memory remembering its turns)
+            await got
 
     def _pairs(self) -> tuple:
         """Every tag pair the tag sets know (what a rendered prompt may leave open)."""
@@ -342,24 +356,35 @@ class ThinkWire:
             return ()
         return tuple(dict.fromkeys(p for prof in (ts.default, *ts.profiles) for p in prof.pairs))
 
-    async def _ask_then_restore(self, flow: http.HTTPFlow, body: bytes, fctx: FlowContext) -> None:
-        """Ollama: the model's capabilities decide the way back (thinkwire.capabilities)."""
-        r = flow.request
-        fctx.native_thinking = await self.capabilities.native_thinking(
-            _server(flow), r.path, fctx.model, self.client_key(flow), _credentials(flow), _route(flow))
-        self._restore(flow, ollama, body, fctx)
+    async def _prepare_then_restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext,
+                                    recall, ask: bool) -> None:
+        """The memory's look-up, and Ollama's capabilities (they decide its way back:
+        thinkwire.capabilities), then the way back."""
+        filled = await recall if recall is not None else 0
+        if ask:
+            r = flow.request
+            fctx.native_thinking = await self.capabilities.native_thinking(
+                _server(flow), r.path, fctx.model, self.client_key(flow), _credentials(flow), _route(flow))
+        self._restore(flow, surface, body, fctx, filled)
 
-    def _restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext) -> None:
+    def _restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext, filled: int = 0) -> None:
         try:
             new = surface.restore_request(body, fctx)
         except Exception as e:  # never block a request: it goes upstream as it came
             log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, type(e).__name__,
                         exc_info=log.isEnabledFor(logging.DEBUG))
-            return
+            new = None
+            if not filled:
+                return
         self.metrics.way_back(surface.NAME, fctx.stats.restored, fctx.stats.refused)
+        if filled:   # the memory changed the parsed request: it goes as the way back left it
+            flow.metadata[MEMORY_KEY] = {"put_back": filled, "store": self.memory.store.name}
+            if new is None:
+                new = dumps(fctx.request).encode("utf-8", OUT)
         if new is not None:
             flow.request.content = new
-            flow.metadata[RESTORED_KEY] = fctx.stats.restored
+            if fctx.stats.restored:
+                flow.metadata[RESTORED_KEY] = fctx.stats.restored
 
     @_guarded
     def responseheaders(self, flow: http.HTTPFlow):
@@ -391,6 +416,7 @@ class ThinkWire:
         flow.response.stream = driver.callable()
         if bodies.wanted(ctx.options):  # [inspect] keep both bodies for mitmweb / saved flows
             flow.response.stream = bodies.Recorder(flow.response.stream, encoding)
+        flow.response.stream = self.memory.tap(flow, flow.response.stream, encoding)
         headers = flow.response.headers
         headers.pop("content-length", None)
         if decoder is not None:
@@ -404,16 +430,18 @@ class ThinkWire:
         left = None if flow.id in self._streams else self._waiting(flow)
         if left is not None and self._surface(flow) is not None:
             return self._after_ask(flow, left, self._respond)   # a body: mitmproxy awaits it
-        self._respond(flow)
-        return None
+        return self._respond(flow)
 
-    def _respond(self, flow: http.HTTPFlow) -> None:
+    def _respond(self, flow: http.HTTPFlow):
         try:
             self._forget_on_refusal(flow)
             self._response(flow)
         finally:
             self._requests.pop(flow.id, None)
             self._asks.pop(flow.id, None)
+        # The turn is remembered before the hook ends (mitmproxy awaits it), so the loop's next
+        # request finds it; the store's timeout bounds the wait.
+        return self.memory.settle(flow)
 
     def _forget_on_refusal(self, flow: http.HTTPFlow) -> None:
         """Ollama refused `think` for a model it was said to think for (re-created since): the
@@ -451,6 +479,7 @@ class ThinkWire:
                              "decoded", reason="invalid_body")
                 return
             new = surface.rewrite_body(body, fctx) if body else None
+            self.memory.saw_body(flow.id, body, new)
         except (ValueError, RecursionError) as e:  # not JSON (or nested past the stack), or not decodable
             self._finish(flow, surface.NAME, fctx, f"body left unchanged: {_not_json(e)}", reason="invalid_body")
             return
@@ -469,6 +498,7 @@ class ThinkWire:
     def error(self, flow: http.HTTPFlow) -> None:
         self._requests.pop(flow.id, None)
         self._asks.pop(flow.id, None)
+        self.memory.drop(flow.id)
         # A client that stops reading once it has what it needs (Codex closes right after
         # `response.completed`) ends the flow here, not in `response`: report it all the same.
         streamed = self._streams.pop(flow.id, None)
@@ -514,6 +544,9 @@ class ThinkWire:
                 flow.marked = MARK_REWRITTEN
         if restored:
             summary += f"; {restored} object(s) restored on the request"
+        put_back = flow.metadata.get(MEMORY_KEY, {}).get("put_back")
+        if put_back:
+            summary += f"; reasoning of {put_back} turn(s) put back from memory"
         summary += ended
         flow.comment = summary
         record = FlowRecord(surface, profile, stats.blocks, stats.reasoning_chars, restored, fell_back,

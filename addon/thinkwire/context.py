@@ -21,6 +21,7 @@ from . import written as _written
 # of a model that starts inside apart from one cut off while thinking.
 STOP = "stop"
 OTHER = "other"
+LENGTH = "length"   # cut off at the token limit (one of the OTHER endings): a tag cut short there is markup
 
 
 # How a flow's start was decided, as the log line and mitmweb say it.
@@ -122,7 +123,7 @@ class FlowContext:
             if plan.pair is not None and plan.pair not in pairs:
                 pairs = (plan.pair, *pairs)   # the pair the server's template opens
             self._rules = _rules(pairs, s.trim, s.tags_anywhere, plan.inside, profile.strip, profile.ends,
-                                 profile.start_pairs, profile.start_ends, profile.resumes)
+                                 profile.start_pairs, profile.start_ends, profile.resumes, profile.tools)
         return self._rules
 
     def _pick_profile(self, response_model: object) -> tuple[Profile, bool]:
@@ -163,7 +164,7 @@ class FlowContext:
             self.inside_because = plan.how
         elif plan.how == PREFILL:
             sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
-                                 p.resumes))
+                                 p.resumes, p.tools))
             sp.resume(self._prefill)   # type: ignore[arg-type]
             if sp.inside:
                 self.inside_because = PREFILL
@@ -214,15 +215,16 @@ class FlowContext:
         first = starts_inside is None
         inside = rules.starts_inside if first else starts_inside
         prefilled = first and self._prefill is not None
-        pieces, sp = self._run(text, rules, inside, prefilled)
+        cut = finish == LENGTH
+        pieces, sp = self._run(text, rules, inside, prefilled, cut)
         strays, tagged = sp.stray_closes, sp.markup_chars > 0 or sp.stray_closes > 0
         if strays and not prefilled:
             # The template opened the block: split again from inside it.
-            pieces = self._run(text, rules, True, False)[0]
+            pieces = self._run(text, rules, True, False, cut)[0]
         elif (inside and not (first and self.inside_because == "prefill") and not tagged
               and _unclosed(pieces) and self._answered(finish)):
             # No tag at all, and the response ended complete: an answer given without thinking.
-            pieces = self._run(text, rules, False, False)[0]
+            pieces = self._run(text, rules, False, False, cut)[0]
         result = Split(pieces, strays)
         if first and (self.facts or _NO_FACTS).force_nonempty and result.reasoning and not result.content.strip():
             # force_nonempty_content: reasoning and no answer, so the reasoning is the answer.
@@ -243,11 +245,11 @@ class FlowContext:
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
 
-    def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool) -> tuple[list, Splitter]:
+    def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool, cut: bool = False) -> tuple[list, Splitter]:
         sp = Splitter(rules, inside)
         if prefilled:
             sp.resume(self._prefill)   # type: ignore[arg-type]
-        return merge(sp.feed(text) + sp.finish()), sp
+        return merge(sp.feed(text) + sp.finish(cut)), sp
 
     def _answered(self, finish: str | None) -> bool:
         if finish is not None:
@@ -343,7 +345,7 @@ def _unclosed(pieces: list) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _rules(pairs, trim, anywhere, starts_inside, strip, ends, start_pairs=(), start_ends=(), resumes=()) -> Rules:
+def _rules(pairs, trim, anywhere, starts_inside, strip, ends, start_pairs=(), start_ends=(), resumes=(), tools=()) -> Rules:
     # Rules compile their patterns: build each distinct set once, not per flow.
     return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends,
-                 start_pairs=start_pairs, start_ends=start_ends, resumes=resumes)
+                 start_pairs=start_pairs, start_ends=start_ends, resumes=resumes, tools=tools)

@@ -25,6 +25,8 @@ disable_created_metrics()
 OUTCOMES = ("rewritten", "unchanged", "fell_back")
 # Why a flow fell back, or (undecodable_stream) ended where its compressed stream broke.
 REASONS = ("unsupported_encoding", "invalid_body", "rewrite_error", "undecodable_stream")
+# What the reasoning memory did (thinkwire.memory), counted in assistant turns.
+MEMORY = ("remembered", "put_back", "missed", "unavailable")
 
 
 class Metrics:
@@ -49,6 +51,10 @@ class Metrics:
                                 "format 1, tampering); they go upstream as they came", ["surface"], registry=r)
         self._ended_early = Counter("thinkwire_streams_ended_early", "Streams that ended before their end "
                                     "(client gone, upstream cut)", ["surface"], registry=r)
+        self._memory = Counter("thinkwire_memory_turns", "Assistant turns the reasoning memory handled: "
+                               "remembered (a response's), put_back (into a request that came without it), "
+                               "missed (looked up, not found), unavailable (the store did not answer)",
+                               ["surface", "outcome"], registry=r)
         self._key = Info("thinkwire_key", "The key that seals marks (its id, never the key) and how many "
                          "previous keys still open them", registry=r)
         r.register(_OpenStreams(open_streams, tuple(surfaces)))
@@ -57,6 +63,8 @@ class Metrics:
                 self._flows.labels(s, o)
             for why in REASONS:
                 self._fallbacks.labels(s, why)
+            for m in MEMORY:
+                self._memory.labels(s, m)
             for c in (self._blocks, self._chars, self._restored, self._refused, self._ended_early):
                 c.labels(s)
 
@@ -84,6 +92,10 @@ class Metrics:
             self._restored.labels(surface).inc(restored)
         if refused:
             self._refused.labels(surface).inc(refused)
+
+    def memory(self, surface: str, outcome: str, n: int = 1) -> None:
+        """Turns the reasoning memory remembered, put back, missed, or could not reach its store for."""
+        self._memory.labels(surface, outcome).inc(n)
 
     def keys(self, ring: Keyring) -> None:
         self._key.info({"key_id": ring.key_id, "previous_keys": str(len(ring.previous)),

@@ -13,6 +13,7 @@ from typing import Any
 KEY = "thinkwire"                    # the record of a handled flow
 RESTORED_KEY = "thinkwire_restored"  # objects restored on the request (the request hook's count)
 UPSTREAM_KEY = "thinkwire_upstream"  # the response as the upstream sent it (bodies.py)
+MEMORY_KEY = "thinkwire_memory"      # what the reasoning memory did: {"put_back": n, "remembered": n, "store": name}
 
 
 @dataclass(frozen=True)

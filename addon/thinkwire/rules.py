@@ -69,9 +69,14 @@ class Rules:
     # goes to the answer, after which the reasoning goes on (Apertus: `<|tools_prefix|>` ...
     # `<|tools_suffix|>`). Both markers stay in the answer with the call.
     resumes: tuple[tuple[str, str], ...] = ()
+    # (header, end marker): a tool call in the answer, from its header to its end marker, stays as
+    # the model wrote it, strip markers and all, for a tool parser (gpt-oss:
+    # `<|start|>assistant to=...` ... `<|call|>`; Muse: `<|start|>to=functions` ... `<|eom|>`).
+    tools: tuple[tuple[str, str], ...] = ()
     # Compiled helpers, derived from the above.
     _content_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _resume_of: dict[str, str] = field(init=False, repr=False, compare=False)
+    _tool_of: dict[str, _Scan] = field(init=False, repr=False, compare=False)   # header -> its end markers' scan
     _by_open: dict[str, TagPair] = field(init=False, repr=False, compare=False)
     _by_close: dict[str, TagPair] = field(init=False, repr=False, compare=False)
     _content_prefixes: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -96,19 +101,21 @@ class Rules:
         closes = [p.close for p in self.pairs]
         strip = list(self.strip)
         resume = [r for _, r in self.resumes]
-        every = opens + closes + strip + list(self.ends) + resume
+        heads = [h for h, _ in self.tools]
+        every = opens + closes + strip + list(self.ends) + resume + heads + [e for _, e in self.tools]
 
         s = object.__setattr__
         # Rules key caches that every flow consults: hash the fields once, not on each lookup.
         s(self, "_hash", hash((self.pairs, self.trim, self.anywhere, self.starts_inside, self.strip, self.ends,
-                               self.start_pairs, self.start_ends, self.resumes)))
+                               self.start_pairs, self.start_ends, self.resumes, self.tools)))
         # In the answer: opening tags, closing tags (stray, or paired with an opening tag kept as
         # text) and strip markers.
-        s(self, "_content_re", _alternation(opens + closes + strip + resume))
+        s(self, "_content_re", _alternation(opens + closes + strip + resume + heads))
         s(self, "_by_open", {p.open: p for p in reversed(self.pairs)})
         s(self, "_by_close", {p.close: p for p in reversed(self.pairs)})
-        s(self, "_content_prefixes", _prefixes(opens + closes + strip + resume))
+        s(self, "_content_prefixes", _prefixes(opens + closes + strip + resume + heads))
         s(self, "_resume_of", dict(self.resumes))
+        s(self, "_tool_of", {h: _scan([e for g, e in self.tools if g == h]) for h in heads})
         s(self, "_strip", frozenset(strip))
         # A tag found whole may still be the start of a longer one (`<|channel>` of
         # `<|channel>thought`): it is decided only once the text can tell them apart.
@@ -119,8 +126,8 @@ class Rules:
         s(self, "_ws_lead", any(t[:1] in WS for t in every))
         s(self, "tag_starts", frozenset(t[0] for t in every))
         s(self, "_first_re", _chars(every))
-        # Answer text without these characters cannot hold a tag.
-        s(self, "_plain_re", _chars(opens + closes + strip + resume))
+        # Answer text without these characters cannot hold a tag (nor a tool call's end marker).
+        s(self, "_plain_re", _chars(opens + closes + strip + resume + heads + [e for _, e in self.tools]))
         s(self, "_scans", {})
         s(self, "_special", frozenset(t for t in every if is_special_token(t)))
 
@@ -138,8 +145,7 @@ class Rules:
                 tags += self.start_ends
             if lead_open:
                 tags += [p.open for p in self.pairs]
-            got = self._scans[key] = _Scan(_alternation(tags), _prefixes(tags), _chars(tags),
-                                           max(len(t) for t in tags))
+            got = self._scans[key] = _scan(tags)
         return got
 
     def may_hold_tag(self, text: str) -> bool:
@@ -170,6 +176,10 @@ def cut_off_marker(text: str, prefixes: frozenset[str], longest: int, first: re.
     markup, as prose never holds one, so it is dropped. Any other start of a tag stays text."""
     k = partial_tag_len(text, prefixes, longest, first)
     return k if k and _SPECIAL_HEAD.match(text, len(text) - k) else 0
+
+
+def _scan(tags: list[str]) -> _Scan:
+    return _Scan(_alternation(tags), _prefixes(tags), _chars(tags), max(len(t) for t in tags))
 
 
 def _alternation(tags: list[str]) -> re.Pattern[str]:

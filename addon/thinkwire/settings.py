@@ -81,6 +81,38 @@ def _duration(name: str, env: str) -> Callable[[str], int]:
     return parse
 
 
+_SIZES = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def _size(name: str, env: str) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        s = v.strip().lower().removesuffix("ib").removesuffix("b")
+        number, unit = s.rstrip("kmg"), s[len(s.rstrip("kmg")):]
+        if number.isdigit() and unit in _SIZES and int(number) > 0:
+            return int(number) * _SIZES[unit]
+        raise SettingError(f"{name} (env {env}) is {v!r}; use a whole number of bytes above 0, or with a unit: "
+                           "64m, 512k, 1g")
+    return parse
+
+
+def _count(name: str, env: str) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        s = v.strip()
+        if s.isdigit() and int(s) > 0:
+            return int(s)
+        raise SettingError(f"{name} (env {env}) is {v!r}; use a whole number above 0, e.g. 10000")
+    return parse
+
+
+def _store(v: str) -> str:
+    s = v.strip()
+    if s in ("", "memory") or s.startswith(("sqlite:", "redis://", "rediss://", "unix://", "valkey://")):
+        return s or "memory"
+    raise SettingError(f"think_memory_store (env THINK_MEMORY_STORE) is {v!r}; use memory (in the proxy), "
+                       "sqlite:PATH (a file, kept across restarts) or redis://HOST:PORT/DB (a fleet's shared "
+                       "Redis or Valkey; rediss:// for TLS)")
+
+
 def _port(v: str) -> int | None:
     s = v.strip()
     if s == "":
@@ -169,6 +201,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("think_mark_max_age", "THINK_MARK_MAX_AGE", "30d", "How long a mark this proxy made opens (the way "
            "back): seconds, or 30d, 12h, 90m; 0: no maximum. An older one passes as the client sent it",
            _duration("think_mark_max_age", "THINK_MARK_MAX_AGE"), "str"),
+    # The reasoning memory (thinkwire.memory): reasoning a client dropped, put back.
+    _opt("think_memory", "auto", "Put back reasoning a client dropped from its history (tool loops): auto "
+         "(for the model families and APIs that need it, docs/memory.md), on (every model), off",
+         "choice", ("auto", "on", "off")),
+    Option("think_memory_store", "THINK_MEMORY_STORE", "memory", "Where the reasoning memory lives: memory "
+           "(in the proxy), sqlite:PATH (a file: kept across restarts), redis://HOST:PORT/DB (shared by a "
+           "fleet; Valkey too)", _store, "str"),
+    Option("think_memory_ttl", "THINK_MEMORY_TTL", "24h", "How long a remembered reasoning is kept: seconds, or "
+           "24h, 90m, 7d", _duration("think_memory_ttl", "THINK_MEMORY_TTL"), "str"),
+    Option("think_memory_entries", "THINK_MEMORY_ENTRIES", "10000", "Most entries the in-proxy or file memory "
+           "holds (the oldest go first)", _count("think_memory_entries", "THINK_MEMORY_ENTRIES"), "str"),
+    Option("think_memory_bytes", "THINK_MEMORY_BYTES", "64m", "Most bytes the in-proxy or file memory holds "
+           "(the oldest go first): 64m, 512k, 1g", _size("think_memory_bytes", "THINK_MEMORY_BYTES"), "str"),
+    Option("think_memory_timeout", "THINK_MEMORY_TIMEOUT", "0.25", "Seconds a call of the memory's store may "
+           "take (a file or Redis); past it, a miss and the request goes as the client sent it",
+           _seconds("think_memory_timeout", "THINK_MEMORY_TIMEOUT", 10), "str"),
     Option("think_metrics_port", "THINK_METRICS_PORT", "", "The local port the metrics endpoint is answered on "
            "(a port the proxy also listens on, kept from clients); empty: every port", _port, "str"),
 )
@@ -203,6 +251,12 @@ class Settings:
     metrics_port: int | None = None  # the only local port metrics are answered on (None: every port)
     ask_template: bool = True        # ask the server where its output starts (thinkwire.serverstart)
     start_wait: float = 0.3          # seconds a response waits for that answer
+    memory: str = "auto"             # the reasoning memory: auto, on, off (thinkwire.memory)
+    memory_store: str = "memory"     # memory, sqlite:PATH, redis://...
+    memory_ttl: int = 86400          # seconds an entry is kept
+    memory_entries: int = 10000      # most entries (in-proxy and file stores)
+    memory_bytes: int = 64 << 20     # most bytes (in-proxy and file stores)
+    memory_timeout: float = 0.25     # seconds per store call
 
     @classmethod
     def from_values(cls, values: dict[str, str]) -> "Settings":
@@ -232,4 +286,7 @@ class Settings:
             ask_timeout=get("think_ask_timeout"), log=get("think_log"),
             tagsets=ts, mark_max_age=get("think_mark_max_age"), metrics_port=get("think_metrics_port"),
             ask_template=get("think_ask_template"), start_wait=get("think_start_wait"),
+            memory=get("think_memory"), memory_store=get("think_memory_store"), memory_ttl=get("think_memory_ttl"),
+            memory_entries=get("think_memory_entries"), memory_bytes=get("think_memory_bytes"),
+            memory_timeout=get("think_memory_timeout"),
         )

@@ -16,6 +16,7 @@ Pieces are tuples `(kind, value)`:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .lines import Lines, indent
@@ -40,7 +41,7 @@ class Splitter:
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_lead_open", "_fresh", "_literal",
         "blocks", "reasoning_chars", "stray_closes", "stray_after_text", "markup_chars", "_ws_hold", "_ws_more",
-        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl",
+        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl", "_tool", "_cut_off",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
@@ -87,6 +88,8 @@ class Splitter:
         self._pend = False
         self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
         self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
+        self._tool = None     # in a tool call (`Rules.tools`): the scan for its end marker
+        self._cut_off = False   # finishing an output cut off at the token limit (`finish`)
 
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list:
@@ -111,6 +114,11 @@ class Splitter:
         held = self._take_held()
         self._run(held + text if held else text, out, final=False)
         return out
+
+    def holds_tag(self) -> bool:
+        """Whether what is held is more than whitespace (the start of a tag, or one undecided):
+        what `finish` gives then depends on how the output ended."""
+        return bool(self._held) and not self._ws_hold
 
     @property
     def inside(self) -> bool:
@@ -211,7 +219,11 @@ class Splitter:
             self._boundary = False
         self._answer_ws = text[-1] in WS
 
-    def finish(self) -> list:
+    def finish(self, cut_off: bool = False) -> list:
+        """The rest. `cut_off`: the output was cut at the token limit, so a tail that is only
+        the start of a tag or marker (`<thi`, `work</thi`, `Partial result<|e`) is markup cut
+        short, and goes (`_cut_tail`); otherwise only one that begins with a whole special token."""
+        self._cut_off = cut_off
         out: list = []
         held = self._take_held()
         if held:
@@ -305,7 +317,7 @@ class Splitter:
         # No tag yet: emit all but a possible partial tag (and trailing whitespace).
         rest = buf[i:]
         if final:
-            hold = cut_off_marker(rest, scan.prefixes, scan.longest, scan.first)
+            hold = self._cut_tail(rest, scan.prefixes, scan.longest, scan.first)
             if hold:
                 probe = ln.copy()
                 probe.read(buf, seen, n - hold)
@@ -377,6 +389,10 @@ class Splitter:
     def _content(self, buf: str, i: int, out: list, final: bool) -> int:
         rules = self.rules
         n = len(buf)
+        if self._tool is not None:
+            i = self._tool_call(buf, i, out, final)
+            if i < 0 or i == n:
+                return -1
         if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
             j, keep = self._trim_end(buf, i, final)
             if not self._answer_ws:
@@ -430,6 +446,16 @@ class Splitter:
                 break
             self._observe(buf, seen, j)  # line and code state up to the candidate
             seen = j
+            tool = rules._tool_of.get(tag)
+            if tool is not None and self._opening_counts(tag):
+                # A tool call's header: the call goes out as written, up to its end marker.
+                if kept and isinstance(kept[-1], tuple) and kept[-1][1]:
+                    kept.pop()   # (no line break put before it: a header is no word to keep apart)
+                self._emit_kept(kept, out, buf[i:j])
+                if self._gap_added:
+                    self._gap, self._gap_added = "", 0
+                self._tool = tool
+                return j
             if tag in rules._strip and not ln.in_code():   # (in code, a marker is text)
                 self.markup_chars += len(tag)
                 if self._boundary:  # a wrapper opening the answer: trim after it as after a block
@@ -474,11 +500,18 @@ class Splitter:
                     pass                             # prose that names the tag: text
                 elif not self._seen_tag:
                     # A closing tag with no opening tag: the block was opened in the prompt.
-                    self._emit_kept(kept, out, buf[i:j])
                     self.stray_closes += 1
-                    self.stray_after_text += not self._at_start
-                    self.markup_chars += len(tag)
                     self._seen_tag = True
+                    if not self._at_start or buf[i:j].strip(WS) or any(
+                            isinstance(p, str) and p.strip(WS) for p in kept):
+                        # The text before it went out as answer (a stream cannot take it back):
+                        # the tag stays, as written, where the reasoning ended (a body re-splits
+                        # from inside: thinkwire.context). Removed, the two would run together.
+                        self.stray_after_text += 1
+                        pos = j + len(tag)
+                        continue
+                    self._emit_kept(kept, out, buf[i:j])
+                    self.markup_chars += len(tag)
                     self._new_line()
                     self._skip_ws = rules.trim
                     return j + len(tag)
@@ -496,7 +529,7 @@ class Splitter:
         # No tag in the rest: hold back a partial tag (or one still undecided).
         rest_start = i
         if final:
-            cut = n - cut_off_marker(buf[rest_start:], rules._content_prefixes, rules._longest, rules._first_re)
+            cut = n - self._cut_tail(buf[rest_start:], rules._content_prefixes, rules._longest, rules._first_re)
         elif cut < 0:
             cut = n - partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
                                        rules._longest, rules._first_re)
@@ -517,6 +550,37 @@ class Splitter:
             self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
         else:
             self._held = buf[cut:]
+        return -1
+
+    def _cut_tail(self, text: str, prefixes: frozenset[str], longest: int, first: re.Pattern[str]) -> int:
+        """At the output's end: the length of the tag or marker cut off there, which goes. At the
+        token limit, any start of one but a lone first character (`a <`, `[`: a comparison, a
+        bracket); else one that begins with a whole special token (`cut_off_marker`)."""
+        if self._cut_off:
+            k = partial_tag_len(text, prefixes, longest, first)
+            if k >= 2:
+                return k
+        return cut_off_marker(text, prefixes, longest, first)
+
+    def _tool_call(self, buf: str, i: int, out: list, final: bool) -> int:
+        """In a tool call, from its header to its end marker (`Rules.tools`): all of it is answer
+        text, as the model wrote it (strip markers, tags and code alike), for a tool parser. Where
+        the scan goes on after its end marker, or -1: the rest was given (a partial end marker
+        held)."""
+        scan = self._tool
+        m = scan.regex.search(buf, i)
+        if m is not None:
+            end = m.end()
+            self._observe(buf, i, end)
+            self._emit_content(buf[i:end], out, False)
+            self._tool = None
+            self._ln.reset()   # (a backtick in the call's arguments opens no code span after it)
+            return end
+        n = len(buf)
+        cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
+        self._observe(buf, i, cut)
+        self._emit_content(buf[i:cut], out, False)
+        self._held = buf[cut:]
         return -1
 
     def _trim_end(self, buf: str, i: int, final: bool) -> tuple[int, int]:

@@ -22,7 +22,7 @@ SHIPPED = Path(__file__).parent / "tagsets.yaml"
 _TOP_KEYS = {"default", "profiles"}
 _DEFAULT_KEYS = {"pairs", "starts_inside", "ends_reasoning", "resumes_reasoning"}
 _PROFILE_KEYS = {"name", "models", "pairs", "starts_inside", "tagless_means", "thinking_default", "switches",
-                 "strip", "ends_reasoning", "start_pairs", "start_ends", "resumes_reasoning"}
+                 "strip", "ends_reasoning", "start_pairs", "start_ends", "resumes_reasoning", "tool_calls"}
 _SWITCH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -58,6 +58,8 @@ class Profile:
     # (marker that ends reasoning, marker after which the reasoning goes on): a tool block
     # inside reasoning (Apertus).
     resumes: tuple[tuple[str, str], ...] = ()
+    # (header, end marker): a tool call in the answer that stays as written, strip markers and all.
+    tools: tuple[tuple[str, str], ...] = ()
     _globs: tuple[Glob, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -371,7 +373,7 @@ def _build(root: yaml.Node | None, src: str) -> Tagsets:
             # (A profile that takes the default's markers takes their resume markers too.)
             resumes = _resumes(p, src, name, ends, default.resumes if "ends_reasoning" not in p else ())
             profiles.append(Profile(name, models, pairs, inside, tagless, strip, ends, thinks, switches, own,
-                                    start_pairs, start_ends, resumes))
+                                    start_pairs, start_ends, resumes, _tool_calls(p, src, name)))
     return Tagsets(default, tuple(profiles), src)
 
 
@@ -392,6 +394,24 @@ def _resumes(section: dict[str, yaml.Node], src: str, name: str, ends: tuple[str
         if end not in ends:
             raise TagsetError(f"{_where(src, item)}: {end!r} is not one of the 'ends_reasoning' markers of {name!r}")
         out.append((end, resume))
+    return tuple(out)
+
+
+def _tool_calls(section: dict[str, yaml.Node], src: str, name: str) -> tuple[tuple[str, str], ...]:
+    """`tool_calls`: [header, end marker] pairs (a header may have several end markers)."""
+    node = section.get("tool_calls")
+    if node is None:
+        return ()
+    if not isinstance(node, yaml.SequenceNode):
+        raise TagsetError(f"{_where(src, node)}: 'tool_calls' of {name!r} must be a list of [header, end] pairs")
+    out = []
+    for item in node.value:
+        if not isinstance(item, yaml.SequenceNode) or len(item.value) != 2:
+            raise TagsetError(f"{_where(src, item)}: each of 'tool_calls' must be [header, end marker]")
+        head, end = (_string(v, src, "a tool_calls marker") for v in item.value)
+        if not head or not end:
+            raise TagsetError(f"{_where(src, item)}: a tool_calls marker is empty")
+        out.append((head, end))
     return tuple(out)
 
 

@@ -41,9 +41,13 @@ class MessagesConversation:
     the SDK's objects) plus a tool result for each tool_use."""
     api_key = "x"   # the client's credential (what the proxy keeps things per)
 
-    def __init__(self, display: str | None = "omitted", as_received: bool = True) -> None:
+    def __init__(self, display: str | None = "omitted", as_received: bool = True, model: str = "m",
+                 drop: bool = False) -> None:
+        """`drop`: send turns back without their thinking blocks (as clients that rebuild
+        turns from text and tool calls do)."""
         self.msgs: list = [{"role": "user", "content": "fix the build"}]
-        self.kw: dict = dict(model="m", max_tokens=4096, tools=TOOLS_M)
+        self.kw: dict = dict(model=model, max_tokens=4096, tools=TOOLS_M)
+        self.drop = drop
         if display:
             self.kw["thinking"] = {"type": "adaptive", "display": display}
         self.as_received = as_received
@@ -54,8 +58,11 @@ class MessagesConversation:
         client = anthropic.Anthropic(base_url=url, api_key=self.api_key, max_retries=0, timeout=20)
         with client.messages.stream(messages=self.msgs, **self.kw) as s:
             final = self.final = s.get_final_message()
-        self.msgs.append({"role": "assistant",
-                          "content": final.to_dict()["content"] if self.as_received else final.content})
+        content = final.to_dict()["content"] if self.as_received else final.content
+        if self.drop:
+            content = [b for b in content if (b["type"] if isinstance(b, dict) else b.type)
+                       not in ("thinking", "redacted_thinking")]
+        self.msgs.append({"role": "assistant", "content": content})
         if final.stop_reason != "tool_use":
             self.done = True
             return final
@@ -69,7 +76,10 @@ class ResponsesConversation:
     into `input` (without ids, as Codex does, unless `ids`), answer each function call."""
     api_key = "x"
 
-    def __init__(self, ids: bool = False, include: bool = True) -> None:
+    def __init__(self, ids: bool = False, include: bool = True, drop: bool = False) -> None:
+        """`drop`: echo the output without its reasoning items (as clients with `store: false`
+        that drop the reasoning of a model they do not know to reason)."""
+        self.drop = drop
         self.items: list = [{"type": "message", "role": "developer", "content": "be brief"},
                             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}]
         self.kw: dict = dict(model="qwen3", tools=TOOLS_R, store=False, reasoning={"summary": "auto"}, stream=True)
@@ -87,6 +97,8 @@ class ResponsesConversation:
         calls = []
         for it in final.output:
             d = it.to_dict()
+            if self.drop and d["type"] == "reasoning":
+                continue
             self.items.append(d if self.ids else codex_echo(d))
             if d["type"] == "function_call":
                 calls.append(d["call_id"])

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from mitmproxy import contentviews, http
 from mitmproxy.contentviews import Contentview, Metadata
 
-from ..record import UPSTREAM_KEY, FlowRecord, handled
+from ..record import MEMORY_KEY, UPSTREAM_KEY, FlowRecord, handled
 from .read import READERS, read_request, read_response, surface_of_path  # noqa: F401 (re-exported)
 from .reading import Reading
 
@@ -88,14 +88,26 @@ def _flow_surface(flow: Any, message: Any) -> str | None:
 
 def _summary(flow: Any) -> list[tuple[str, str]]:
     rec = FlowRecord.of(flow)
-    return [("thinkwire", rec.summary())] if rec is not None else []
+    return ([("thinkwire", rec.summary())] if rec is not None else []) + _memory(flow)
+
+
+def _memory(flow: Any) -> list[tuple[str, str]]:
+    """What the reasoning memory did for the flow (thinkwire.memory): put back, remembered."""
+    md = getattr(flow, "metadata", None)
+    kept = md.get(MEMORY_KEY) if isinstance(md, dict) else None
+    if not isinstance(kept, dict):
+        return []
+    said = [f"reasoning of {kept[k]} turn(s) {what}" for k, what in (("put_back", "put back into the request"),
+                                                                      ("remembered", "remembered"))
+            if isinstance(kept.get(k), int) and kept[k]]
+    return [("memory", "; ".join(said) + f" ({kept.get('store', '?')})")] if said else []
 
 
 def prettify_message(data: bytes, metadata: Metadata) -> str:
     flow = metadata.flow
     surface = _flow_surface(flow, metadata.http_message)
     if isinstance(metadata.http_message, http.Request):
-        return render(read_request(data, surface), request=True)
+        return render(read_request(data, surface), _memory(flow), request=True)
     return render(read_response(data, surface, metadata.content_type), _summary(flow))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 from ..jsonnum import loads
-from ..context import OTHER, STOP, FlowContext
+from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..splitter import CONTENT, REASONING
 from . import event_object, is_done, restore
 from ..again import Again
@@ -59,10 +59,10 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
 
 
 def ended(ch: dict) -> str | None:
-    """How a choice's output ended: STOP for an answer given in full, OTHER for the rest
-    (`length`, `tool_calls`, `content_filter`), None while it goes on."""
+    """How a choice's output ended: STOP for an answer given in full, LENGTH at the token limit,
+    OTHER for the rest (`tool_calls`, `content_filter`), None while it goes on."""
     reason = ch.get("finish_reason")
-    return None if reason is None else STOP if reason == "stop" else OTHER
+    return None if reason is None else STOP if reason == "stop" else LENGTH if reason == "length" else OTHER
 
 
 def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = True,
@@ -275,12 +275,13 @@ class StreamRewriter:
         pieces = st.splitter.feed(content) if isinstance(content, str) and content else []
         finished = ch.get("finish_reason") is not None
         if finished:
-            pieces += st.splitter.finish()
+            how = ended(ch)
+            pieces += st.splitter.finish(how == LENGTH)
             st.done = True
-            self.ctx.ended(ended(ch))
+            self.ctx.ended(how)
         runs = st.runs(pieces)
         if finished:
-            runs += st.ended(ended(ch))   # the reasoning again, as the answer (thinkwire.again)
+            runs += st.ended(how)   # the reasoning again, as the answer (thinkwire.again)
         if not runs and not (isinstance(content, str) and content):
             return unchanged   # (a block's end alone changes nothing a chat client sees)
         if len(runs) == 1 and runs[0] == (CONTENT, content):

@@ -27,7 +27,7 @@ from json.decoder import scanstring
 
 from .. import hot
 from ..jsonnum import loads
-from ..context import OTHER, STOP, FlowContext
+from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..jsonio import OUT, dumps
 from ..fastpath import ByteShape, key_pattern, learn_literal, literal_body, slot_text, text_slot
 from ..ndjson import NDJSONParser
@@ -148,11 +148,13 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
 
 
 def ended(obj: dict) -> str | None:
-    """How an output ended: STOP for an answer given in full (`done_reason: stop`), OTHER for the
-    rest (`length`, a load or an unload), None while it goes on or where the line does not say."""
+    """How an output ended: STOP for an answer given in full (`done_reason: stop`), LENGTH at the
+    token limit (`length`), OTHER for the rest (a load or an unload), None while it goes on or
+    where the line does not say."""
     if obj.get("done") is not True or not isinstance(obj.get("done_reason"), str):
         return None
-    return STOP if obj["done_reason"] == "stop" else OTHER
+    reason = obj["done_reason"]
+    return STOP if reason == "stop" else LENGTH if reason == "length" else OTHER
 
 
 def _lines_of_objects(data: bytes) -> bool:
@@ -222,9 +224,10 @@ class StreamRewriter:
         pieces = st.splitter.feed(text) if text else []
         done = obj.get("done") is True
         if done:
-            pieces += st.splitter.finish()
+            how = ended(obj)
+            pieces += st.splitter.finish(how == LENGTH)
             st.done = True
-            self.ctx.ended(ended(obj))
+            self.ctx.ended(how)
         if self.fast:   # (a line the shape took and sent here keeps it: nothing new to learn)
             shape = self._shape
             if shape is None or shape[0].match(ev.raw) is None:

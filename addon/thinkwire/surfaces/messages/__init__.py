@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...context import OTHER, STOP, FlowContext
+from ...context import LENGTH, OTHER, STOP, FlowContext
 from ...jsonio import OUT, dumps
 from ...jsonnum import loads
 from ...rules import TagPair
@@ -123,9 +123,10 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
 
 
 def ended(stop_reason: object) -> str | None:
-    """How the message ended: STOP for `end_turn`, OTHER for the rest (`max_tokens`, `tool_use`,
-    `stop_sequence`, `pause_turn`, `refusal`), None when it does not say."""
-    return None if stop_reason is None else STOP if stop_reason == "end_turn" else OTHER
+    """How the message ended: STOP for `end_turn`, LENGTH for `max_tokens`, OTHER for the rest
+    (`tool_use`, `stop_sequence`, `pause_turn`, `refusal`), None when it does not say."""
+    return (None if stop_reason is None else STOP if stop_reason == "end_turn"
+            else LENGTH if stop_reason == "max_tokens" else OTHER)
 
 
 def _blocks(pieces: list[tuple[int, Any]], template: dict[str, Any], m: str,

@@ -4,11 +4,12 @@ blocks, every block's index renumbered (see thinkwire.surfaces.messages)."""
 from __future__ import annotations
 
 from ... import hot
-from ...context import FlowContext
+from ...context import LENGTH, FlowContext
 from ...events import Event
 from ...fastpath import (canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
                          read_literal, slot_text)
 from ...jsonio import dumps
+from ...jsonnum import loads
 from ...splitter import CONTENT, END, REASONING, Splitter
 from ...sse import encode
 from ...again import Again
@@ -66,6 +67,9 @@ class StreamRewriter:
         self.raw = False                    # native from the start: everything passes as it came
         self.changed = False                # something went out that differs from what came in
         self.translating = False            # failed open with indexes moved (abort, translate)
+        # A text block's stop, held while its splitter holds the start of a tag: the stop reason
+        # (`message_delta`, the next event) says whether the output was cut there (max_tokens).
+        self._deferred: tuple[_TextBlock, Event] | None = None
         self.eol = b"\n"
         # The text around the text literal of the last text_delta parsed in full (_learn_shape).
         self._shape: tuple[str, str, int] | None = None
@@ -161,6 +165,8 @@ class StreamRewriter:
             self._hold(st, text, lit)   # (live: it sends nothing)
 
     def on_event(self, ev: Event) -> list[bytes]:
+        if self._deferred is not None:
+            return self._resolve(ev) + self.on_event(ev)
         if self.raw or ev.data is None:
             return [ev.raw]
         shape = self._shape
@@ -268,7 +274,25 @@ class StreamRewriter:
         st = self.texts.get(u) if isinstance(u, int) else None
         if st is None:
             return [self._pass(ev, obj, u)]
+        if st.splitter.holds_tag():
+            self._deferred = (st, ev)
+            return []
         return self._finish_text(st, ev)
+
+    def _resolve(self, ev: Event | None) -> list[bytes]:
+        """The held stop of a text block, once the next event (or the end) came: cut off where
+        that is a `message_delta` saying `max_tokens`."""
+        st, stop = self._deferred   # type: ignore[misc]
+        self._deferred = None
+        obj = None
+        if ev is not None and ev.data is not None and '"message_delta"' in ev.data:
+            try:
+                obj = loads(ev.data)   # (not counted as malformed here: on_event reads it next)
+            except (ValueError, RecursionError):
+                pass
+        delta = obj.get("delta") if isinstance(obj, dict) and obj.get("type") == "message_delta" else None
+        cut = isinstance(delta, dict) and ended(delta.get("stop_reason")) == LENGTH
+        return self._finish_text(st, stop, cut)
 
     # -- one split text block -----------------------------------------------------------
     def _emit(self, st: _TextBlock, pieces: list, text: str | None = None,
@@ -384,10 +408,10 @@ class StreamRewriter:
         out.append(self._created(_STOP, {"type": _STOP, "index": idx}))
         return out
 
-    def _finish_text(self, st: _TextBlock, ev: Event | None) -> list[bytes]:
-        """Flush a text block at its stop (or at the end of the stream)."""
+    def _finish_text(self, st: _TextBlock, ev: Event | None, cut: bool = False) -> list[bytes]:
+        """Flush a text block at its stop (or at the end of the stream); `cut`: at the token limit."""
         del self.texts[st.upstream]
-        out = self._emit(st, st.splitter.finish())
+        out = self._emit(st, st.splitter.finish(cut))
         if not st.emitted:
             out += self._open(st, _TEXT)  # the block was empty: keep it, empty, as body rewrites do
         if ev is not None and st.kind == _TEXT and st.index == st.upstream:
@@ -398,7 +422,7 @@ class StreamRewriter:
         return out
 
     def _close_all(self) -> list[bytes]:
-        out: list[bytes] = []
+        out: list[bytes] = self._resolve(None) if self._deferred is not None else []
         for st in list(self.texts.values()):
             out += self._finish_text(st, None)
         return out
@@ -447,6 +471,7 @@ class StreamRewriter:
         """Fail open: what is still held goes out, and each text block still open stays open
         as a text block: the upstream's next events of that block land on it (`translate`)."""
         out: list[bytes] = []
+        deferred, self._deferred = self._deferred, None   # (its stop goes after what it held)
         try:
             for st in list(self.texts.values()):
                 out += self._emit(st, st.splitter.finish())
@@ -458,6 +483,8 @@ class StreamRewriter:
         # The rest passes as it came, unless a block's index moved: then every block event
         # still needs the client's index, or a text_delta would land on a thinking block.
         self.translating = not self.raw and any(u != i for u, i in self.moved.items())
+        if deferred is not None:
+            out += self.translate(deferred[1]) if self.translating else [deferred[1].raw]
         return out
 
     def translate(self, ev: Event) -> list[bytes]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any, Callable, Protocol, TypeGuard
 
-from ...context import OTHER, STOP, FlowContext
+from ...context import LENGTH, OTHER, STOP, FlowContext
 from ...events import Event
 from ...rules import TagPair
 from ...splitter import CONTENT, END, REASONING, Splitter
@@ -568,7 +568,8 @@ def _split_pieces(owner: Owner, text: str) -> list[Piece]:
 
 def ended(resp: object) -> str | None:
     """How a response ended: STOP when it completed with an answer (no tool call in its output),
-    OTHER when it is incomplete, failed or calls a tool, None when it does not say."""
+    LENGTH when it is incomplete at the token limit (`max_output_tokens`), OTHER when it is
+    otherwise incomplete, failed or calls a tool, None when it does not say."""
     if not isinstance(resp, dict):
         return None
     status = resp.get("status")
@@ -578,7 +579,10 @@ def ended(resp: object) -> str | None:
             isinstance(it, dict) and isinstance(it.get("type"), str) and it["type"].endswith("_call")
             for it in output)
         return OTHER if calls else STOP
-    return OTHER if status in ("incomplete", "failed", "cancelled") else None
+    if status == "incomplete":
+        details = resp.get("incomplete_details")
+        return LENGTH if isinstance(details, dict) and details.get("reason") == "max_output_tokens" else OTHER
+    return OTHER if status in ("failed", "cancelled") else None
 
 
 def _drive_parts(m: _Message, item: Obj, split: Callable[[str], list[Piece]]) -> None:

@@ -103,11 +103,13 @@ class ByteShape:
     between slots (ids) are matched as any string and compared after: so the pattern is the
     same for every stream of a server and compiled once per process, not per flow (~0.4 ms)."""
 
-    __slots__ = ("match", "name", "head_len", "groups", "prefix", "suffix")
+    __slots__ = ("match", "name", "head_len", "end_len", "groups", "prefix", "suffix")
 
-    def __init__(self, head: bytes, name: str | None, consts: list[bytes], slots: list[bytes]) -> None:
-        self.name, self.head_len = name, len(head)
-        prefix, suffix = head + consts[0], consts[-1] + b"\n\n"
+    def __init__(self, head: bytes, name: str | None, consts: list[bytes], slots: list[bytes],
+                 end: bytes = b"\n\n") -> None:
+        """`end`: what ends an event (an SSE event's blank line; an NDJSON line's LF)."""
+        self.name, self.head_len, self.end_len = name, len(head), len(end)
+        prefix, suffix = head + consts[0], consts[-1] + end
         self.prefix, self.suffix = prefix, suffix   # (what thinkwire.hot compares)
         rx, groups, checks, g = b"", [], [], 1
         for slot, const in zip(slots, consts[1:-1] + [b""]):
@@ -139,7 +141,7 @@ class ByteShape:
     def event(self, chunk: bytes):
         """A chunk `match` took, as the SSE parser frames it: the chunk is one whole event, framed
         as canonical_head requires. The surface's on_event takes it without the driver's framing."""
-        return Event(chunk, self.name, chunk[self.head_len:-2].decode("utf-8", "surrogateescape"))
+        return Event(chunk, self.name, chunk[self.head_len:-self.end_len].decode("utf-8", "surrogateescape"))
 
 
 _TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[^"]+|"')   # a string literal, or other JSON text

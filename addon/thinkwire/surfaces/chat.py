@@ -147,11 +147,11 @@ class StreamRewriter:
         specs = self._hot
         if specs is None or specs[0] is not b:
             rules, m = st.splitter.rules, b[0]
-            # The answer goes as it came; reasoning in its field; whitespace alone, held, as an
-            # empty content (what _split sends).
+            # The answer goes as it came; reasoning in its field; whitespace alone is held, and
+            # nothing goes out (as _split sends).
             specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix),
                                  hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), **hot.reasoning(rules),
-                                          held=(m.prefix + b'""' + m.suffix,)))
+                                          held=()))
         self._armed = (kind, st)
         return hot.Arming(specs[1 if kind == CONTENT else 2], held=hot.holding(st.splitter, kind))
 

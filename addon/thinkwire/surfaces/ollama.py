@@ -29,7 +29,7 @@ from .. import hot
 from ..jsonnum import loads
 from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..jsonio import OUT, dumps
-from ..fastpath import key_pattern, learn_literal, literal_body, slot_text, text_slot
+from ..fastpath import ByteShape, key_pattern, learn_literal, literal_body, slot_text, text_slot
 from ..ndjson import NDJSONParser
 from ..splitter import CONTENT, REASONING
 from ..events import Event
@@ -188,7 +188,7 @@ class StreamRewriter:
         self.state: TextRuns | None = None   # the splitter and block bookkeeping
         self.last: tuple[dict, dict, str] | None = None   # the last text line: (obj, holder, key)
         self.eol = b"\n"
-        self._shape: tuple | None = None       # (the compiled line pattern, the bytes around its slots)
+        self._shape: tuple | None = None       # (the line's ByteShape, the bytes around its slots)
         self._armed: int | None = None         # the kind the C callable was last armed for
 
     def _state(self, model: object) -> TextRuns:
@@ -230,7 +230,7 @@ class StreamRewriter:
             self.ctx.ended(how)
         if self.fast:   # (a line the shape took and sent here keeps it: nothing new to learn)
             shape = self._shape
-            if shape is None or shape[0](ev.raw) is None:
+            if shape is None or shape[0].match(ev.raw) is None:
                 self._shape = self._learn(ev, obj, holder, key, text)
         runs = st.runs(pieces)
         if done:
@@ -288,10 +288,12 @@ class StreamRewriter:
         shape, st = self._shape, self.state
         if shape is None or st is None or st.native or st.done:
             return None
-        m = shape[0](chunk)
+        b = shape[0]
+        m = b.match(chunk)
         if m is None:
             return None
-        got = slot_text(m, 1, st.splitter.rules)
+        g = b.groups[-1]   # the text slot's
+        got = slot_text(m, g, st.splitter.rules)
         if got is None:
             return None
         piece = st.splitter.plain(got[0])
@@ -305,7 +307,7 @@ class StreamRewriter:
                 st.again.said(REASONING, text)
         else:
             text = st.runs([piece])[0][1]
-        g = 1 if m[1] is not None else 2
+        g = g if m[g] is not None else g + 1
         return [b"".join((chunk[:m.start(g)], _THINKING, _go_body(literal_body(text, got)), chunk[m.end(g):]))]
 
     def hot(self) -> hot.Arming | None:
@@ -354,7 +356,8 @@ class StreamRewriter:
             head = (before,)
         rules = self.state.splitter.rules   # type: ignore[union-attr]
         head_b, after_b = tuple(h.encode("utf-8", OUT) for h in head), after.encode("utf-8", OUT)
-        return _pattern(head_b, after_b, rules), head_b, after_b
+        slots = [_TIMESTAMP, text_slot(rules)] if len(head_b) == 2 else [text_slot(rules)]
+        return ByteShape(b"", None, [*head_b, after_b], slots, end=b"\n"), head_b, after_b
 
 
 _THINKING = b'","thinking":"'   # a reasoning line: the text's slot cut here (content "", thinking the text)
@@ -364,17 +367,8 @@ _TIMESTAMP = b'"[' + re.escape(_TIMESTAMP_CHARS) + b']*"'
 
 
 @functools.lru_cache(maxsize=64)
-def _pattern(head: tuple[bytes, ...], after: bytes, rules) -> object:
-    """The fullmatch of a token line: `head` around the created_at literal, the text slot
-    (thinkwire.fastpath.text_slot: groups 1 and 2), `after`, the line end. Compiled once per
-    shape and process: a server sends the same bytes around every token of a model."""
-    rx = _TIMESTAMP.join(re.escape(h) for h in head) + text_slot(rules) + re.escape(after) + b"\n"
-    return re.compile(rx, re.S).fullmatch
-
-
-@functools.lru_cache(maxsize=64)
 def _specs(head: tuple[bytes, ...], after: bytes, rules) -> tuple[tuple, tuple]:
-    """The C callable's specs (thinkwire.hot) for a token line of `_pattern`'s shape, the answer's
+    """The C callable's specs (thinkwire.hot) for a token line of `_learn`'s shape, the answer's
     and reasoning's: the created_at literal, where there is one, a string slot copied as it
     came. The answer goes as it came; reasoning is on_chunk's line with the text moved, and so
     its text holds none of the characters Go writes escaped (on_chunk escapes them again)."""

@@ -8,12 +8,13 @@ import json
 import re
 from json.decoder import scanstring
 from json.encoder import encode_basestring
+from typing import Any, Callable, NamedTuple
 
 from ... import hot
 from ...events import Event
 from ...fastpath import ASCII_SLOT, NUMBER_SLOT, SHAPE_MAX, ByteShape, canonical_head, slot_text, text_slot
 from ...jsonio import OUT, dumps
-from ...splitter import CONTENT, REASONING, Rules
+from ...splitter import CONTENT, REASONING, Rules, Splitter
 from .items import _OutputPart, _ev, _MessagePiece, _ReasoningItem
 
 
@@ -148,6 +149,17 @@ def _template(ev: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
+class _Plan(NamedTuple):
+    """What the byte path does for a message's current state (`Shortcuts._make_plan`)."""
+    kind: int                      # the piece kind it expects: CONTENT or REASONING
+    splitter: Splitter             # the part's
+    add: Callable[..., None]       # where its text goes (the piece's or the item's text)
+    fmt: bytes                     # the events it sends, as one %-format
+    extra: Any                     # CONTENT: (the upstream's own bytes, the slots' kinds or None); REASONING: channels
+    part: _OutputPart              # the upstream part it feeds
+    cuts: Any        # the cut events `fmt` was made of (kept: `hot` caches its spec by them)
+
+
 class Shortcuts:
     """StreamRewriter's shortcuts (a mixin: the state is the rewriter's)."""
 
@@ -207,7 +219,7 @@ class Shortcuts:
         self.dirty = True
         return [fmt % ((n, lit) if extra == 1 else (n, lit, n + 1, lit))]
 
-    def _make_plan(self, shape: _Shape) -> tuple | None:
+    def _make_plan(self, shape: _Shape) -> _Plan | None:
         """What the byte path does for the message's current state, worked out once: the piece
         kind it expects, its splitter, where its text goes, the events it sends as one format,
         the part it feeds and the cut events the format was made of. None: the state has no
@@ -227,8 +239,8 @@ class Shortcuts:
             cuts = [c.replace(b"%", b"%%") for c in tpl[1]]
             fmt = cuts[0] + b"".join((b"%d" if k == _SEQ else b"%s") + c for k, c in zip(shape.kinds, cuts[1:]))
             kinds = shape.kinds
-            plan = (CONTENT, p.splitter, dp.text.add, fmt, (tpl[2], None if kinds == [_SEQ, _TEXT] else kinds), p,
-                    tpl[1])
+            plan = _Plan(CONTENT, p.splitter, dp.text.add, fmt, (tpl[2], None if kinds == [_SEQ, _TEXT] else kinds),
+                         p, tpl[1])
         elif type(cur) is _ReasoningItem:
             tpl = cur.delta_template
             if tpl is None or tpl[0] != (lines, eol):
@@ -237,7 +249,7 @@ class Shortcuts:
             assert 1 <= len(frames) <= 2   # the summary channel, the content channel or both
             fmt = b"".join(b"%d".join([head.replace(b"%", b"%%"), mid.replace(b"%", b"%%")]) + b"%s"
                            + tail.replace(b"%", b"%%") for head, mid, tail in frames)
-            plan = (REASONING, p.splitter, cur.text.add, fmt, len(frames), p, frames)
+            plan = _Plan(REASONING, p.splitter, cur.text.add, fmt, len(frames), p, frames)
         else:
             return None
         self._plan = plan
@@ -252,36 +264,36 @@ class Shortcuts:
             return None
         slot_pos = {(_SEQ, _TEXT): 1, (_TEXT, _SEQ): 2}.get(tuple(shape.kinds))
         plan = None if slot_pos is None else self._plan or self._make_plan(shape)
-        if plan is None or plan[1].steady() != plan[0] or not (0 <= self.seq.offset <= hot.MAX_NUMBER
+        if plan is None or plan.splitter.steady() != plan.kind or not (0 <= self.seq.offset <= hot.MAX_NUMBER
                                                                 and 0 <= self.seq.last <= hot.MAX_NUMBER):
             return None   # (numbers that do not fit C's are counted on in Python)
         self._plan = plan
         # A plan is made again after every event taken in full; the cut events it holds are kept.
         cache = self._hot
-        if cache is None or cache[0] is not plan[6] or cache[1] is not self._bytes or cache[2] != plan[4]:
-            cache = self._hot = (plan[6], self._bytes, plan[4], self._hot_spec(shape, plan, slot_pos))
+        if cache is None or cache[0] is not plan.cuts or cache[1] is not self._bytes or cache[2] != plan.extra:
+            cache = self._hot = (plan.cuts, self._bytes, plan.extra, self._hot_spec(shape, plan, slot_pos))
         self._armed = plan
-        return hot.Arming(cache[3], self.seq.offset, self.seq.last, hot.holding(plan[1], plan[0]))
+        return hot.Arming(cache[3], self.seq.offset, self.seq.last, hot.holding(plan.splitter, plan.kind))
 
-    def _hot_spec(self, shape: _Shape, plan: tuple, slot_pos: int) -> tuple:
-        rules = plan[1].rules
+    def _hot_spec(self, shape: _Shape, plan: _Plan, slot_pos: int) -> hot.Spec:
+        rules = plan.splitter.rules
         pre = self._bytes[0].prefix   # type: ignore[index]
         mid, post = shape.consts[1].encode("utf-8", OUT), shape.consts[2].encode("utf-8", OUT) + b"\n\n"
         q = b'"'
-        if plan[0] == CONTENT:
-            cuts = plan[6]   # the delta event cut at its slots, in their order
+        if plan.kind == CONTENT:
+            cuts = plan.cuts   # the delta event cut at its slots, in their order
             if slot_pos == 1:
                 out = (cuts[0], hot.PART_N, cuts[1] + q, hot.PART_BODY, q + cuts[2])
             else:
                 out = (cuts[0] + q, hot.PART_BODY, q + cuts[1], hot.PART_N, cuts[2])
             return hot.spec(rules, pre, post, out, slot_pos=slot_pos, mid=mid, seq_mode=hot.SEQ_OWN,
-                            pass_same=plan[4][0])
+                            pass_same=plan.extra[0])
         parts: list = []
-        for head, m, tail in plan[6]:   # one event per channel, cut at its number and text
+        for head, m, tail in plan.cuts:   # one event per channel, cut at its number and text
             parts += [head, hot.PART_N1 if parts else hot.PART_N, m + q, hot.PART_BODY, q + tail]
         out = tuple(parts)
         return hot.spec(rules, pre, post, out, slot_pos=slot_pos, mid=mid, seq_mode=hot.SEQ_NEW,
-                        channels=plan[4], **hot.reasoning(rules), held=())   # (whitespace alone: nothing)
+                        channels=plan.extra, **hot.reasoning(rules), held=())   # (whitespace alone: nothing)
 
     def settle(self, got: hot.Took) -> None:
         """What the C callable took since it was armed (`Hot.take`)."""

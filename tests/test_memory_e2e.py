@@ -124,8 +124,8 @@ def test_messages_loop_without_the_memory_reaches_the_upstream_without_the_reaso
 @pytest.mark.parametrize("include", [True, False], ids=["encrypted_content", "ids"])
 def test_responses_loop_that_drops_reasoning_items_reaches_the_upstream_with_its_reasoning(up, proxy, include):
     """store: false, the output echoed without its reasoning items: the memory puts back the
-    items the client got before the turn's function call, and the way back inlines them (byte
-    for byte with encrypted_content's marks; with the pair's tags around the text by id)."""
+    items the client got before the turn's function call, and the way back inlines them byte for
+    byte (from encrypted_content's marks, or by id)."""
     strict = StrictResponses(loop_turns(), exact=include)
     up.route("/responses", strict.handle)
     conv = ResponsesConversation(include=include, drop=True)   # model qwen3: the memory is on
@@ -135,10 +135,9 @@ def test_responses_loop_that_drops_reasoning_items_reaches_the_upstream_with_its
     assert all(it["type"] != "reasoning" for it in conv.items)
     sent = [it for it in json.loads(strict.bodies[-1])["input"] if it.get("role") == "assistant"]
     texts = [p["text"] for it in sent for p in it["content"]]
-    assert texts == (["<think>\nI should list the files.\n</think>\n\nLet me look.", "<think>Now read the README.</think>",
-                      "<think>One more check: ünïcode ✓</think>Checking tests."] if include else
-                     ["<think>I should list the files.</think>Let me look.", "<think>Now read the README.</think>",
-                      "<think>One more check: ünïcode ✓</think>Checking tests."])
+    # (By id too: the way back restores the markup as the model wrote it, from back32's cache.)
+    assert texts == ["<think>\nI should list the files.\n</think>\n\nLet me look.", "<think>Now read the README.</think>",
+                     "<think>One more check: ünïcode ✓</think>Checking tests."]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])

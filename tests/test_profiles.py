@@ -540,7 +540,9 @@ def test_a_tagless_body_of_a_model_that_starts_inside_is_an_answer_when_it_ended
 
 
 def test_its_stream_has_sent_the_text_as_reasoning_before_the_end_came():
-    assert chat_stream({"model": "deepseek-ai/DeepSeek-V4-Flash"}, ["A complete ", "answer."]) == ("A complete answer.", "")
+    # ... and at its end, which says the answer was complete, it sends the text again as the answer.
+    assert chat_stream({"model": "deepseek-ai/DeepSeek-V4-Flash"}, ["A complete ", "answer."]) == \
+        ("A complete answer.", "A complete answer.")
 
 
 def test_tagless_means_decides_when_the_body_does_not_say_how_it_ended():
@@ -669,7 +671,7 @@ def test_streams_of_a_model_that_sent_two_stray_closes_start_inside():
     assert learning_stream(L, req, ["plan", "</think>", "answer"]) == (("plan", "answer"), None, "learned")
     # An answer with no tag at all forgets it (that stream went out as reasoning).
     got, said, _ = learning_stream(L, req, ["Just ", "an answer."])
-    assert got == ("Just an answer.", "") and "forgotten" in said
+    assert got == ("Just an answer.", "Just an answer.") and "forgotten" in said
     assert learning_stream(L, req, ["Just ", "an answer."]) == (("", "Just an answer."), None, None)
 
 
@@ -686,7 +688,7 @@ def test_only_flows_whose_start_nothing_else_decided_teach(request_extra):
 
 def test_a_profile_that_starts_inside_is_not_relearned():
     L = Learner(evidence=1)
-    assert learning_stream(L, {"model": "deepseek-r1"}, ["x"]) == (("x", ""), None, "profile")
+    assert learning_stream(L, {"model": "deepseek-r1"}, ["x"]) == (("x", "x"), None, "profile")
     assert len(L) == 0
 
 

@@ -1087,3 +1087,51 @@ def test_text_events_for_an_item_never_added_pass_through_and_are_not_sent_twice
     out, _ = run_stream(sse_bytes(_misnumbered([msg(["<think>r</think>", "hi"])], keep_item_id=False)))
     deltas = [o["delta"] for o in objs(out) if o["type"] == "response.output_text.delta"]
     assert "".join(deltas) == "<think>r</think>hi"      # the upstream's own, once
+
+
+# -- a tag cut off at the token limit: the text's end waits for the response's status -----------
+def _answer_texts(out):
+    """(the answer the client's deltas spell, the message texts of its final output)."""
+    evs = objs(out)
+    said = "".join(o["delta"] for o in evs if o["type"] == "response.output_text.delta")
+    final = [t for k, t in shape(evs[-1]["response"]["output"]) if k == "message"]
+    return said, final
+
+
+@pytest.mark.parametrize("status,want", [("incomplete", "The answer is 4. "), ("completed", "The answer is 4. <thi")])
+def test_stream_a_tail_that_starts_a_tag_goes_only_when_the_output_was_cut_there(status, want):
+    out, _ = run_stream(stream_of([msg(["The answer is 4. <th", "i"])], status=status))
+    check_invariants(out)
+    assert _answer_texts(out) == (want, [want])
+    if status == "completed":   # (the SDK's accumulator reads a completed response only)
+        assert sdk_final(out).output_text == want
+
+
+def test_stream_the_held_end_goes_in_the_order_it_came_before_the_final_event():
+    out, _ = run_stream(stream_of([msg(["Partial <thi"]), fn('{"city": "Paris"}')], status="incomplete"))
+    check_invariants(out)
+    kinds = [o["type"] for o in objs(out)]
+    assert kinds[-6:] == ["response.output_item.done", "response.output_item.added",
+                          "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                          "response.output_item.done", "response.incomplete"]
+    assert _answer_texts(out) == ("Partial ", ["Partial "])
+
+
+def test_stream_past_the_held_bounds_the_tail_is_decided_as_not_cut_off():
+    # More events after the text's done than are held: it goes on as at a stop (the tail stays).
+    from thinkwire.surfaces.responses.stream import HELD_MAX
+    evs = upstream_events([msg(["Partial <thi"]), fn(*['{"a": 1}'[i:i + 1] for i in range(8)] * 10)],
+                          status="incomplete")
+    assert sum(e["type"] == "response.function_call_arguments.delta" for e in evs) > HELD_MAX
+    out, _ = run_stream(sse_bytes(evs))
+    check_invariants(out)
+    assert _answer_texts(out) == ("Partial <thi", ["Partial <thi"])
+
+
+def test_stream_that_ends_while_a_text_end_is_held_sends_it_all():
+    evs = upstream_events([msg(["Partial <thi"])], status="incomplete")
+    cut = [e for e in evs if e["type"] != "response.incomplete"]   # the stream ends before its status
+    out, _ = run_stream(sse_bytes(cut))
+    kinds = [o["type"] for o in objs(out)]
+    assert kinds[-3:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done"]
+    assert [o["text"] for o in objs(out) if o["type"] == "response.output_text.done"] == ["Partial <thi"]

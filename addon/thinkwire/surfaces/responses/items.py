@@ -85,6 +85,7 @@ class Owner(Protocol):
     unrouted_text: bool
     literals: bool         # its texts keep their JSON literals (`_Text`)
     ending: str | None     # how the response ended, once known (`ended`)
+    cut_off: bool          # a text finished now ends at the token limit
 
     def alloc(self) -> int:
         """The next output_index."""
@@ -111,6 +112,7 @@ class _ResponseState:
         self.resp_id: str | None = None
         self.model: object = None
         self.ending: str | None = None   # how the response ended, once known (`ended`)
+        self.cut_off = False   # a text finished now ends at the token limit (its tail of a tag is markup)
         self.next_index = 0
         self.unrouted_text = False   # text events for an item never added went out as they came
 
@@ -328,7 +330,7 @@ class _Message:
         if p.splitter is not None:
             sp, p.splitter = p.splitter, None
             pieces = sp.feed(text) if not p.fed and isinstance(text, str) and text else []
-            self.pieces(pieces + sp.finish(), None, None)
+            self.pieces(pieces + sp.finish(self.owner.cut_off), None, None)
         if not p.made and not p.reasoned and (p.fed or (isinstance(text, str) and text)):
             # Its text was markup only (`<think></think>`): the part stays, empty.
             self._open_dpart(self._ensure_seg())
@@ -399,7 +401,7 @@ class _Message:
         p = self.part
         if p is not None and p.splitter is not None:
             sp, p.splitter = p.splitter, None
-            self.pieces(sp.finish(), None, None)
+            self.pieces(sp.finish(self.owner.cut_off), None, None)
         if not self.opened:
             d = self.owner.alloc()
             for pobj, psrc in self.pending or ():

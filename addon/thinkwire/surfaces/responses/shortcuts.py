@@ -170,7 +170,7 @@ class Shortcuts:
         if self.passthrough:   # (native reasoning upstream) the rest goes as it comes, unparsed
             return [chunk] if chunk else None
         b = self._bytes
-        if b is None:
+        if b is None or self._held is not None:   # (held events go first: on_event)
             return None
         m = b[0].match(chunk)
         if m is None:
@@ -260,7 +260,7 @@ class Shortcuts:
         last, numbered and plain, changes nothing here but the text, the splitter's state and
         the numbering; None when on_chunk must decide."""
         shape = self._shape
-        if self.passthrough or self._bytes is None or shape is None:
+        if self.passthrough or self._bytes is None or shape is None or self._held is not None:
             return None
         slot_pos = {(_SEQ, _TEXT): 1, (_TEXT, _SEQ): 2}.get(tuple(shape.kinds))
         plan = None if slot_pos is None else self._plan or self._make_plan(shape)

@@ -11,7 +11,7 @@ from ...splitter import CONTENT, REASONING, Rules, Splitter
 from ...events import Event
 from ...jsonio import LONG, OUT, dumps, loads_known, sharing_dumps
 from .. import event_object, is_done
-from .items import _ev, _Message, _MessagePiece, _ResponseState, _Text, ended
+from .items import LENGTH, _ev, _Message, _MessagePiece, _ResponseState, _Text, ended
 from .shortcuts import Shortcuts, _learn, _Shape
 
 _ABSENT = object()
@@ -19,6 +19,11 @@ _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.qu
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 UNNUMBERED_MAX = 4096   # items of one stream numbered by their id, ids of at most ID_MAX characters
 ID_MAX = 256            # (docs/budget.md)
+# A text's done event whose splitter holds the start of a tag waits for the response's status
+# (the token limit makes that tail markup): it and the events after it are held, at most these
+# many events and bytes (past them: decided as not cut off).
+HELD_MAX = 64
+HELD_BYTES_MAX = 1 << 20
 
 
 class _Sequencer:
@@ -94,6 +99,11 @@ class StreamRewriter(Shortcuts, _ResponseState):
         self._known: tuple | None = None   # (part, its size, literal, text): what loads_known skips
         self._unnumbered: dict = {}        # item id -> the output_index its events lack (_numbered)
         self._again: tuple | None = None   # (Again, the output's first splitter): thinkwire.again
+        # Events held from a text's done event whose splitter holds the start of a tag until the
+        # response's final event says whether the output was cut off there (`_hold`).
+        self._held: list[Event] | None = None
+        self._held_bytes = 0
+        self._replaying = False            # the held events going on, decided
 
     # -- the Owner side ------------------------------------------------------------------------
     def emit(self, ev: dict, src: tuple | None = None) -> None:
@@ -112,6 +122,8 @@ class StreamRewriter(Shortcuts, _ResponseState):
     def on_event(self, ev: Event) -> list[bytes]:
         if self.passthrough or ev.data is None:
             return [ev.raw]
+        if self._held is not None:
+            return self._hold(ev)
         self._plan = None
         learn = True
         shape = self._shape
@@ -140,8 +152,45 @@ class StreamRewriter(Shortcuts, _ResponseState):
         src = (ev, obj)
         if "output_index" not in obj and obj["type"] not in _LIFECYCLE and obj["type"] not in _FINAL:
             obj = self._numbered(obj)
+        if obj["type"] == "response.output_text.done" and not self._replaying and self._holds_tag(obj):
+            self._held, self._held_bytes = [ev], len(ev.raw)
+            return []
         self._dispatch(obj, src)
         return self._send(obj.get("sequence_number"))
+
+    def _holds_tag(self, obj: dict) -> bool:
+        """Whether the text this done event ends has the start of a tag held in its splitter."""
+        u = obj.get("output_index")
+        m = self.active.get(u) if type(u) is int else self._by_item_id(obj.get("item_id"))
+        p = m.part if m is not None else None
+        return p is not None and p.fed and p.splitter is not None and p.splitter.holds_tag()
+
+    def _hold(self, ev: Event | None) -> list[bytes]:
+        """An event while a text's end is held: held too, until the response's final event (or
+        the stream's end, or the bounds) says how the output ended; then the held events go on,
+        the text's tail decided by it (a start of a tag at the token limit is markup)."""
+        held = self._held
+        assert held is not None
+        final = None
+        if ev is not None and ev.data is not None and not is_done(ev.data):
+            obj = event_object(ev.data, self.ctx) if '"response.' in ev.data else None
+            t = obj.get("type") if isinstance(obj, dict) else None
+            if t in _FINAL:
+                final = obj
+            elif len(held) < HELD_MAX and self._held_bytes + len(ev.raw) <= HELD_BYTES_MAX:
+                held.append(ev)
+                self._held_bytes += len(ev.raw)
+                return []
+        self._held, self._held_bytes = None, 0
+        self.cut_off = final is not None and ended(final.get("response")) == LENGTH
+        out: list[bytes] = []
+        self._replaying = True
+        try:
+            for h in held:
+                out += self.on_event(h)
+        finally:
+            self._replaying = False
+        return out + (self.on_event(ev) if ev is not None else [])
 
     def _numbered(self, obj: dict) -> dict:
         """An item's event without an output_index (llama-server's carry none, nor content_index
@@ -280,6 +329,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
         output = resp.get("output") if isinstance(resp, dict) else None
         self.ending = ended(resp)
         self.ctx.ended(self.ending)
+        self.cut_off = self.cut_off or self.ending == LENGTH   # (messages closed here end cut off)
         # Messages the upstream never closed: close them now, as the final output shows them.
         for u, m in list(self.active.items()):
             del self.active[u]
@@ -364,13 +414,15 @@ class StreamRewriter(Shortcuts, _ResponseState):
     def finish(self) -> list[bytes]:
         if self.passthrough:
             return []
-        return self._flush()
+        out = self._hold(None) if self._held is not None else []
+        return out + self._flush()
 
     def abort(self) -> list[bytes]:
         """Fail open: what is held goes out, and each message still open is left on a message
         item with its text part open: the upstream's next events of it land there (`translate`)."""
         if self.passthrough:
             return []
+        held, self._held = self._held or [], None   # (they go on as events after failing open)
         self.passthrough = True
         out = self._flush()
         for m in self.active.values():
@@ -381,6 +433,8 @@ class StreamRewriter(Shortcuts, _ResponseState):
         # Items or event numbers moved: the rest needs the client's numbers (or the SDK files
         # answer text under a reasoning item).
         self.translating = self.dirty
+        for h in held:
+            out += self.translate(h) if self.translating else [h.raw]
         return out
 
     def translate(self, ev: Event) -> list[bytes]:

@@ -363,3 +363,51 @@ def test_a_compressed_stream_is_remembered_from_its_decoded_bytes():
     stream(packed)
     req = request_back("call_z")
     assert run(m.start("q", "chat", req, b"s", None)) == 1 and req["messages"][1]["reasoning_content"] == "thought"
+
+
+def responses_tool_turn(reasoning: str) -> bytes:
+    return json.dumps({"id": "resp_1", "object": "response", "status": "completed", "output": [
+        {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}]},
+        {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}",
+         "status": "completed"}]}).encode()
+
+
+def responses_back(*before_call: dict) -> dict:
+    return {"model": "deepseek-v4-pro", "input": [
+        {"role": "user", "content": "go"}, *before_call,
+        {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "ok"}]}
+
+
+def remember_responses(m: Memory, reasoning: str) -> None:
+    m.start("f", "responses", {"model": "deepseek-v4-pro", "input": []}, b"s", None)
+    m.saw_body("f", responses_tool_turn(reasoning), None)
+    co = m.settle(Flow("f"))
+    if co is not None:
+        run(co)
+
+
+def test_a_responses_turn_that_dropped_its_reasoning_item_gets_it_back():
+    m = memory_with()
+    remember_responses(m, "Plan the call.")
+    req = responses_back()
+    assert run(m.start("q", "responses", req, b"s", None)) == 1
+    assert [it.get("type") for it in req["input"][1:3]] == ["reasoning", "function_call"]
+    assert req["input"][1]["summary"] == [{"type": "summary_text", "text": "Plan the call."}]
+
+
+@pytest.mark.parametrize("kept", [
+    {"type": "item_reference", "id": "rs_1"},   # store: true (the Vercel AI SDK): the server keeps it
+    {"role": "assistant", "content": "<think>\nPlan the call.\n</think>"},   # written out as text (Pydantic AI)
+], ids=["item_reference", "as-text"])
+def test_a_responses_turn_whose_client_kept_its_reasoning_another_way_is_left_alone(kept):
+    m = memory_with()
+    remember_responses(m, "Plan the call.")
+    req = responses_back(kept)
+    before = json.dumps(req)
+    assert run(m.start("q", "responses", req, b"s", None) or _zero()) == 0
+    assert json.dumps(req) == before
+
+
+async def _zero() -> int:
+    return 0

@@ -221,6 +221,10 @@ class ResponsesSide:
         items = request.get("input")
         if not isinstance(items, list):
             return []
+        if any(isinstance(it, dict) and it.get("type") in ("reasoning", "item_reference") for it in items):
+            # A client that sends reasoning items back keeps them, and one that refers to stored
+            # items (store: true, the Vercel AI SDK) has the server keep them: nothing was dropped.
+            return []
         runs: list[list[JSON]] = []
         open_run = False
         for it in items:
@@ -241,19 +245,31 @@ class ResponsesSide:
                 continue
             k = _by_ids_or_text("responses", scope, said.ids, said.text, every_turn)
             if k is not None:
-                out.append(((items, run[0]), k))
+                out.append(((items, run[0], said.text), k))
         return out
 
     @staticmethod
-    def fill(handle: tuple[list[Any], JSON], e: Entry) -> bool:
-        items, first = handle
+    def fill(handle: tuple[list[Any], JSON, str], e: Entry) -> bool:
+        items, first, text = handle
         if e.form != OBJECTS:
             return False
+        if any(t and t in text for t in _reasoning_texts(e.text)):
+            return False   # the client wrote the reasoning into the turn's text itself (Pydantic AI)
         at = next((i for i, it in enumerate(items) if it is first), None)
         if at is None:
             return False
         items[at:at] = json.loads(e.text)
         return True
+
+
+def _reasoning_texts(objects: str) -> list[str]:
+    """The texts of remembered reasoning items (their content, else their summary)."""
+    out: list[str] = []
+    for it in json.loads(objects):
+        if isinstance(it, dict):
+            parts = it.get("content") or it.get("summary") or []
+            out += [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return out
 
 
 SIDES: dict[str, Side] = {"chat": ChatSide, "ollama": OllamaSide, "messages": MessagesSide, "responses": ResponsesSide}

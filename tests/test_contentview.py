@@ -452,3 +452,15 @@ def test_the_view_says_what_the_reasoning_memory_did_for_a_flow():
     f.metadata["thinkwire_memory"] = {"put_back": 1, "remembered": 1, "store": "memory"}
     assert _memory(f) == [("memory", "reasoning of 1 turn(s) put back into the request; reasoning of 1 turn(s) "
                                      "remembered (memory)")]
+
+
+def test_a_long_summary_line_folds_beside_its_key():
+    summary = ("1 reasoning block(s), 348 chars moved; started inside <think> (the server's chat "
+               "template); the rewrite fell back")
+    body = json.dumps({"id": "c", "object": "chat.completion", "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}).encode()
+    text = render(read_response(body, "chat", "application/json"), [("thinkwire", summary)])
+    head = text.split("\n\n", 1)[0].splitlines()
+    # (the keys are as wide as "finish reason", below: the value folds at 80 columns in all)
+    assert head[-2:] == ["thinkwire      1 reasoning block(s), 348 chars moved; started inside <think>",
+                         "               (the server's chat template); the rewrite fell back"]

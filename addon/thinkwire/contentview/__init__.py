@@ -42,7 +42,7 @@ def render(r: Reading, extra: Sequence[tuple[str, str]] = (), request: bool = Fa
         "request" if request else "body")
     head = [("surface", f"{kind} ({how})")] + [(k, v) for k, v in r.head if v] + list(extra)
     width = max(len(k) for k, _ in head + r.tail) if head + r.tail else 0
-    lines += [f"{k.ljust(width)}  {v}" for k, v in head]
+    lines += [line for k, v in head for line in _field(k, v, width)]
     for name, secs in r.groups:
         if name:
             lines += ["", f"══ {name} " + "═" * max(3, 60 - len(name))]
@@ -60,18 +60,26 @@ def render(r: Reading, extra: Sequence[tuple[str, str]] = (), request: bool = Fa
         lines += ["", "(no content)"]
     if r.tail:
         lines.append("")
-        lines += [f"{k.ljust(width)}  {v}" for k, v in r.tail]
+        lines += [line for k, v in r.tail for line in _field(k, v, width)]
     return "\n".join(lines) + "\n"
 
 
-def _wrapped(text: str) -> list[str]:
+def _field(key: str, value: str, width: int) -> list[str]:
+    """A `key  value` line, its value folded to fit WRAP columns beside the keys (the flow's
+    summary says much: blocks, how the start was decided, what failed)."""
+    pad = width + 2
+    first, *rest = _wrapped(value, max(20, WRAP - pad))
+    return [f"{key.ljust(width)}  {first}"] + [" " * pad + line for line in rest]
+
+
+def _wrapped(text: str, wrap: int = WRAP) -> list[str]:
     """`text`'s lines folded at WRAP columns, at spaces where there are any: mitmweb shows a
     view's text unwrapped (white-space: pre), and one paragraph of reasoning is one long line."""
     out: list[str] = []
     for line in text.split("\n"):
-        while len(line) > WRAP:
-            cut = line.rfind(" ", 0, WRAP + 1)
-            cut = cut if cut > 0 else WRAP
+        while len(line) > wrap:
+            cut = line.rfind(" ", 0, wrap + 1)
+            cut = cut if cut > 0 else wrap
             out.append(line[:cut])
             line = line[cut + 1:] if line[cut:cut + 1] == " " else line[cut:]
         out.append(line)

@@ -10,6 +10,7 @@ from ...again import Again
 from ...splitter import CONTENT, REASONING, Rules, Splitter
 from ...events import Event
 from ...jsonio import LONG, OUT, dumps, loads_known, sharing_dumps
+from ...jsonnum import loads
 from .. import event_object, is_done
 from .items import LENGTH, _ev, _Message, _MessagePiece, _ResponseState, _Text, ended
 from .shortcuts import Shortcuts, _learn, _Shape
@@ -173,7 +174,10 @@ class StreamRewriter(Shortcuts, _ResponseState):
         assert held is not None
         final = None
         if ev is not None and ev.data is not None and not is_done(ev.data):
-            obj = event_object(ev.data, self.ctx) if '"response.' in ev.data else None
+            try:   # (not counted as malformed here: on_event reads it again when it goes on)
+                obj = loads(ev.data) if '"response.' in ev.data else None
+            except (ValueError, RecursionError):
+                obj = None
             t = obj.get("type") if isinstance(obj, dict) else None
             if t in _FINAL:
                 final = obj

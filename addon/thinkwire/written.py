@@ -299,3 +299,34 @@ class Recall:
         `default` (the profile's pair, as the way back always wrote it)."""
         got = self.memory.last(self.scope) if self.memory is not None else None
         return default if got is None else got
+
+
+def recall_runs(seq: list[Any], unmarked: Callable[[object], bool], recalled: Callable[[list[Any]], Any],
+                reasoning: Callable[[dict[str, Any]], bool]) -> tuple[list[Any], int]:
+    """The way back's use of remembered layouts, for a surface whose rewrite turned one upstream
+    text into a run of parts (Messages blocks, Responses items): each run of `unmarked` parts
+    that `recalled` rebuilds (else None) goes back as that one part. Also how many reasoning
+    parts went (at least one a run)."""
+    out: list[Any] = []
+    run: list[Any] = []
+    n = 0
+
+    def flush() -> None:
+        nonlocal n
+        if run:
+            got = recalled(run)
+            if got is None:
+                out.extend(run)
+            else:
+                out.append(got)
+                n += max(1, sum(reasoning(p) for p in run))
+            run.clear()
+
+    for part in seq:
+        if unmarked(part):
+            run.append(part)
+        else:
+            flush()
+            out.append(part)
+    flush()
+    return out, n

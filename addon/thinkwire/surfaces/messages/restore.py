@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...context import FlowContext
+from ... import written
 from ...rules import TagPair
 from .. import after, inline, restore
 
@@ -108,29 +109,8 @@ def _restore_blocks(blocks: list[Any], how: str, ctx: FlowContext) -> tuple[list
 # wrote it.
 def _recall_runs(blocks: list[Any], ctx: FlowContext) -> tuple[list[Any], int]:
     """The blocks with each remembered run back as one text block, and how many blocks went."""
-    out: list[Any] = []
-    run: list[dict[str, Any]] = []
-    n = 0
-
-    def flush() -> None:
-        nonlocal n
-        if run:
-            got = _recalled(run, ctx)
-            if got is None:
-                out.extend(run)
-            else:
-                out.append(got)
-                n += max(1, sum(b["type"] == "thinking" for b in run))
-            run.clear()
-
-    for b in blocks:
-        if _unmarked(b):
-            run.append(b)
-        else:
-            flush()
-            out.append(b)
-    flush()
-    return out, n
+    return written.recall_runs(blocks, _unmarked, lambda run: _recalled(run, ctx),
+                               lambda b: b["type"] == "thinking")
 
 
 def _unmarked(block: object) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, TypeGuard
 
 from ...context import FlowContext
+from ... import written
 from ...rules import TagPair
 from .. import after, inline, restore
 
@@ -101,29 +102,8 @@ def _restore_input(obj: dict[str, Any], items: list[Any], how: str, ctx: FlowCon
 # model wrote it, whatever ids the client kept (Codex keeps none).
 def _recall_runs(items: list[Any], ctx: FlowContext) -> tuple[list[Any], int]:
     """The items with each remembered run back as one assistant message, and how many went."""
-    out: list[Any] = []
-    run: list[dict[str, Any]] = []
-    n = 0
-
-    def flush() -> None:
-        nonlocal n
-        if run:
-            got = _recalled(run, ctx)
-            if got is None:
-                out.extend(run)
-            else:
-                out.append(got)
-                n += max(1, sum(it.get("type") == "reasoning" for it in run))
-            run.clear()
-
-    for item in items:
-        if _unmarked(item):
-            run.append(item)
-        else:
-            flush()
-            out.append(item)
-    flush()
-    return out, n
+    return written.recall_runs(items, _unmarked, lambda run: _recalled(run, ctx),
+                               lambda it: it.get("type") == "reasoning")
 
 
 def _unmarked(item: object) -> bool:

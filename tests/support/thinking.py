@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from harness import Reply, Seen, Turn, json_reply, sse, sse_reply
+from harness import Reply, Seen, StrictChat, Turn, json_reply, sse, sse_reply
 
 DEEPSEEK_400 = "The `reasoning_content` in the thinking mode must be passed back to the API."
 
@@ -59,10 +59,7 @@ class StrictThinking:
         self.bodies: list[bytes] = []
         self._n = 0
 
-    def _error(self, message: str) -> Reply:
-        self.errors.append(message)
-        return json_reply({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                                     "code": "invalid_request_error"}}, 400)
+    _error = StrictChat._error   # (an OpenAI-style 400, recorded in self.errors)
 
     def handle(self, seen: Seen) -> Reply:
         self.bodies.append(seen.body)

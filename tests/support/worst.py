@@ -219,9 +219,16 @@ for _surface in SURFACES:
                 lambda n, s=_surface, p=_path, t=_texts: _through(p, s, stream(s, t(n))))
 
 
-@workload("c ollama: a long created_at in each line")
-def _long_created_at(n: int):
-    # The C part's string slot: read to its end, and copied into each reasoning line it writes.
-    lines = stream("ollama", ["<think>r"] + [" x"] * n + ["</think>a"] + [" y"] * n)
-    return _through("c", "ollama", [re.sub(rb'"created_at":"[^"]*"', b'"created_at":"' + b"1" * 2000 + b'"', line)
-                                    for line in lines])
+def _long_created_at(size: int):
+    def build(n: int):
+        lines = stream("ollama", ["<think>r"] + [" x"] * n + ["</think>a"] + [" y"] * n)
+        return _through("c", "ollama", [re.sub(rb'"created_at":"[^"]*"', b'"created_at":"' + b"1" * size + b'"', line)
+                                        for line in lines])
+    return build
+
+
+# The C part's string slot: read to its end, and copied into each reasoning line it writes (a line
+# of 1,900 bytes is still learned: fastpath.SHAPE_MAX is 2,048 around the text).
+workload("c ollama: a long created_at in each line")(_long_created_at(1800))
+# Past SHAPE_MAX no shape is learned: each line takes the full path, and tries learning at no cost.
+workload("c ollama: a created_at past the shape cap in each line")(_long_created_at(4000))

@@ -15,11 +15,11 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
 
-from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog, written
+from . import __version__, bodies, contentview, endpoints, engine, errors, keys, userlog, written
 from .capabilities import Capabilities
 from .context import NO_PROFILE, PROFILE, FlowContext, shown_model
 from .request import Facts
-from .decoding import BODY_MAX, BodyError, decode_body
+from .decoding import BODY_MAX, BodyError, decode_body, read_request
 from .learning import Learner
 from .memory import KEY as MEMORY_KEY, Memory
 from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
@@ -218,7 +218,7 @@ class ThinkWire:
         # sessions are large); parsed here for flows that did not pass it (replays, GET).
         kept = self._requests.get(flow.id, _UNSEEN)
         if kept is _UNSEEN:
-            kept = engine.request_facts(engine.parse_request(requestbody.read(flow.request)[0]), surface.NAME,
+            kept = engine.request_facts(engine.parse_request(read_request(flow.request)[0]), surface.NAME,
                                         self.settings)  # type: ignore[arg-type]
         r = flow.request
         fctx = engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
@@ -275,7 +275,7 @@ class ThinkWire:
         surface = engine.surface_for_path(flow.request.path, self.settings)
         if surface is None:
             return None
-        body, unread = requestbody.read(flow.request)
+        body, unread = read_request(flow.request)
         if unread is not None:
             log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, unread)
         parsed = engine.parse_request(body)

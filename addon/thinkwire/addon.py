@@ -15,7 +15,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
 
-from . import __version__, bodies, contentview, endpoints, engine, errors, keys, userlog, written
+from . import __version__, bodies, contentview, endpoints, engine, errors, gateway, keys, userlog, written
 from .capabilities import Capabilities
 from .context import NO_PROFILE, PROFILE, FlowContext, shown_model
 from .request import Facts
@@ -102,6 +102,9 @@ class ThinkWire:
             else:
                 loader.add_option(o.name, str, env_default(o), help, choices=list(o.choices) or None)
         contentview.register()  # [inspect] the "thinkwire" and "thinkwire upstream" views
+        if not gateway.install():   # an upstream's failure answered in the API's shape
+            log.info("thinkwire: this mitmproxy's HTTP layer is not the one expected: an upstream that "
+                     "fails gets mitmproxy's own 502 page")
 
     def _bool_default(self, o) -> bool:
         """The switch's default: its environment variable, else the declared default."""
@@ -239,6 +242,9 @@ class ThinkWire:
         if message is not None:
             self._refuse(flow, errors.MISADDRESSED, message)
             return None
+        if self.settings is not None and (isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
+                                          or engine.surface_for_path(flow.request.path, self.settings)):
+            flow.metadata[errors.SHAPED] = True   # an upstream's failure answered in the API's shape (gateway)
         return self._check_upstream(flow)   # mitmproxy awaits it
 
     async def _check_upstream(self, flow: http.HTTPFlow) -> None:
@@ -259,7 +265,7 @@ class ThinkWire:
     @_guarded
     def server_connect_error(self, data) -> None:
         """Said here (the quiet log hides mitmproxy's line), once per failed connect; the client
-        gets mitmproxy's 502, and the next request to this upstream thinkwire's (a probe)."""
+        gets thinkwire's 502 (thinkwire.gateway), and the next request to this upstream a probe."""
         self.reachability.failed(data.server)
         log.warning("%s", errors.connect_failed(data.client, data.server))
 

@@ -100,7 +100,8 @@ def test_raw_deflate_is_read_as_mitmproxy_reads_it():
     (b"not brotli", "br", "its br body does not decode (error)"),
     (BODY, "compress", "content-encoding 'compress' is not decoded"),
     (BODY, "x" * 100, f"content-encoding {'x' * 40 + '...'!r} is not decoded"),
-])
+], ids=["gzip-cut-in-its-data", "gzip-cut-in-its-trailer", "br-cut", "zstd-cut", "gzip-garbage", "not-brotli",
+        "compress", "a-long-encoding"])
 def test_a_body_that_does_not_decode_is_not_read(raw, encoding, why):
     assert read_request(_request(raw, encoding)) == (None, why)
 

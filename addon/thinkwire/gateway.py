@@ -6,8 +6,9 @@ SDK shows as a wall of markup or cannot parse.
 mitmproxy 12 has no hook for this: `HttpStream.handle_protocol_error` runs the `error` hook and
 then writes its own page (proxy/layers/http/__init__.py; _http1.make_error_response and _http2's
 `format_error`), whatever the hook did. So that one method is wrapped, once: where it would send
-the client that page for a flow thinkwire marked (`errors.SHAPED`, set in `requestheaders`), and
-no response has begun, the client gets thinkwire's answer as an ordinary response instead. The
+the client that page for a flow thinkwire marked (`errors.SHAPED`, set in `requestheaders`) whose
+request was read whole and whose response has not begun, the client gets thinkwire's answer as an
+ordinary response instead. The
 rest of what mitmproxy does there (the error hook, the flow's error, dropping the stream) is
 unchanged. Mid-response failures (the upstream's headers already came) keep mitmproxy's way.
 """
@@ -67,8 +68,10 @@ def install() -> bool:
                 command = commands.send(sent)
             except StopIteration:
                 return
-            if connect is not None and not began and isinstance(command, SendHttp) \
-                    and command.event is event and command.connection is self.context.client:
+            # (Only once the client's request was read whole: its connection then takes a response.)
+            if connect is not None and not began and self.client_state == self.state_done \
+                    and isinstance(command, SendHttp) and command.event is event \
+                    and command.connection is self.context.client:
                 got = _answer_safely(self.flow, event.message, connect)
                 if got is not None:
                     self.flow.response = got

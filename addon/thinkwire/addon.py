@@ -19,7 +19,7 @@ from mitmproxy.proxy import mode_specs
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from . import __version__, bodies, contentview, endpoints, engine, errors, gateway, keys, userlog, written
-from .capabilities import Capabilities
+from .capabilities import Capabilities, refuses_thinking
 from .context import NO_PROFILE, PROFILE, FlowContext, shown_model
 from .request import Facts
 from .decoding import BODY_MAX, BodyError, decode_body, decoder_for, read_request
@@ -139,7 +139,7 @@ class ThinkWire:
         # proxy's worst per-event delays.)
         self._running = True
         gc.freeze()
-        _skip_legacy_log_event()
+        userlog.skip_legacy_log_event()
         for line in userlog.startup_lines(getattr(ctx.options, "mode", None)):
             log.info("%s", line)
         try:
@@ -563,19 +563,6 @@ def _not_json(e: BaseException) -> str:
     return str(e) if isinstance(e, BodyError) else f"not JSON ({type(e).__name__})"
 
 
-REFUSAL_MAX = 64 * 1024   # bytes of a 400 body read for Ollama's refusal (it is one short line)
-
-
-def refuses_thinking(response: http.Response) -> bool:
-    """Whether a 400 is Ollama's "does not support thinking", read with a cap: the body is the
-    upstream's, and mitmproxy's get_content would decode any size."""
-    try:
-        body = decode_body(response.raw_content or b"", response.headers.get("content-encoding"), REFUSAL_MAX)
-    except BodyError:
-        return False
-    return body is not None and b"does not support thinking" in body
-
-
 def _a_mitmproxy_tool(master: object) -> bool:
     """mitmdump, mitmweb or mitmproxy itself (not a test's or an embedding program's master)."""
     return type(master).__module__.startswith("mitmproxy.tools.")
@@ -611,23 +598,6 @@ def _route(flow: http.HTTPFlow) -> Route:
             auth = parse_upstream_auth(o.upstream_auth)
     return Route(proxy, auth, bool(getattr(o, "ssl_insecure", False)),
                  getattr(o, "ssl_verify_upstream_trusted_ca", None), getattr(o, "ssl_verify_upstream_trusted_confdir", None))
-
-
-def _not_thinkwire(record: logging.LogRecord) -> bool:
-    return not record.name.startswith("thinkwire")
-
-
-def _skip_legacy_log_event() -> None:
-    """Keep thinkwire's log lines out of mitmproxy's deprecated `add_log` event (for addons that
-    do not use Python's logging yet). It wakes the event loop and offers each line to every
-    addon: measured, that was most of what a flow cost thinkwire outside its stream callable.
-    The lines still reach the terminal and mitmweb's event log (their own handlers)."""
-    from mitmproxy import log as mitmproxy_log
-    legacy = getattr(mitmproxy_log, "LegacyLogEvents", None)   # (a mitmproxy without it: nothing to do)
-    for h in logging.getLogger().handlers:
-        if legacy is not None and isinstance(h, legacy) and not any(getattr(f, "__name__", "") == _not_thinkwire.__name__
-                                                      for f in h.filters):
-            h.addFilter(_not_thinkwire)
 
 
 def _recorded(flow: http.HTTPFlow) -> bool:  # [inspect]

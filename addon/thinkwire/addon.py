@@ -29,13 +29,12 @@ from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
-from .serverstart import ServerStart, shape_of
+from .serverstart import ServerStart, Told, shape_of
 from .startasks import FlowAsks, known_pairs
 from .settings import OPTIONS, Option, SettingError, Settings, env_default
 from .jsonio import OUT, dumps
 from .stream import StreamDriver
 from .surfaces import Surface, ollama
-from .serverstart import Told
 
 log = logging.getLogger(__name__)
 

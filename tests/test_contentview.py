@@ -346,6 +346,41 @@ def test_a_compressed_stream_keeps_the_upstream_body_decoded():
     assert f.metadata[UPSTREAM_KEY]["text"] == up.decode() and f.response.raw_content == sent
 
 
+def test_a_compressed_stream_bomb_is_not_decoded_past_the_keep_limit(monkeypatch):
+    """The kept upstream stream is decoded with the cap the two copies share (before: with
+    mitmproxy's decoder, to whatever size it makes: 800 bytes of brotli make 100 MiB)."""
+    import brotli
+    monkeypatch.setattr(bodies, "KEEP_LIMIT", 16 << 20)   # the client's copy: the stream's 8 MiB read
+    made = []
+    real = brotli.Decompressor
+
+    class Counting:
+        def __init__(self):
+            self._d = real()
+
+        def __getattr__(self, name):
+            return getattr(self._d, name)
+
+        def process(self, *a, **k):
+            out = self._d.process(*a, **k)
+            made.append(len(out))
+            return out
+    monkeypatch.setattr(brotli, "Decompressor", Counting)
+    bomb = brotli.compress(b"data: " + b"a" * (100 << 20) + b"\n\n", quality=5)
+    f, sent = _streamed_flow([bomb], "br")
+    assert len(sent) == 8 << 20
+    assert f.metadata[UPSTREAM_KEY] == {"note": f"not kept: larger than {16 << 20} bytes decoded"}
+    # The stream's capped read, then the rest of the keep cap, each past its cap by a step at most.
+    assert sum(made) <= (8 << 20) + (8 << 20) + 2 * (2 << 20)
+
+
+def test_a_compressed_stream_cut_short_keeps_what_decodes():
+    up = b"".join(sse({"choices": [{"index": 0, "delta": {"content": "<think>x</think>hi"}}]}))
+    z = gzip.compress(up)[:-4]
+    f, sent = _streamed_flow([z], "gzip")
+    assert f.metadata[UPSTREAM_KEY]["text"] == up.decode()
+
+
 def test_a_stream_the_rewrite_did_not_change_is_marked_same():
     up = b"".join(sse({"choices": [{"index": 0, "delta": {"content": "plain"}}]}))
     f, _ = _streamed_flow([up])

@@ -8,7 +8,11 @@ the shape of the API the client called, so the official SDKs show the message:
 
 from __future__ import annotations
 
+import json
 import re
+import socket
+import threading
+import urllib.error
 
 import anthropic
 import openai
@@ -110,16 +114,161 @@ def test_an_upstream_that_is_down_gets_a_502_in_thinkwire_s_words(proxy_factory)
     p.wait_for(re.escape(f"POST /v1/messages: answered 502: {unreachable(upstream, why)[len('thinkwire: '):]}"))
 
 
-def test_an_upstream_that_goes_down_while_running_is_said_in_the_log_then_answered(proxy_factory):
+def closed(upstream: str) -> str:
+    return (f"thinkwire: the upstream {upstream} closed the connection before it answered (server closed "
+            "connection). Check the server's own log: it may have stopped, crashed on this request, or be "
+            "restarting")
+
+
+def openai_error(message: str, code: str) -> dict:
+    return {"message": message, "type": "server_error", "param": None, "code": code}
+
+
+def what_each_sdk_sees(surface: str, url: str) -> tuple[int, object]:
+    """(status, error body) the official client of `surface` raises for a request through `url`
+    (no retries: the first answer is the one seen)."""
+    if surface == "chat":
+        with pytest.raises(openai.APIStatusError) as got:
+            openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0).chat.completions.create(**CHAT)
+    elif surface == "responses":
+        with pytest.raises(openai.APIStatusError) as got:
+            openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0).responses.create(model="m", input="hi")
+    elif surface == "messages":
+        with pytest.raises(anthropic.APIStatusError) as got_a:
+            anthropic.Anthropic(base_url=url, api_key="x", max_retries=0).messages.create(max_tokens=10, **CHAT)
+        return got_a.value.status_code, got_a.value.body
+    else:
+        import ollama
+        with pytest.raises(ollama.ResponseError) as got_o:
+            ollama.Client(host=url).chat(model="m", messages=[{"role": "user", "content": "hi"}])
+        return got_o.value.status_code, got_o.value.error
+    return got.value.status_code, got.value.body
+
+
+def expected(surface: str, message: str, code: str) -> object:
+    if surface == "messages":
+        return {"type": "error", "error": {"type": "api_error", "message": message}}
+    if surface == "ollama":
+        return message
+    return openai_error(message, code)
+
+
+SURFACES = ["chat", "responses", "messages", "ollama"]
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages",
+         "ollama": "/api/chat"}
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_the_first_request_after_the_upstream_died_gets_the_api_s_error_not_mitmproxy_s_page(
+        proxy_factory, surface):
+    """The upstream was seen reachable (so no probe goes first), then stopped listening: the
+    request that finds it gone gets thinkwire's 502 in its API's shape (mitmproxy alone: its HTML
+    page), and so does the next (a probe answers it)."""
     up = Upstream()
     up.route("/v1/models", json_reply({"data": []}))
     upstream = up.url
     p = proxy_factory(upstream_url=upstream)
-    assert post(p.url + "/v1/models", method="GET").status == 200   # seen reachable: no probe after
-    up.close()
-    why = f"[Errno 111] Connect call failed ('127.0.0.1', {up.port})"
-    first = post(p.url + "/v1/chat/completions", CHAT)     # mitmproxy's own answer, and our log line
-    assert first.status == 502
-    p.wait_for(re.escape(f"] {unreachable(upstream, why)}"))
-    then = post(p.url + "/v1/chat/completions", CHAT)
-    assert (then.status, then.json()["error"]["message"]) == (502, unreachable(upstream, why))
+    try:
+        assert post(p.url + "/v1/models", method="GET").status == 200   # seen reachable: no probe after
+        up.close()
+        why = f"[Errno 111] Connect call failed ('127.0.0.1', {up.port})"
+        want = (502, expected(surface, unreachable(upstream, why), "thinkwire_upstream_unreachable"))
+        assert what_each_sdk_sees(surface, p.url) == want
+        p.wait_for(re.escape(f"] {unreachable(upstream, why)}"))
+        p.wait_for(re.escape(f"POST {PATHS[surface]}: answered 502: {unreachable(upstream, why)[len('thinkwire: '):]}"))
+        assert what_each_sdk_sees(surface, p.url) == want
+    finally:
+        p.stop()
+
+
+def test_the_first_failing_request_answers_a_raw_client_with_json_and_closes(proxy_factory):
+    up = Upstream()
+    up.route("/v1/models", json_reply({"data": []}))
+    p = proxy_factory(upstream_url=up.url)
+    try:
+        assert post(p.url + "/v1/models", method="GET").status == 200
+        up.close()
+        first = post(p.url + "/v1/chat/completions", CHAT)
+        why = f"[Errno 111] Connect call failed ('127.0.0.1', {up.port})"
+        assert (first.status, first.headers["content-type"], first.headers["connection"], first.json()) == (
+            502, "application/json", "close", {"error": openai_error(unreachable(up.url, why),
+                                                                     "thinkwire_upstream_unreachable")})
+    finally:
+        p.stop()
+
+
+class Closer:
+    """An upstream that accepts, reads the request, and closes without a word."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.served = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    got = conn.recv(65536)
+                    if not got:
+                        break
+                    data += got
+                if b"\r\n\r\n" in data:   # (a probe sends nothing: it is closed at once)
+                    head, _, rest = data.partition(b"\r\n\r\n")
+                    n = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1)) if b"ength:" in head else 0
+                    while len(rest) < n:
+                        got = conn.recv(65536)
+                        if not got:
+                            break
+                        rest += got
+                    self.served += 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def closer():
+    c = Closer()
+    yield c
+    c.close()
+
+
+def test_an_upstream_that_accepts_then_closes_gets_each_surface_the_api_s_error(proxy_factory, closer):
+    p = proxy_factory(upstream_url=closer.url)
+    try:
+        for surface in SURFACES:
+            got = what_each_sdk_sees(surface, p.url)
+            assert got == (502, expected(surface, closed(closer.url), "thinkwire_upstream_failed")), surface
+            p.wait_for(re.escape(f"POST {PATHS[surface]}: answered 502: {closed(closer.url)[len('thinkwire: '):]}"))
+        assert closer.served >= len(SURFACES)
+    finally:
+        p.stop()
+
+
+def test_a_path_of_no_api_through_the_forward_proxy_keeps_mitmproxy_s_page(proxy_factory, tmp_path, closer):
+    """In regular mode only the API paths thinkwire knows are answered in their shape: another
+    site's failure keeps mitmproxy's own page."""
+    p = forward_proxy(tmp_path)
+    try:
+        import urllib.request
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{p.port}"}))
+        with pytest.raises(urllib.error.HTTPError) as got:
+            opener.open(closer.url + "/index.html", timeout=30)
+        assert got.value.code == 502 and got.value.headers["content-type"] == "text/html"
+        with pytest.raises(urllib.error.HTTPError) as got:
+            opener.open(urllib.request.Request(closer.url + "/v1/chat/completions", data=b'{"model":"m"}',
+                                               headers={"content-type": "application/json"}), timeout=30)
+        assert (got.value.code, json.loads(got.value.read())) == (502, {"error": openai_error(
+            f"thinkwire: the upstream {closer.url} closed the connection before it answered (server closed "
+            "connection). Check the server's own log: it may have stopped, crashed on this request, or be "
+            "restarting", "thinkwire_upstream_failed")})
+    finally:
+        p.stop()

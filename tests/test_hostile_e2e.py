@@ -116,6 +116,35 @@ def test_a_gzip_bomb_body_passes_as_the_upstream_sent_it(proxy, up):
     still_serves(proxy, up)
 
 
+def _zstd(data: bytes) -> bytes:
+    try:
+        from compression import zstd
+    except ImportError:
+        from backports import zstd
+    return zstd.compress(data)
+
+
+@pytest.mark.parametrize("encoding,cut", [("gzip", 4), ("br", 2), ("zstd", 2)])
+def test_a_body_cut_before_its_encoding_ends_passes_as_the_upstream_sent_it(proxy, up, encoding, cut):
+    """A gzip body without the end of its trailer, a brotli or zstd body without its last bytes:
+    what decodes of it is a prefix (here one that is whole JSON: the padding after it is cut),
+    never taken for the body. It reaches the client as the upstream sent it, and the log says
+    why. (Before: the prefix was rewritten and sent re-encoded, the cut part lost.)"""
+    whole = json.dumps({"id": "c", "object": "chat.completion", "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "<think>r</think>a"},
+         "finish_reason": "stop"}]}).encode() + b"\n" * 4096
+    encode = {"gzip": gzip.compress, "br": brotli.compress, "zstd": _zstd}[encoding]
+    body = encode(whole)[:-cut]
+    up.route("/chat/completions", Reply(200, {"content-type": "application/json", "content-encoding": encoding},
+                                        [body], chunked=False))
+    status, headers, got = post(proxy, "/v1/chat/completions", dict(CHAT, stream=False))
+    assert (status, headers["content-encoding"], got) == (200, encoding, body)
+    proxy.wait_for(f"POST /v1/chat/completions: thinkwire chat: passed through unchanged \\(body left "
+                   f"unchanged: cannot decode the {encoding} body \\(truncated: it ends before its {encoding} "
+                   f"stream does\\)\\)", timeout=10)
+    still_serves(proxy, up)
+
+
 def test_a_20_mib_sse_line_passes_as_it_comes_without_amplification(proxy, up):
     """One 20 MiB event in 64 KiB reads: past 1 MiB the event passes as it comes (nothing held
     whole, no parse), the stream fails open there, and the rest passes as it came."""

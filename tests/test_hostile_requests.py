@@ -10,7 +10,8 @@ import brotli
 import pytest
 from mitmproxy.test import tutils
 
-from thinkwire import requestbody
+from thinkwire import decoding
+from thinkwire.decoding import read_request
 
 try:
     from compression import zstd
@@ -32,55 +33,82 @@ def _request(raw: bytes, encoding: str | None):
 
 @pytest.mark.parametrize("encoding", sorted(ENCODE))
 def test_a_compressed_body_under_the_cap_is_decoded(encoding):
-    assert requestbody.read(_request(ENCODE[encoding](BODY), encoding)) == (BODY, None)
+    assert read_request(_request(ENCODE[encoding](BODY), encoding)) == (BODY, None)
+
+
+class _Recording:
+    """A decompressor whose every output is counted (bytes made, whatever the caller keeps)."""
+
+    def __init__(self, real, made: list[int]) -> None:
+        self._real, self._made = real, made
+
+    def __getattr__(self, name):
+        attr = getattr(self._real, name)
+        if name not in ("decompress", "process", "flush"):
+            return attr
+
+        def call(*args, **kwargs):
+            out = attr(*args, **kwargs)
+            self._made.append(len(out))
+            return out
+        return call
+
+
+@pytest.fixture
+def made(monkeypatch) -> list[int]:
+    """The sizes of every output the zlib, brotli and zstd decompressors make, in order."""
+    made: list[int] = []
+    for module, name in ((zlib, "decompressobj"), (brotli, "Decompressor"), (zstd, "ZstdDecompressor")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, **k: _Recording(_real(*a, **k), made))
+    return made
 
 
 @pytest.mark.parametrize("encoding", sorted(ENCODE))
-def test_a_body_that_decodes_past_the_cap_is_not_read(encoding, monkeypatch):
-    made = []
-    real = requestbody._Out.add
-    monkeypatch.setattr(requestbody._Out, "add", lambda self, piece: (made.append(len(piece)), real(self, piece)))
+def test_a_body_that_decodes_past_the_cap_is_not_read(encoding, made):
     cap = 1000
-    got = requestbody.read(_request(ENCODE[encoding](BODY), encoding), cap=cap)
+    got = read_request(_request(ENCODE[encoding](BODY), encoding), cap=cap)
     assert got[0] is None and got[1].startswith(f"its {encoding} body decodes to more than 0 MiB")
     # Decoding stopped at the cap's first byte over it (brotli's output buffer may grow to twice
     # the room it is given, and starts at 32 KiB).
     assert sum(made) <= 2 * (cap + 1) + (32 << 10) < len(BODY) // 4
 
 
-def test_a_bomb_makes_at_most_the_cap_and_one_step(monkeypatch):
-    made = []
-    real = requestbody._Out.add
-    monkeypatch.setattr(requestbody._Out, "add", lambda self, piece: (made.append(len(piece)), real(self, piece)))
+def test_a_bomb_makes_at_most_the_cap_and_one_step(made):
     bomb = brotli.compress(b"a" * (200 << 20), quality=5)
-    body, why = requestbody.read(_request(bomb, "br"))
+    body, why = read_request(_request(bomb, "br"))
     assert body is None and why == f"its br body decodes to more than 32 MiB ({len(bomb)} bytes sent); it goes upstream unread"
-    assert sum(made) <= requestbody.DECODED_MAX + (2 << 20) and max(made) <= 2 << 20
+    assert sum(made) <= decoding.REQUEST_MAX + (2 << 20) and max(made) <= 2 << 20
 
 
 def test_gzip_members_one_after_another_are_all_read():
-    assert requestbody.read(_request(gzip.compress(b"ab") + gzip.compress(b"cd"), "gzip")) == (b"abcd", None)
+    assert read_request(_request(gzip.compress(b"ab") + gzip.compress(b"cd"), "gzip")) == (b"abcd", None)
 
 
 def test_raw_deflate_is_read_as_mitmproxy_reads_it():
     c = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     raw = c.compress(BODY) + c.flush()
-    assert requestbody.read(_request(raw, "deflate")) == (BODY, None)
+    assert read_request(_request(raw, "deflate")) == (BODY, None)
 
 
 @pytest.mark.parametrize("raw,encoding,why", [
-    (gzip.compress(BODY)[:-10], "gzip", "its gzip body does not decode (error)"),
+    (gzip.compress(BODY)[:-10], "gzip", "its gzip body does not decode (truncated)"),
+    (gzip.compress(BODY)[:-4], "gzip", "its gzip body does not decode (truncated)"),
+    (brotli.compress(BODY)[:-3], "br", "its br body does not decode (truncated)"),
+    (zstd.compress(BODY)[:-3], "zstd", "its zstd body does not decode (truncated)"),
+    (gzip.compress(BODY)[:10] + b"garbage", "gzip", "its gzip body does not decode (error)"),
     (b"not brotli", "br", "its br body does not decode (error)"),
     (BODY, "compress", "content-encoding 'compress' is not decoded"),
     (BODY, "x" * 100, f"content-encoding {'x' * 40 + '...'!r} is not decoded"),
-])
+], ids=["gzip-cut-in-its-data", "gzip-cut-in-its-trailer", "br-cut", "zstd-cut", "gzip-garbage", "not-brotli",
+        "compress", "a-long-encoding"])
 def test_a_body_that_does_not_decode_is_not_read(raw, encoding, why):
-    assert requestbody.read(_request(raw, encoding)) == (None, why)
+    assert read_request(_request(raw, encoding)) == (None, why)
 
 
 def test_a_plain_body_is_read_as_it_came():
-    assert requestbody.read(_request(BODY, None)) == (BODY, None)
-    assert requestbody.read(_request(BODY, "identity")) == (BODY, None)
+    assert read_request(_request(BODY, None)) == (BODY, None)
+    assert read_request(_request(BODY, "identity")) == (BODY, None)
 
 
 # -- what is kept of a request while its stream is open (finding 11) ---------------------------------

@@ -4,6 +4,7 @@ child's memory and CPU time, never in wall-clock time."""
 
 from __future__ import annotations
 
+import gzip
 import threading
 
 import brotli
@@ -65,6 +66,21 @@ def test_a_brotli_bomb_request_goes_upstream_unread_and_the_proxy_does_not_grow(
                      rf"\({len(bomb)} bytes sent\); it goes upstream unread\)", timeout=10)
     print(f"\nwork figure: a {len(bomb)}-byte brotli body decoding to 300 MiB: peak RSS +{grown} MiB")
     assert grown < 64, f"the proxy's peak RSS grew by {grown} MiB"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br"])
+def test_a_request_body_cut_before_its_encoding_ends_goes_upstream_unread(hostile, up, encoding):
+    """What decodes of a cut request body is a prefix: never read as the request (the same
+    decoders and end check as a response body's); it goes upstream as the client sent it."""
+    body = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}' + b" " * 4096
+    cut = {"gzip": gzip.compress, "br": brotli.compress}[encoding](body)[:-4]
+    up.route(CHAT, json_reply(chat_reply()))
+    got = post(hostile.url + CHAT, raw=cut, headers={"content-encoding": encoding})
+    assert got.status == 200 and got.json()["choices"][0]["message"]["content"] == "hi"
+    (seen,) = up.requests
+    assert seen.body == cut and seen.headers["content-encoding"] == encoding
+    hostile.wait_for(rf"thinkwire chat: request left unchanged \(its {encoding} body does not decode \(truncated\)\)",
+                     timeout=10)
 
 
 def test_a_40_kb_model_name_costs_no_time_on_the_event_loop(hostile, up):

@@ -637,7 +637,7 @@ def test_a_refusal_is_read_with_a_cap_on_what_its_body_decodes_to():
     decoded up to REFUSAL_MAX only (a gzip bomb is not read; a body it cannot decode is no refusal)."""
     import gzip
     from mitmproxy.test import tutils
-    from thinkwire.addon import REFUSAL_MAX, refuses_thinking
+    from thinkwire.capabilities import REFUSAL_MAX, refuses_thinking
     said = b'{"error":"\\"m\\" does not support thinking"}'
 
     def resp(body, encoding=None):

@@ -82,6 +82,26 @@ def test_a_body_that_decodes_past_the_cap_is_not_decoded():
     assert decode_body(gzip.compress(b"a" * BODY_MAX), "gzip") == b"a" * BODY_MAX
 
 
+@pytest.mark.parametrize("encoding,cut", [("gzip", 4), ("gzip", 30), ("deflate", 2), ("br", 2), ("zstd", 2)])
+def test_a_body_cut_before_its_encoding_ends_is_not_decoded(encoding, cut):
+    """What decodes of a cut body is a prefix (here whole JSON: the padding after it is cut), and
+    a prefix is never given as the body."""
+    whole = b'{"choices":[{"index":0,"message":{"content":"<think>r</think>a"}}]}' + b" " * 4096
+    with pytest.raises(decoding.BodyError) as e:
+        decode_body(ENCODE[encoding](whole)[:-cut], encoding)
+    assert str(e.value) == f"cannot decode the {encoding} body (truncated: it ends before its {encoding} stream does)"
+    assert decode_body(ENCODE[encoding](whole), encoding) == whole
+
+
+def test_an_empty_body_with_an_encoding_is_empty():
+    assert decode_body(b"", "gzip") == b""
+
+
+def test_a_stream_s_bytes_cut_short_are_read_as_far_as_they_decode():
+    """(The reasoning memory reads a stream that broke off as the client got it.)"""
+    assert decode_body(gzip.compress(b"data: a\n\n" * 1000)[:-4], "gzip", partial=True) == b"data: a\n\n" * 1000
+
+
 def test_an_undecodable_body_names_its_encoding_and_no_byte_of_it():
     with pytest.raises(decoding.BodyError) as e:
         decode_body(b"\x1f\x8bSECRET-BYTES", "gzip")

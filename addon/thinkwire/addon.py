@@ -10,41 +10,43 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import addonmanager, ctx, exceptions, http
 from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
+from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
-from . import __version__, bodies, contentview, endpoints, engine, errors, keys, requestbody, userlog, written
-from .capabilities import Capabilities
+from . import __version__, bodies, contentview, endpoints, engine, errors, gateway, keys, userlog, written
+from .capabilities import Capabilities, refuses_thinking
 from .context import NO_PROFILE, PROFILE, FlowContext, shown_model
 from .request import Facts
-from .decoding import BODY_MAX, BodyError, decode_body
+from .decoding import BODY_MAX, BodyError, decode_body, decoder_for, read_request
 from .learning import Learner
 from .memory import KEY as MEMORY_KEY, Memory
 from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
 from .record import RESTORED_KEY, FlowRecord, handled
-from .serverstart import ServerStart, shape_of
+from .serverstart import ServerStart, Told, shape_of
 from .startasks import FlowAsks, known_pairs
-from .settings import OPTIONS, SettingError, Settings, env_default
+from .settings import OPTIONS, Option, SettingError, Settings, env_default
 from .jsonio import OUT, dumps
-from .stream import StreamDriver, decoder_for
-from .surfaces import ollama
+from .stream import StreamDriver
+from .surfaces import Surface, ollama
 
 log = logging.getLogger(__name__)
 
 MARK_REWRITTEN = ":brain:"
 MARK_FELL_BACK = ":warning:"
-_UNSEEN = object()
 
 
-def _guarded(hook):
+def _guarded[A](hook: Callable[[ThinkWire, A], object]) -> Callable[[ThinkWire, A], Awaitable[None] | None]:
     """A hook that never raises into mitmproxy: on a bug the flow goes on as it is, logged once.
     A hook may return an awaitable (mitmproxy awaits it): that is guarded the same way."""
     @functools.wraps(hook)
-    def run(self, flow: http.HTTPFlow):
+    def run(self: ThinkWire, flow: A) -> Awaitable[None] | None:
         try:
             got = hook(self, flow)
         except Exception as e:
@@ -54,7 +56,7 @@ def _guarded(hook):
     return run
 
 
-async def _guarded_await(name: str, awaitable) -> None:
+async def _guarded_await(name: str, awaitable: Awaitable[object]) -> None:
     try:
         await awaitable
     except Exception as e:
@@ -91,7 +93,7 @@ class ThinkWire:
         self.memory = Memory(self.metrics)     # reasoning clients dropped, put back (think_memory)
 
     # -- options ----------------------------------------------------------------------------
-    def load(self, loader) -> None:
+    def load(self, loader: addonmanager.Loader) -> None:
         self._option_errors = []   # load cannot stop mitmdump: the first configure refuses them
         options = getattr(getattr(loader, "master", None), "options", None)
         for o in OPTIONS:
@@ -102,16 +104,19 @@ class ThinkWire:
             else:
                 loader.add_option(o.name, str, env_default(o), help, choices=list(o.choices) or None)
         contentview.register()  # [inspect] the "thinkwire" and "thinkwire upstream" views
+        if not gateway.install():   # an upstream's failure answered in the API's shape
+            log.info("thinkwire: this mitmproxy's HTTP layer is not the one expected: an upstream that "
+                     "fails gets mitmproxy's own 502 page")
 
-    def _bool_default(self, o) -> bool:
+    def _bool_default(self, o: Option) -> bool:
         """The switch's default: its environment variable, else the declared default."""
         try:
-            return o.parse(env_default(o))
+            return bool(o.parse(env_default(o)))
         except SettingError as e:
             self._option_errors.append(str(e))
-            return o.parse(o.default)
+            return bool(o.parse(o.default))
 
-    def _read_set_value(self, options, o) -> None:
+    def _read_set_value(self, options: Any, o: Option) -> None:
         """A `--set` given before this script loaded waits in mitmproxy as text, parsed for a bool
         option as true/false only; a value it cannot parse leaves the script unloaded without a
         word. So read it the way thinkwire reads switches (on/off, 1/0, yes/no ...) first, and
@@ -133,7 +138,7 @@ class ThinkWire:
         # proxy's worst per-event delays.)
         self._running = True
         gc.freeze()
-        _skip_legacy_log_event()
+        userlog.skip_legacy_log_event()
         for line in userlog.startup_lines(getattr(ctx.options, "mode", None)):
             log.info("%s", line)
         try:
@@ -198,7 +203,7 @@ class ThinkWire:
             self.metrics.keys(self._keyring)
         return self._keyring
 
-    def _health(self) -> dict:
+    def _health(self) -> dict[str, Any]:
         try:
             ring = self._keys()
         except keys.KeySetupError as e:   # the proxy runs; marks cannot be made or opened
@@ -206,31 +211,32 @@ class ThinkWire:
         return {"status": "ok", "version": __version__, "key_id": ring.key_id if ring else None}
 
     # -- flows ------------------------------------------------------------------------------
-    def _surface(self, flow: http.HTTPFlow):
+    def _surface(self, flow: http.HTTPFlow) -> Surface | None:
         if self.settings is None or flow.response is None:
             return None
         if not 200 <= flow.response.status_code < 300:
             return None
         return engine.surface_for_path(flow.request.path, self.settings)
 
-    def _context(self, flow: http.HTTPFlow, surface) -> FlowContext:
+    def _context(self, flow: http.HTTPFlow, surface: Surface, settings: Settings) -> FlowContext:
         # What the `request` hook kept of the request (parsed once per flow: bodies of long agent
         # sessions are large); parsed here for flows that did not pass it (replays, GET).
-        kept = self._requests.get(flow.id, _UNSEEN)
-        if kept is _UNSEEN:
-            kept = engine.request_facts(engine.parse_request(requestbody.read(flow.request)[0]), surface.NAME,
-                                        self.settings)  # type: ignore[arg-type]
+        if flow.id in self._requests:
+            kept = self._requests[flow.id]
+        else:
+            kept = engine.request_facts(engine.parse_request(read_request(flow.request)[0]), surface.NAME, settings)
         r = flow.request
-        fctx = engine.new_context(self.settings, kept, self.sealer, surface=surface.NAME,
-                                  learner=self.learner if self.settings.learn else None,  # type: ignore[union-attr]
+        fctx = engine.new_context(settings, kept, self.sealer, surface=surface.NAME,
+                                  learner=self.learner if settings.learn else None,
                                   upstream=f"{r.scheme}://{r.host}:{r.port}", client=self.client_key(flow),
                                   binding=client_binding(r.headers), written=self.written)
-        fctx.told = self._asks.told(flow.id)
+        told = self._asks.told(flow.id)
+        fctx.told = told if isinstance(told, Told) else None   # (the ask's result: a Told, or None)
         return fctx
 
     # -- requests the proxy cannot forward (thinkwire.errors) -------------------------------------
     @_guarded
-    def requestheaders(self, flow: http.HTTPFlow):
+    def requestheaders(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         """A request to the forward proxy addressed to the proxy itself, or for a reverse-mode
         upstream that cannot be reached, is answered here in thinkwire's words."""
         if flow.request.path.startswith(endpoints.PREFIX):   # the proxy's own: answered in `request`
@@ -239,6 +245,9 @@ class ThinkWire:
         if message is not None:
             self._refuse(flow, errors.MISADDRESSED, message)
             return None
+        if self.settings is not None and (isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
+                                          or engine.surface_for_path(flow.request.path, self.settings)):
+            flow.metadata[errors.SHAPED] = True   # an upstream's failure answered in the API's shape (gateway)
         return self._check_upstream(flow)   # mitmproxy awaits it
 
     async def _check_upstream(self, flow: http.HTTPFlow) -> None:
@@ -253,18 +262,18 @@ class ThinkWire:
                     status, message.removeprefix("thinkwire: "))
 
     @_guarded
-    def server_connected(self, data) -> None:
+    def server_connected(self, data: ServerConnectionHookData) -> None:
         self.reachability.connected(data.client, data.server)
 
     @_guarded
-    def server_connect_error(self, data) -> None:
+    def server_connect_error(self, data: ServerConnectionHookData) -> None:
         """Said here (the quiet log hides mitmproxy's line), once per failed connect; the client
-        gets mitmproxy's 502, and the next request to this upstream thinkwire's (a probe)."""
+        gets thinkwire's 502 (thinkwire.gateway), and the next request to this upstream a probe."""
         self.reachability.failed(data.server)
         log.warning("%s", errors.connect_failed(data.client, data.server))
 
     @_guarded
-    def request(self, flow: http.HTTPFlow):
+    def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         """The way back: reasoning this proxy made, sent back by the client, is restored. (And
         the proxy's own endpoints are answered here, never forwarded.)"""
         if errors.ANSWERED in flow.metadata or endpoints.answer(
@@ -275,12 +284,12 @@ class ThinkWire:
         surface = engine.surface_for_path(flow.request.path, self.settings)
         if surface is None:
             return None
-        body, unread = requestbody.read(flow.request)
+        body, unread = read_request(flow.request)
         if unread is not None:
             log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, unread)
         parsed = engine.parse_request(body)
         self._requests[flow.id] = kept = engine.request_facts(parsed, surface.NAME, self.settings)
-        if parsed is None:
+        if parsed is None or body is None:   # (no body: nothing parsed)
             return None
         self._ask_start(flow, surface.NAME, parsed, kept)
         r = flow.request
@@ -297,10 +306,12 @@ class ThinkWire:
         self._restore(flow, surface, body, fctx)
         return None
 
-    def _ask_start(self, flow: http.HTTPFlow, surface: str, parsed: dict, kept: Facts | None) -> None:
+    def _ask_start(self, flow: http.HTTPFlow, surface: str, parsed: dict[str, Any], kept: Facts | None) -> None:
         """Ask the server what its template renders for this request (thinkwire.serverstart,
         startasks). Not where nothing it says would count: a prefill, structured output, off."""
-        if not self.settings.ask_template or kept is None or kept.prefill is not None or kept.structured:  # type: ignore[union-attr]
+        settings = self.settings
+        if settings is None or not settings.ask_template or kept is None or kept.prefill is not None or \
+                kept.structured:
             return
         model = parsed.get("model")
         shape = shape_of(parsed, surface)
@@ -312,24 +323,25 @@ class ThinkWire:
     def _waiting(self, flow: http.HTTPFlow) -> float | None:
         return self._asks.left(flow.id, self.settings.start_wait) if self.settings else None
 
-    async def _after_ask(self, flow: http.HTTPFlow, left: float, then) -> None:
+    async def _after_ask(self, flow: http.HTTPFlow, left: float,
+                         then: Callable[[http.HTTPFlow], Awaitable[None] | None]) -> None:
         await self._asks.wait(flow.id, left)   # past it the profile decides
         got = then(flow)
         if got is not None:   # (a body's: the memory remembering its turns)
             await got
 
-    async def _prepare_then_restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext,
-                                    recall, ask: bool) -> None:
+    async def _prepare_then_restore(self, flow: http.HTTPFlow, surface: Surface, body: bytes, fctx: FlowContext,
+                                    recall: Coroutine[Any, Any, int] | None, ask: bool) -> None:
         """The memory's look-up, and Ollama's capabilities (they decide its way back:
         thinkwire.capabilities), then the way back."""
         filled = await recall if recall is not None else 0
-        if ask:
+        if ask and fctx.model is not None:   # (asked for a model only)
             r = flow.request
             fctx.native_thinking = await self.capabilities.native_thinking(
                 _server(flow), r.path, fctx.model, self.client_key(flow), _credentials(flow), _route(flow))
         self._restore(flow, surface, body, fctx, filled)
 
-    def _restore(self, flow: http.HTTPFlow, surface, body: bytes, fctx: FlowContext, filled: int = 0) -> None:
+    def _restore(self, flow: http.HTTPFlow, surface: Surface, body: bytes, fctx: FlowContext, filled: int = 0) -> None:
         try:
             new = surface.restore_request(body, fctx)
         except Exception as e:  # never block a request: it goes upstream as it came
@@ -340,7 +352,8 @@ class ThinkWire:
                 return
         self.metrics.way_back(surface.NAME, fctx.stats.restored, fctx.stats.refused)
         if filled:   # the memory changed the parsed request: it goes as the way back left it
-            flow.metadata[MEMORY_KEY] = {"put_back": filled, "store": self.memory.store.name}
+            store = self.memory.store   # (it filled: it is open)
+            flow.metadata[MEMORY_KEY] = {"put_back": filled, "store": store.name if store is not None else None}
             if new is None:
                 new = dumps(fctx.request).encode("utf-8", OUT)
         if new is not None:
@@ -349,11 +362,12 @@ class ThinkWire:
                 flow.metadata[RESTORED_KEY] = fctx.stats.restored
 
     @_guarded
-    def responseheaders(self, flow: http.HTTPFlow):
+    def responseheaders(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if _recorded(flow):  # [inspect]
             return None
         surface = self._surface(flow)
-        if surface is None or not engine.is_stream(flow.response.headers.get("content-type"), surface):
+        if surface is None or flow.response is None or \
+                not engine.is_stream(flow.response.headers.get("content-type"), surface):
             return None
         left = self._waiting(flow)
         if left is not None:
@@ -362,24 +376,24 @@ class ThinkWire:
         return None
 
     def _stream(self, flow: http.HTTPFlow) -> None:
-        surface = self._surface(flow)
-        if surface is None:
+        surface, response, settings = self._surface(flow), flow.response, self.settings
+        if surface is None or response is None or settings is None:
             return
-        encoding = flow.response.headers.get("content-encoding")
-        fctx = self._context(flow, surface)
+        encoding = response.headers.get("content-encoding")
+        fctx = self._context(flow, surface, settings)
         try:
             decoder = decoder_for(encoding)
         except Exception:  # an encoding we cannot decode: stream it on as it comes
-            flow.response.stream = True
+            response.stream = True
             self._finish(flow, surface.NAME, fctx, f"content-encoding {encoding!r} is not supported",
                          reason="unsupported_encoding")
             return
         driver = engine.stream_driver(surface, fctx, decoder)
-        flow.response.stream = driver.callable()
+        stream: Callable[[bytes], Any] = driver.callable()
         if bodies.wanted(ctx.options):  # [inspect] keep both bodies for mitmweb / saved flows
-            flow.response.stream = bodies.Recorder(flow.response.stream, encoding)
-        flow.response.stream = self.memory.tap(flow, flow.response.stream, encoding)
-        headers = flow.response.headers
+            stream = bodies.Recorder(stream, encoding)
+        response.stream = self.memory.tap(flow, stream, encoding)
+        headers = response.headers
         headers.pop("content-length", None)
         if decoder is not None:
             headers.pop("content-encoding", None)
@@ -388,13 +402,13 @@ class ThinkWire:
         self._streams[flow.id] = (surface.NAME, fctx, driver)
 
     @_guarded
-    def response(self, flow: http.HTTPFlow):
+    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         left = None if flow.id in self._streams else self._waiting(flow)
         if left is not None and self._surface(flow) is not None:
             return self._after_ask(flow, left, self._respond)   # a body: mitmproxy awaits it
         return self._respond(flow)
 
-    def _respond(self, flow: http.HTTPFlow):
+    def _respond(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
         try:
             self._forget_on_refusal(flow)
             self._response(flow)
@@ -426,16 +440,17 @@ class ThinkWire:
             driver.settle()
             fctx.tally()
             self._finish(flow, name, fctx, fctx.stats.fell_back)
-            bodies.settle(flow, flow.response.stream)  # [inspect] no-op unless a Recorder kept bodies
+            bodies.settle(flow, flow.response.stream if flow.response else None)  # [inspect] no-op unless a Recorder kept bodies
             return
-        surface = self._surface(flow)
-        if surface is None or engine.is_stream(flow.response.headers.get("content-type"), surface):
+        surface, response, settings = self._surface(flow), flow.response, self.settings
+        if surface is None or response is None or settings is None or \
+                engine.is_stream(response.headers.get("content-type"), surface):
             return
-        fctx = self._context(flow, surface)
+        fctx = self._context(flow, surface, settings)
         try:
             # Decoded here with a cap (mitmproxy's get_content decodes any size): a larger body
             # passes as the upstream sent it.
-            body = decode_body(flow.response.raw_content or b"", flow.response.headers.get("content-encoding"))
+            body = decode_body(response.raw_content or b"", response.headers.get("content-encoding"))
             if body is None:
                 self._finish(flow, surface.NAME, fctx, f"body left unchanged: larger than {BODY_MAX >> 20} MiB "
                              "decoded", reason="invalid_body")
@@ -452,7 +467,7 @@ class ThinkWire:
         if bodies.wanted(ctx.options):  # [inspect] the upstream's body, to compare
             bodies.keep_upstream(flow, body, new)
         if new is not None:
-            flow.response.content = new  # re-encodes to the response's Content-Encoding
+            response.content = new  # re-encodes to the response's Content-Encoding
         fctx.tally()
         self._finish(flow, surface.NAME, fctx, None)
 
@@ -496,8 +511,8 @@ class ThinkWire:
                             "opens its reasoning in the prompt, add a profile with starts_inside: true "
                             "to tagsets.yaml")
             plan = fctx.plan
-            if plan is not None and plan.how not in (NO_PROFILE, PROFILE) or fctx.inside_because:
-                summary += f"; {plan.describe()}"  # type: ignore[union-attr]
+            if plan is not None and (plan.how not in (NO_PROFILE, PROFILE) or fctx.inside_because):
+                summary += f"; {plan.describe()}"
             if stats.malformed_events:
                 summary += f"; {stats.malformed_events} malformed event(s) passed unchanged"
             if stats.broken:
@@ -547,20 +562,7 @@ def _not_json(e: BaseException) -> str:
     return str(e) if isinstance(e, BodyError) else f"not JSON ({type(e).__name__})"
 
 
-REFUSAL_MAX = 64 * 1024   # bytes of a 400 body read for Ollama's refusal (it is one short line)
-
-
-def refuses_thinking(response: http.Response) -> bool:
-    """Whether a 400 is Ollama's "does not support thinking", read with a cap: the body is the
-    upstream's, and mitmproxy's get_content would decode any size."""
-    try:
-        body = decode_body(response.raw_content or b"", response.headers.get("content-encoding"), REFUSAL_MAX)
-    except BodyError:
-        return False
-    return body is not None and b"does not support thinking" in body
-
-
-def _a_mitmproxy_tool(master) -> bool:
+def _a_mitmproxy_tool(master: object) -> bool:
     """mitmdump, mitmweb or mitmproxy itself (not a test's or an embedding program's master)."""
     return type(master).__module__.startswith("mitmproxy.tools.")
 
@@ -595,23 +597,6 @@ def _route(flow: http.HTTPFlow) -> Route:
             auth = parse_upstream_auth(o.upstream_auth)
     return Route(proxy, auth, bool(getattr(o, "ssl_insecure", False)),
                  getattr(o, "ssl_verify_upstream_trusted_ca", None), getattr(o, "ssl_verify_upstream_trusted_confdir", None))
-
-
-def _not_thinkwire(record: logging.LogRecord) -> bool:
-    return not record.name.startswith("thinkwire")
-
-
-def _skip_legacy_log_event() -> None:
-    """Keep thinkwire's log lines out of mitmproxy's deprecated `add_log` event (for addons that
-    do not use Python's logging yet). It wakes the event loop and offers each line to every
-    addon: measured, that was most of what a flow cost thinkwire outside its stream callable.
-    The lines still reach the terminal and mitmweb's event log (their own handlers)."""
-    from mitmproxy import log as mitmproxy_log
-    legacy = getattr(mitmproxy_log, "LegacyLogEvents", None)   # (a mitmproxy without it: nothing to do)
-    for h in logging.getLogger().handlers:
-        if legacy is not None and isinstance(h, legacy) and not any(getattr(f, "__name__", "") == _not_thinkwire.__name__
-                                                      for f in h.filters):
-            h.addFilter(_not_thinkwire)
 
 
 def _recorded(flow: http.HTTPFlow) -> bool:  # [inspect]

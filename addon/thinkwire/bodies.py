@@ -18,12 +18,12 @@ memory. A stream larger than KEEP_LIMIT is not kept.
 
 from __future__ import annotations
 
-from typing import Callable, cast
+from typing import Callable
 
 from mitmproxy import http
-from mitmproxy.net import encoding
 from mitmproxy.optmanager import OptManager
 
+from .decoding import BodyError, decode_body
 from .record import UPSTREAM_KEY
 
 KEEP_LIMIT = 64 * 1024 * 1024   # bytes, upstream and client copies together, per flow
@@ -73,10 +73,16 @@ def settle(flow: http.HTTPFlow, stream: object) -> None:
         flow.response.raw_content = sent
     original = bytes(stream.upstream)
     if stream.content_encoding:
+        # Decoded with the cap the two copies share (a few hundred bytes of brotli can decode to
+        # gigabytes), as far as it decodes: a stream that broke off is shown as the client got it.
         try:
-            original = cast(bytes, encoding.decode(original, stream.content_encoding))   # (bytes in: bytes)
-        except ValueError:
-            pass  # shown as it came
+            decoded = decode_body(original, stream.content_encoding, KEEP_LIMIT - len(sent), partial=True)
+        except BodyError:
+            decoded = original   # shown as it came
+        if decoded is None:
+            flow.metadata[UPSTREAM_KEY] = {"note": f"not kept: larger than {KEEP_LIMIT} bytes decoded"}
+            return
+        original = decoded
     _keep(flow, original, sent)
 
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 import json
 from typing import Callable, NamedTuple
 
+from mitmproxy import http
+
+from .decoding import BodyError, decode_body
 from .outbound import Answer, Asker, Kept, Route, Server
 
 TTL = 300.0         # seconds an answer is kept: a model re-created under its name is seen again after it
@@ -122,3 +125,16 @@ class Capabilities:
         got = self._kept.peek(key)
         if got is not None and got.thinks is True:
             self._kept.forget(key)
+
+
+REFUSAL_MAX = 64 * 1024   # bytes of a 400 body read for Ollama's refusal (it is one short line)
+
+
+def refuses_thinking(response: http.Response) -> bool:
+    """Whether a 400 is Ollama's "does not support thinking", read with a cap: the body is the
+    upstream's, and mitmproxy's get_content would decode any size."""
+    try:
+        body = decode_body(response.raw_content or b"", response.headers.get("content-encoding"), REFUSAL_MAX)
+    except BodyError:
+        return False
+    return body is not None and b"does not support thinking" in body

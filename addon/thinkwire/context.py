@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .learning import Learner
 from .marks import Bound, is_mark
+from .serverstart import Told
 from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
@@ -81,7 +82,7 @@ class FlowContext:
     model: str | None = None            # from the request (else the response's first `model`)
     # The parsed request body, when it was JSON: on the way back only (the request hook's
     # context); what the response side reads of it is `facts`.
-    request: dict | None = None
+    request: dict[str, Any] | None = None
     facts: Facts | None = None
     stats: Stats = field(default_factory=Stats)
     sealer: Bound | None = None         # the client's, for thinking signatures / encrypted content
@@ -97,18 +98,18 @@ class FlowContext:
     # "server template", "server model identity"; None when it starts in the answer.
     inside_because: str | None = None
     # What the flow's server said of its start (serverstart.Told), when it said in time.
-    told: object | None = None
+    told: Told | None = None
     plan: StartPlan | None = None       # (set with the rules)
     tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
     # thinkwire.written.Memory: the markup each split output was written with, for the way back
     # of surfaces where no mark carries it (None: not kept).
     written: _written.Memory | None = None
-    _transcripts: list = field(default_factory=list)
+    _transcripts: list[_written.Transcript] = field(default_factory=list)
     _recall: _written.Recall | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
     _prefill: str | None = None
-    _splitters: list = field(default_factory=list)
+    _splitters: list[Splitter] = field(default_factory=list)
 
     def rules(self, response_model: object = None) -> Rules:
         """The flow's splitting rules: its model's profile (the request's model name, else the
@@ -141,7 +142,7 @@ class FlowContext:
                 self.model = self.model or answered
                 p = by_response
         self.model = self.model or answered
-        real = getattr(self.told, "model", None)
+        real = self.told.model if self.told is not None else None
         if p is tagsets.default and real:
             by_server = tagsets.profile_for(real)
             if by_server is not tagsets.default:
@@ -158,15 +159,15 @@ class FlowContext:
         real model the server names, where the client sent an alias), and what was learned of
         the model."""
         s, f = self.settings, self.facts or _NO_FACTS
-        self._prefill = f.prefill
+        self._prefill = prefill = f.prefill
         self.inside_because = None
         plan = self._decide(p, by_server, s, f)
         if plan.inside:
             self.inside_because = plan.how
-        elif plan.how == PREFILL:
+        elif plan.how == PREFILL and prefill is not None:
             sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
                                  p.resumes, p.tools))
-            sp.resume(self._prefill)   # type: ignore[arg-type]
+            sp.resume(prefill)
             if sp.inside:
                 self.inside_because = PREFILL
         return plan
@@ -177,8 +178,8 @@ class FlowContext:
         if f.structured:
             return StartPlan(False, None, p, STRUCTURED)
         told = self.told
-        if getattr(told, "inside", None) is not None:
-            return StartPlan(told.inside, told.pair if told.inside else None, p, SERVER_TEMPLATE)  # type: ignore[union-attr]
+        if told is not None and told.inside is not None:
+            return StartPlan(told.inside, told.pair if told.inside else None, p, SERVER_TEMPLATE)
         switch = f.switch(p.switches)
         if switch is False:
             return StartPlan(False, None, p, SWITCH)
@@ -194,7 +195,8 @@ class FlowContext:
     @property
     def profile(self) -> Profile:
         self.rules()
-        return self._profile  # type: ignore[return-value]
+        assert self._profile is not None   # (rules() picks it)
+        return self._profile
 
     def splitter(self, response_model: object = None, starts_inside: bool | None = None) -> Splitter:
         """A stream's splitter. starts_inside None: the output's start (prefill included);
@@ -214,18 +216,18 @@ class FlowContext:
         it ended complete (`finish` STOP; unknown: the profile's `tagless_means`)."""
         rules = self.rules(response_model)
         first = starts_inside is None
-        inside = rules.starts_inside if first else starts_inside
+        inside = rules.starts_inside if starts_inside is None else starts_inside
         prefilled = first and self._prefill is not None
         cut = finish == LENGTH
-        pieces, sp = self._run(text, rules, inside, prefilled, cut)
+        pieces, sp = self._run(text, rules, inside, self._prefill if prefilled else None, cut)
         strays, tagged = sp.stray_closes, sp.markup_chars > 0 or sp.stray_closes > 0
         if strays and not prefilled:
             # The template opened the block: split again from inside it.
-            pieces = self._run(text, rules, True, False, cut)[0]
+            pieces = self._run(text, rules, True, None, cut)[0]
         elif (inside and not (first and self.inside_because == "prefill") and not tagged
               and _unclosed(pieces) and self._answered(finish)):
             # No tag at all, and the response ended complete: an answer given without thinking.
-            pieces = self._run(text, rules, False, False, cut)[0]
+            pieces = self._run(text, rules, False, None, cut)[0]
         result = Split(pieces, strays)
         if first and (self.facts or _NO_FACTS).force_nonempty and result.reasoning and not result.content.strip():
             # force_nonempty_content: reasoning and no answer, so the reasoning is the answer.
@@ -246,10 +248,13 @@ class FlowContext:
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
 
-    def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool, cut: bool = False) -> tuple[list, Splitter]:
+    def _run(self, text: str, rules: Rules, inside: bool, prefill: str | None,
+             cut: bool = False) -> tuple[list[Any], Splitter]:
+        """The split pieces (splitter's `(kind, value)`s) and the splitter; `prefill`: the text
+        the output continues, resumed first."""
         sp = Splitter(rules, inside)
-        if prefilled:
-            sp.resume(self._prefill)   # type: ignore[arg-type]
+        if prefill is not None:
+            sp.resume(prefill)
         return merge(sp.feed(text) + sp.finish(cut)), sp
 
     def _answered(self, finish: str | None) -> bool:
@@ -323,7 +328,7 @@ class FlowContext:
             return None
         f = self.facts or _NO_FACTS
         answered = not self.tagged and self.finish == STOP and not f.structured
-        return self.learner.observe(self.client, self.upstream, self.model,  # type: ignore[attr-defined]
+        return self.learner.observe(self.client, self.upstream, self.model,
                                     self.stats.stray_after_text > 0, answered)
 
 
@@ -339,14 +344,16 @@ def shown_model(name: str | None) -> str:
     return f"{name[:SHOWN_CHARS]!r}... (a name of more than {SHOWN_CHARS} characters)"
 
 
-def _unclosed(pieces: list) -> bool:
+def _unclosed(pieces: list[Any]) -> bool:
     """Split pieces of an output that started inside and never left its block (one END, last)."""
     ends = [k for k, _ in pieces if k == END]
     return len(ends) == 1 and pieces[-1][0] == END
 
 
 @lru_cache(maxsize=256)
-def _rules(pairs, trim, anywhere, starts_inside, strip, ends, start_pairs=(), start_ends=(), resumes=(), tools=()) -> Rules:
+def _rules(pairs: tuple[TagPair, ...], trim: bool, anywhere: bool, starts_inside: bool, strip: tuple[str, ...],
+           ends: tuple[str, ...], start_pairs: tuple[TagPair, ...] = (), start_ends: tuple[str, ...] = (),
+           resumes: tuple[tuple[str, str], ...] = (), tools: tuple[tuple[str, str], ...] = ()) -> Rules:
     # Rules compile their patterns: build each distinct set once, not per flow.
     return Rules(pairs, trim=trim, anywhere=anywhere, starts_inside=starts_inside, strip=strip, ends=ends,
                  start_pairs=start_pairs, start_ends=start_ends, resumes=resumes, tools=tools)

@@ -3,7 +3,8 @@ API the client called (so an SDK shows the message): a request sent to the forwa
 it were the server (a base URL pointing at the proxy in regular mode), and a reverse-mode
 upstream that cannot be reached. Left to mitmproxy, the first gets "502 Bad Gateway ... Request
 destination unknown" and the second an empty reply (its connection to the upstream is opened
-when the client connects, and on failure the client is closed without a word).
+when the client connects, and on failure the client is closed without a word). An upstream that
+fails a request later is answered in the same shapes too (`upstream_failed`, thinkwire.gateway).
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ PROBE_SECONDS = 10.0   # a connect to the upstream that takes longer is taken as
 _SELF = ("localhost", "127.0.0.1", "::1")
 
 
-def body(path: str, status: int, message: str) -> tuple[bytes, str]:
-    """The error document of the API `path` belongs to: Anthropic's, Ollama's, else OpenAI's."""
+UNREACHABLE_CODE = "thinkwire_upstream_unreachable"
+FAILED_CODE = "thinkwire_upstream_failed"   # connected, then it closed or sent no valid answer
+SHAPED = "thinkwire_shaped"    # flow.metadata: an upstream's failure is answered in the API's shape
+DETAIL_MAX = 200              # characters of mitmproxy's error text quoted (it may hold upstream bytes)
+
+
+def body(path: str, status: int, message: str, code: str | None = None) -> tuple[bytes, str]:
+    """The error document of the API `path` belongs to: Anthropic's, Ollama's, else OpenAI's
+    (`code`: its `code` field; by default the one `status` says)."""
     if messages.matches(path):
         kind = "invalid_request_error" if status < 500 else "api_error"
         doc: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
@@ -35,14 +43,33 @@ def body(path: str, status: int, message: str) -> tuple[bytes, str]:
         doc = {"error": message}
     else:
         kind = "invalid_request_error" if status < 500 else "server_error"
-        doc = {"error": {"message": message, "type": kind, "param": None,
-                         "code": "thinkwire_misaddressed" if status == MISADDRESSED else "thinkwire_upstream_unreachable"}}
+        if code is None:
+            code = "thinkwire_misaddressed" if status == MISADDRESSED else UNREACHABLE_CODE
+        doc = {"error": {"message": message, "type": kind, "param": None, "code": code}}
     return json.dumps(doc).encode() + b"\n", "application/json"
 
 
-def response(flow: http.HTTPFlow, status: int, message: str) -> http.Response:
-    content, content_type = body(flow.request.path, status, message)
+def response(flow: http.HTTPFlow, status: int, message: str, code: str | None = None) -> http.Response:
+    content, content_type = body(flow.request.path, status, message, code)
     return http.Response.make(status, content, {"content-type": content_type, "cache-control": "no-store"})
+
+
+def upstream_failed(flow: http.HTTPFlow, detail: str, connect: bool) -> tuple[str, str]:
+    """(message, code) for a request the upstream failed before it answered: it could not be
+    connected to (`connect`), or it closed the connection or sent no valid HTTP response.
+    `detail`: mitmproxy's error text (cut: it may quote the upstream's bytes)."""
+    if len(detail) > DETAIL_MAX:
+        detail = detail[:DETAIL_MAX] + "..."
+    mode = flow.client_conn.proxy_mode
+    r = flow.request
+    ours = isinstance(mode, ReverseMode) and (r.host, r.port) == tuple(mode.address)
+    upstream = _url(mode) if isinstance(mode, ReverseMode) and ours else f"{r.scheme}://{r.host}:{r.port}"
+    if connect and ours:
+        return unreachable(upstream, detail), UNREACHABLE_CODE
+    if connect:
+        return f"thinkwire: the server {upstream} cannot be reached ({detail})", UNREACHABLE_CODE
+    return (f"thinkwire: the upstream {upstream} closed the connection before it answered ({detail}). Check "
+            f"the server's own log: it may have stopped, crashed on this request, or be restarting"), FAILED_CODE
 
 
 def misaddressed(flow: http.HTTPFlow) -> str | None:

@@ -74,3 +74,20 @@ def startup_lines(specs: Iterable[str] | None) -> list[str]:
             lines.append(f"thinkwire: clients get reasoning apart when their base URL is this proxy's address "
                          f"where it was {upstream} (the path stays, e.g. /v1)")
     return lines
+
+
+def _not_thinkwire(record: logging.LogRecord) -> bool:
+    return not record.name.startswith("thinkwire")
+
+
+def skip_legacy_log_event() -> None:
+    """Keep thinkwire's log lines out of mitmproxy's deprecated `add_log` event (for addons that
+    do not use Python's logging yet). It wakes the event loop and offers each line to every
+    addon: measured, that was most of what a flow cost thinkwire outside its stream callable.
+    The lines still reach the terminal and mitmweb's event log (their own handlers)."""
+    from mitmproxy import log as mitmproxy_log
+    legacy = getattr(mitmproxy_log, "LegacyLogEvents", None)   # (a mitmproxy without it: nothing to do)
+    for h in logging.getLogger().handlers:
+        if legacy is not None and isinstance(h, legacy) and not any(getattr(f, "__name__", "") == _not_thinkwire.__name__
+                                                      for f in h.filters):
+            h.addFilter(_not_thinkwire)

@@ -195,7 +195,7 @@ class Memory:
         if p.bodies is not None:
             up, cl = p.side.read_body(loads(p.bodies[0])), p.side.read_body(loads(p.bodies[1]))
         elif p.upstream is not None:
-            raw = decode_body(bytes(p.upstream), p.encoding, TAP_MAX) if p.encoding else bytes(p.upstream)
+            raw = decode_body(bytes(p.upstream), p.encoding, TAP_MAX, partial=True) if p.encoding else bytes(p.upstream)
             if raw is None:
                 return []
             up = p.side.read_stream(_objects(raw, p.side.name))

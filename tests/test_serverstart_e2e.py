@@ -204,6 +204,37 @@ def test_a_redirect_is_not_followed(own):
     assert t.stream_texts("chat", got.content)[1].endswith(t.ANSWER)
 
 
+def test_ollamas_own_template_read_for_the_requests_think(own):
+    """An Ollama model under a name no profile matches, whose model_info names DeepSeek-R1 and
+    whose template is the library's deepseek-r1 one: `think: false` renders a closed empty
+    block, so the answer streams as the answer (read only by the name, the deepseek-r1 profile
+    started it inside); unset, the model opens its own block."""
+    from pathlib import Path
+
+    from support import ollama as osupport
+    upstream, start = own
+    gotmpl = (Path(__file__).parent / "support" / "ollama_templates" / "deepseek-r1.gotmpl").read_text()
+    upstream.route("/api/show", json_reply({"template": gotmpl, "capabilities": ["completion", "thinking"],
+                                            "model_info": {"general.basename": "DeepSeek-R1-Distill-Qwen"},
+                                            "details": {"format": "gguf"}}))
+
+    def chat(seen):
+        req = seen.json()
+        text = t.ANSWER if req.get("think") is False else f"<think>\n{t.REASONING}\n</think>\n\n{t.ANSWER}"
+        return osupport.reply(osupport.chat_objs("local-model", t._pieces(text)), req.get("stream", True))
+    upstream.route("/api/chat", chat)
+    proxy = start({"think_start_wait": "5"})
+    for think, want in ((False, ("", t.ANSWER)), ("unset", (t.REASONING, t.ANSWER))):
+        for stream in (True, False):
+            req = {"model": "local-model", "messages": [{"role": "user", "content": "What is 2+2?"}], "stream": stream}
+            if think != "unset":
+                req["think"] = think
+            got = post(proxy.url + "/api/chat", req)
+            texts = t.stream_texts("ollama", got.content) if stream else t.body_texts("ollama", got.json())
+            assert texts == want, (think, stream)
+    proxy.wait_for(r"started in the answer \(the server's chat template\)", timeout=10)
+
+
 def test_off_asks_nothing(own):
     upstream, start = own
     upstream.route(PATHS["chat"], json_reply({"choices": [{"index": 0, "message": {"role": "assistant",

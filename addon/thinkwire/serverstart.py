@@ -20,9 +20,10 @@ first byte comes), the way each kind of server lets one ask (found by asking, ne
   Qwen2.5's and the R1 distills', which start apart). LM Studio answers 200 to every path it does
   not serve (`{"error": "Unexpected endpoint or method. ..."}`): only its own shapes count;
 - Ollama: `POST /api/show` (the answer thinkwire.capabilities keeps, asked once for both): its
-  `model_info` (`general.basename`) and its Go template, whose last literal text tells whether
-  it opens a block (thinkwire renders no Go template: where the template decides at run time,
-  only the identity is used).
+  `model_info` (`general.basename`) and its Go template, rendered for one question with `think`
+  unset, false and true (thinkwire.gotemplate: the subset Ollama's templates use, bounded), so
+  Qwen3's and DeepSeek-R1's `{{ if and $.IsThinkSet (not $.Think) }}<think>\n\n</think>...` is
+  read for the request's own `think`.
 
 The prompt's end decides (`read_prompt`): ending in an opening tag, the output starts inside that
 pair's block; anything else (an empty block `<think>\\n\\n</think>\\n\\n`, a plain generation
@@ -262,7 +263,7 @@ class ServerStart:
             if not model or self._ollama_show is None:
                 return None
             got = await self._ollama_show(server, path, model, client, credentials, route)
-            return self._from_show(got) if got is not None else None
+            return self._from_show(got, shape.think) if got is not None else None
 
         async def find_kind() -> _Kind | None:
             return await self._find_kind(ask)
@@ -345,16 +346,20 @@ class ServerStart:
         inside, pair = read_prompt(prompt, self._pairs())
         return Told(kind.kind, inside, pair, real)
 
-    def _from_show(self, shown: Shown) -> Told | None:
+    def _from_show(self, shown: Shown, think: object) -> Told | None:
         """Ollama's /api/show (capabilities.Shown): the model's name from its model_info, and
-        whether its template's generation prompt opens a block. The generation prompt is the
-        literal text before the template's closing `{{ end }}`s (rendered when the last message
-        is the user's); a template that reads `.Think` decides at run time (its tail is not
-        kept): Ollama's own parser then separates the reasoning."""
+        whether the prompt its template renders for this request's `think` (unset, false, true or
+        a level) ends in an open block (thinkwire.gotemplate renders it). A template past what
+        gotemplate renders is read by its literal end, where it does not read `.Think`: the
+        text before its closing `{{ end }}`s (what is rendered when the last message is the
+        user's)."""
         inside = pair = None
-        template = shown.template_tail
-        if isinstance(template, str):
-            literal = re.sub(r"(?:\{\{-?\s*end\s*-?\}\}\s*)+$", "", template.rstrip())
+        if shown.ends is not None:
+            end = shown.ends[0 if think is None else 1 if think is False else 2]
+            if end is not None:
+                inside, pair = read_prompt(end, self._pairs())
+        elif isinstance(shown.template_tail, str):
+            literal = re.sub(r"(?:\{\{-?\s*end\s*-?\}\}\s*)+$", "", shown.template_tail.rstrip())
             if literal and not literal.endswith("}}"):
                 inside, pair = read_prompt(literal, self._pairs())
         if inside is None and shown.name is None:

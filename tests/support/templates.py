@@ -39,9 +39,16 @@ REASONING = "Two and two make four."
 ANSWER = "It is 4."
 
 
+# Real templates llama.cpp keeps at other commits than the sdist's, kept here with their source
+# (chat_templates/SOURCES.md).
+HERE = Path(__file__).parent / "chat_templates"
+
+
 def template_text(name: str) -> str | None:
-    path = DIR / f"{name}.jinja"
-    return path.read_text() if path.is_file() else None
+    for path in (DIR / f"{name}.jinja", HERE / f"{name}.jinja"):
+        if path.is_file():
+            return path.read_text()
+    return None
 
 
 def _raise(message: str):
@@ -98,6 +105,14 @@ def harmony(prompt: str, system: str) -> str:
             f"<|message|>{ANSWER}")
 
 
+def glm(prompt: str, system: str) -> str:
+    """GLM-4.5: opens its own block unless the prompt closed an empty one (its switch is the
+    user turn's /nothink, which enable_thinking: false writes; a system /no_think is nothing to it)."""
+    if prompt.rstrip().endswith("</think>"):
+        return ANSWER
+    return f"<think>{REASONING}</think>\n{ANSWER}"
+
+
 def granite(prompt: str, system: str) -> str:
     if "<think>" in prompt:   # thinking=True: the system prompt asks for <think> and <response>
         return f"<think>{REASONING}</think><response>{ANSWER}</response>"
@@ -111,6 +126,7 @@ MODELS = {
     "qwen3.5": ("Qwen3.5-4B", "Qwen3.5-4B-Q4_K_M.gguf", thinks_itself),
     "qwq": ("Qwen-QwQ-32B", "QwQ-32B-Q4_K_M.gguf", answers_only),
     "glm-4.6": ("GLM-4.6", "GLM-4.6-Q2_K.gguf", thinks_itself),
+    "glm-4.5": ("glm_4_5", "GLM-4.5-Air-Q4_K_M.gguf", glm),
     "kimi-k2-thinking": ("Kimi-K2-Thinking", "Kimi-K2-Thinking-Q2_K.gguf", thinks_itself),
     "minimax-m2": ("MiniMax-M2", "MiniMax-M2-Q3_K.gguf", answers_only),
     "nemotron-nano-v2": ("NVIDIA-Nemotron-Nano-v2", "NVIDIA-Nemotron-Nano-9B-v2-Q8_0.gguf", answers_only),
@@ -125,6 +141,7 @@ MODELS = {
 REPOS = {
     "r1-distill": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "qwen3": "Qwen/Qwen3-0.6B",
     "qwen3.5": "Qwen/Qwen3.5-4B", "qwq": "Qwen/QwQ-32B", "glm-4.6": "zai-org/GLM-4.6",
+    "glm-4.5": "zai-org/GLM-4.5-Air",
     "kimi-k2-thinking": "moonshotai/Kimi-K2-Thinking", "minimax-m2": "MiniMaxAI/MiniMax-M2",
     "nemotron-nano-v2": "nvidia/NVIDIA-Nemotron-Nano-9B-v2", "gpt-oss": "openai/gpt-oss-120b",
     "granite-3.3": "ibm-granite/granite-3.3-2b-instruct", "smollm3": "HuggingFaceTB/SmolLM3-3B",

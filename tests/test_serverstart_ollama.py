@@ -93,6 +93,16 @@ def test_a_template_that_opens_the_block_starts_inside():
     assert ss._from_show(shown, False) == Told("ollama", False, None, "m")
 
 
+@pytest.mark.parametrize("text,prompt", [
+    ("{{ .Prompt }}", "Hi"),   # Ollama's default, for a GGUF whose template it cannot name
+    ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}<|im_start|>user\n{{ .Prompt }}"
+     "<|im_end|>\n<|im_start|>assistant\n{{ .Response }}<|im_end|>\n", "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),
+    ("[INST] {{ .Prompt }} [/INST]<think>\n{{ .Response }}</s>", "[INST] Hi [/INST]<think>\n"),
+])
+def test_a_legacy_template_renders_its_last_turn_up_to_the_response(text, prompt):
+    assert gotemplate.render(text, None) == prompt
+
+
 @pytest.mark.parametrize("text", [
     '{{ template "x" . }}',                    # named templates
     "{{ upper .System }}",                     # a function outside the subset

@@ -394,18 +394,46 @@ def render(template: str, think: bool | str | None, system: str = "") -> str | N
         return None
     messages: list[dict[str, Any]] = ([{"role": "system", "content": system}] if system else []) + \
         [{"role": "user", "content": "Hi"}]
+    legacy = _LEGACY.search(template) is None
     data: dict[str, Any] = {
         "System": system, "Messages": [_message(m) for m in messages], "Tools": [], "Response": "",
         "Think": think is not None and think is not False, "IsThinkSet": think is not None,
-        "ThinkLevel": think if isinstance(think, str) else "", "Prompt": "", "Suffix": "",
+        "ThinkLevel": think if isinstance(think, str) else "", "Prompt": "Hi" if legacy else "", "Suffix": "",
     }
     try:
         nodes = parse(template)
+        if legacy:
+            nodes = _cut(nodes)[0]
         r = _Render(data)
         r.run(nodes, data, [{"$": data}])
     except (Unsupported, RecursionError, ValueError):
         return None
     return "".join(r.out)
+
+
+# A template that names no .Messages is a legacy one (Prompt, System, Response): Ollama renders
+# its last turn up to `{{ .Response }}` and drops what follows (template.go Execute, deleteNode).
+_LEGACY = re.compile(r"\{\{[^}]*\b(?:Messages|Document)\b")
+
+
+def _cut(nodes: list[_Node]) -> tuple[list[_Node], bool]:
+    """The nodes up to and with the first that reads .Response (in the template's order)."""
+    out: list[_Node] = []
+    for n in nodes:
+        if any(t.endswith(".Response") for t in n.pipe):
+            out.append(_Node(n.kind, n.text, n.pipe, n.names, n.declare) if n.body or n.orelse else n)
+            return out, True
+        body, cut = _cut(n.body)
+        if not cut:
+            orelse, cut = _cut(n.orelse)
+            if cut:
+                out.append(_Node(n.kind, n.text, n.pipe, n.names, n.declare, n.body, orelse))
+                return out, True
+        else:
+            out.append(_Node(n.kind, n.text, n.pipe, n.names, n.declare, body, []))
+            return out, True
+        out.append(n)
+    return out, False
 
 
 def _message(m: dict[str, Any]) -> dict[str, Any]:

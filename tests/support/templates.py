@@ -426,8 +426,12 @@ def _show(tm: TemplateModel | None) -> Reply:
     if tm is None:
         return osupport.error_reply(404, "model not found")
     basename = re.sub(r"(-Q\d.*|-mxfp4)?\.gguf$", "", tm.real)
-    return json_reply({"template": "{{ .Prompt }}", "capabilities": ["completion"],
-                       "model_info": {"general.basename": basename}, "details": {"format": "gguf"}})
+    # No `template`: this server renders the model's jinja template, which no Go template stands
+    # for (as an Ollama-compatible server in front of another engine answers); so only its
+    # model_info tells. (Ollama's own Go templates: tests/test_serverstart_ollama.py and the
+    # deepseek-r1 e2e test.)
+    return json_reply({"capabilities": ["completion"], "model_info": {"general.basename": basename},
+                       "details": {"format": "gguf"}})
 
 
 # -- what a client got -------------------------------------------------------------------------

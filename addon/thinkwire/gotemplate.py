@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-TEMPLATE_MAX = 32 << 10   # characters of a template read (Ollama's largest shipped ones are ~10 KiB)
-STEPS = 20_000            # nodes evaluated per rendering
+TEMPLATE_MAX = 16 << 10   # characters of a template read (Ollama's qwen3 one is 1.7 KiB)
+STEPS = 2_000             # nodes evaluated per rendering (Ollama's qwen3 template takes 60)
 DEPTH = 32                # nested blocks (and parentheses)
 OUTPUT_MAX = 64 << 10     # characters a rendering may write
 TAIL = 512                # characters of a rendered prompt's end kept
@@ -390,21 +390,33 @@ def render(template: str, think: bool | str | None, system: str = "") -> str | N
     """The prompt Ollama renders for one user turn ("Hi"), after a system prompt when `system`
     is given, with `think` unset (None), off, on or a level; None where the template is past the
     subset or a bound."""
+    nodes = _parsed(template)
+    return _render(nodes, think, system) if nodes is not None else None
+
+
+def _parsed(template: str) -> tuple[list[_Node], bool] | None:
+    """The template's nodes (a legacy one's cut after .Response) and whether it is legacy."""
     if len(template) > TEMPLATE_MAX:
         return None
+    legacy = _LEGACY.search(template) is None
+    try:
+        nodes = parse(template)
+    except (Unsupported, RecursionError, ValueError):
+        return None
+    return (_cut(nodes)[0] if legacy else nodes), legacy
+
+
+def _render(parsed: tuple[list[_Node], bool], think: bool | str | None, system: str) -> str | None:
+    nodes, legacy = parsed
     messages: list[dict[str, Any]] = ([{"role": "system", "content": system}] if system else []) + \
         [{"role": "user", "content": "Hi"}]
-    legacy = _LEGACY.search(template) is None
     data: dict[str, Any] = {
         "System": system, "Messages": [_message(m) for m in messages], "Tools": [], "Response": "",
         "Think": think is not None and think is not False, "IsThinkSet": think is not None,
         "ThinkLevel": think if isinstance(think, str) else "", "Prompt": "Hi" if legacy else "", "Suffix": "",
     }
+    r = _Render(data)
     try:
-        nodes = parse(template)
-        if legacy:
-            nodes = _cut(nodes)[0]
-        r = _Render(data)
         r.run(nodes, data, [{"$": data}])
     except (Unsupported, RecursionError, ValueError):
         return None
@@ -443,7 +455,11 @@ def _message(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def prompt_ends(template: str) -> tuple[str | None, str | None, str | None] | None:
-    """The ends (TAIL characters) of the prompt rendered with `think` unset, false and true;
-    None when the template cannot be rendered here (each end None where that one failed)."""
-    ends = tuple((p[-TAIL:] if p is not None else None) for p in (render(template, t) for t in (None, False, True)))
+    """The ends (TAIL characters) of the prompt rendered with `think` unset, false and true (one
+    parse, three renderings); None when the template cannot be rendered here (each end None
+    where that one failed)."""
+    parsed = _parsed(template)
+    if parsed is None:
+        return None
+    ends = [p[-TAIL:] if p is not None else None for p in (_render(parsed, t, "") for t in (None, False, True))]
     return None if all(e is None for e in ends) else (ends[0], ends[1], ends[2])

@@ -156,6 +156,26 @@ def test_lm_studio_0_3_is_known_by_its_v0_list(fleet):
                                                   "/lms03/api/v0/models"]
 
 
+def test_a_servers_model_list_is_read_up_to_listed():
+    """A list of 1,000 models (each with 3 loaded instances) is read only to LISTED entries."""
+    import json as _json
+    from thinkwire.outbound import Answer
+    from thinkwire.serverstart import LISTED
+    many = {"models": [{"key": f"org/m{n}", "loaded_instances": [{"id": f"a{n}-{i}"} for i in range(3)]}
+                       for n in range(1000)]}
+    vllm = {"data": [{"id": f"m{n}", "owned_by": "vllm", "root": f"/r/m{n}"} for n in range(1000)]}
+
+    async def ask(answers):
+        async def one(method, where, body=None):
+            return Answer(200, _json.dumps(answers[where]).encode()) if where in answers else Answer(404, b"")
+        return await ServerStart(Asker(), lambda: PAIRS)._find_kind(one)
+    lms = asyncio.run(ask({"/api/v1/models": many}))
+    assert lms.kind == "lmstudio" and len(lms.roots) == LISTED and lms.roots[:4] == (
+        ("a0-0", "org/m0"), ("a0-1", "org/m0"), ("a0-2", "org/m0"), ("org/m0", "org/m0"))
+    v = asyncio.run(ask({"/v1/models": vllm}))
+    assert v.kind == "vllm" and len(v.roots) == LISTED
+
+
 def test_the_flow_record_says_how_the_start_was_decided():
     from thinkwire.record import FlowRecord
     rec = FlowRecord("chat", "default", 1, 22, start="started inside <think> (the server's chat template)")

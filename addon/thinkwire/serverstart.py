@@ -11,13 +11,19 @@ first byte comes), the way each kind of server lets one ask (found by asking, ne
   shape: the prompt it would run, no inference;
 - vLLM: `GET /v1/models` (`owned_by: vllm`, each served name's `root`), then `POST /tokenize`
   with chat `messages`, `add_generation_prompt`, `chat_template_kwargs` and `return_token_strs`;
-- SGLang: `GET /v1/models` (`owned_by: sglang`), `GET /get_model_info` (`model_path`): who the
-  model is, not what its template renders;
-- LM Studio: `GET /api/v0/models` (the model's key and `arch`): who the model is;
+- SGLang: `GET /v1/models` (`owned_by: sglang`; its `root` is the served name, not the model),
+  `GET /get_model_info` (`model_path`): who the model is, not what its template renders (its
+  `/tokenize` takes a prompt, not chat messages);
+- LM Studio: `GET /api/v1/models` (0.4+: each model's `key` and the `id` of each loaded
+  instance, the alias `lms load --identifier` gives it), else `GET /api/v0/models` (0.3.6+: the
+  keys): who the model is. Its `arch` is not read: an architecture is no model (`qwen2` is
+  Qwen2.5's and the R1 distills', which start apart). LM Studio answers 200 to every path it does
+  not serve (`{"error": "Unexpected endpoint or method. ..."}`): only its own shapes count;
 - Ollama: `POST /api/show` (the answer thinkwire.capabilities keeps, asked once for both): its
-  `model_info` (`general.basename`) and its Go template, whose last literal text tells whether
-  it opens a block (thinkwire renders no Go template: where the template decides at run time,
-  only the identity is used).
+  `model_info` (`general.basename`) and its Go template, rendered for one question with `think`
+  unset, false and true (thinkwire.gotemplate: the subset Ollama's templates use, bounded), so
+  Qwen3's and DeepSeek-R1's `{{ if and $.IsThinkSet (not $.Think) }}<think>\n\n</think>...` is
+  read for the request's own `think`.
 
 The prompt's end decides (`read_prompt`): ending in an opening tag, the output starts inside that
 pair's block; anything else (an empty block `<think>\\n\\n</think>\\n\\n`, a plain generation
@@ -41,9 +47,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Awaitable, Callable, Protocol
 
+from .capabilities import Shown
 from .outbound import Answer, Asker, Kept, Route, Server
 from .rules import TagPair
 
@@ -54,6 +62,7 @@ FAILURE_TTL = 30.0        # seconds "not known" stays kept
 SIZE = 1024               # answers kept (LRU), of each cache
 MAX_BYTES = 1 << 20       # bytes kept in all (keys and answers), of each cache
 LONGEST = 256             # longer model names, hosts and path prefixes are not asked about
+LISTED = 256              # models (and LM Studio's loaded instances) of a server's list read
 KWARGS_MAX = 1024         # bytes of a request's chat_template_kwargs (as JSON) sent and kept; more: not asked
 PROMPT_TAIL = 512         # characters of a rendered prompt's end that are read
 SYSTEM_READ = 64 << 10    # characters of a system prompt searched for /think, /no_think
@@ -95,10 +104,17 @@ class Told:
 class _Kind:
     kind: str
     model: str | None = None   # the server's one model (llama-server's model_path, SGLang's)
-    roots: tuple[tuple[str, str], ...] = ()   # vLLM: (served name, root); LM Studio: (key, arch)
+    roots: tuple[tuple[str, str], ...] = ()   # vLLM: (served name, root); LM Studio: (instance or key, key)
 
 
-def shape_of(request: dict, surface: str) -> Shape | None:
+class _Ask(Protocol):
+    def __call__(self, method: str, where: str, body: object = None) -> Awaitable[Answer | None]: ...
+
+
+OllamaShow = Callable[[Server, str, str, str, dict[str, str], Route], Awaitable[Shown | None]]
+
+
+def shape_of(request: dict[str, Any], surface: str) -> Shape | None:
     """The request's Shape; None when it cannot be asked about (kwargs past KWARGS_MAX)."""
     kwargs = request.get("chat_template_kwargs")
     text = ""
@@ -122,13 +138,13 @@ def shape_of(request: dict, surface: str) -> Shape | None:
                  isinstance(last, dict) and last.get("role") == "assistant")
 
 
-def system_switches(request: dict, surface: str) -> tuple[str, ...]:
+def system_switches(request: dict[str, Any], surface: str) -> tuple[str, ...]:
     """The `/think` and `/no_think` switches a request's system prompt holds, in order (the
     templates of Qwen3, SmolLM3 and Nemotron read them there)."""
     return tuple(_SWITCH.findall(system_text(request, surface)[:SYSTEM_READ]))[:SWITCHES_KEPT]
 
 
-def system_text(request: dict, surface: str) -> str:
+def system_text(request: dict[str, Any], surface: str) -> str:
     """The text of a request's system prompt: chat's and Ollama's system (or developer)
     messages, Anthropic's `system`, Responses' `instructions` and system input items, Ollama
     generate's `system`. Read up to SYSTEM_READ characters."""
@@ -169,7 +185,7 @@ def read_prompt(prompt: str, pairs: tuple[TagPair, ...]) -> tuple[bool, TagPair 
 _BYTE_LEVEL = str.maketrans({"Ġ": " ", "Ċ": "\n", "ĉ": "\t", "▁": " "})
 
 
-def tokens_text(strs: list) -> str:
+def tokens_text(strs: list[object]) -> str:
     """vLLM's `token_strs` as text: byte-level BPE's space and newline marks read as themselves."""
     return "".join(s for s in strs if isinstance(s, str)).translate(_BYTE_LEVEL)
 
@@ -213,13 +229,15 @@ class ServerStart:
     """The kept answers of servers about where their output starts."""
 
     def __init__(self, asker: Asker, pairs: Callable[[], tuple[TagPair, ...]],
-                 clock: Callable[[], float] | None = None, ollama_show: Callable | None = None) -> None:
+                 clock: Callable[[], float] | None = None, ollama_show: OllamaShow | None = None) -> None:
         """`ollama_show`: capabilities.Capabilities.show (one kept /api/show answer for all
         that read it); without it Ollama servers are not asked."""
         self.asker, self._pairs, self._ollama_show = asker, pairs, ollama_show
-        more = [clock] if clock else []
-        self._kinds: Kept = Kept(KIND_TTL, KIND_FAILURE_TTL, SIZE, *more, max_bytes=MAX_BYTES, weigh=_weigh)
-        self._told: Kept = Kept(START_TTL, FAILURE_TTL, SIZE, *more, max_bytes=MAX_BYTES, weigh=_weigh)
+        tick = clock or time.monotonic
+        self._kinds: Kept[tuple[Server, str, str], _Kind] = Kept(
+            KIND_TTL, KIND_FAILURE_TTL, SIZE, tick, max_bytes=MAX_BYTES, weigh=_weigh)
+        self._told: Kept[tuple[Server, str, str, str, str | None, Shape], Told] = Kept(
+            START_TTL, FAILURE_TTL, SIZE, tick, max_bytes=MAX_BYTES, weigh=_weigh)
         self.asked = 0   # asks started, of every kind (tests, the bench)
 
     def __len__(self) -> int:
@@ -236,7 +254,7 @@ class ServerStart:
         if len(model or "") > LONGEST or len(server.host) > LONGEST or len(prefix) > LONGEST:
             return None
 
-        def ask(method: str, where: str, body: object = None):
+        def ask(method: str, where: str, body: object = None) -> Awaitable[Answer | None]:
             self.asked += 1
             raw = json.dumps(body).encode() if body is not None else None
             return self.asker.ask(server, method, prefix + where, raw, credentials, route)
@@ -245,7 +263,7 @@ class ServerStart:
             if not model or self._ollama_show is None:
                 return None
             got = await self._ollama_show(server, path, model, client, credentials, route)
-            return self._from_show(got) if got is not None else None
+            return self._from_show(got, shape.think) if got is not None else None
 
         async def find_kind() -> _Kind | None:
             return await self._find_kind(ask)
@@ -257,44 +275,60 @@ class ServerStart:
             return await self._render(kind, model, shape, ask)
         return await self._told.get((server, prefix, client, kind.kind, model, shape), render)
 
-    async def _find_kind(self, ask) -> _Kind | None:
+    async def _find_kind(self, ask: _Ask) -> _Kind | None:
         props = _json(await ask("GET", "/props"))
         if isinstance(props, dict) and ("chat_template" in props or "default_generation_settings" in props):
             return _Kind("llama-server", model_name(props.get("model_path")))
         models = _json(await ask("GET", "/v1/models"))
         data = models.get("data") if isinstance(models, dict) else None
         if isinstance(data, list):
-            owners = {m.get("owned_by") for m in data[:256] if isinstance(m, dict)}
-            roots = tuple((m["id"], m["root"]) for m in data[:256] if isinstance(m, dict)
-                          and isinstance(m.get("id"), str) and isinstance(m.get("root"), str)
-                          and len(m["id"]) <= LONGEST)
+            cards = [m for m in data[:LISTED] if isinstance(m, dict)]
+            owners = {m.get("owned_by") for m in cards}
             if "vllm" in owners:
-                return _Kind("vllm", None, roots)
+                return _Kind("vllm", None, tuple((m["id"], m["root"]) for m in cards if _name(m.get("id"))
+                                                 and isinstance(m.get("root"), str)))
             if "sglang" in owners:
+                # (Its `root` is the served name again: the model is /get_model_info's.)
                 info = _json(await ask("GET", "/get_model_info"))
-                path = info.get("model_path") if isinstance(info, dict) else None
-                return _Kind("sglang", model_name(path) or (model_name(roots[0][1]) if roots else None))
-        lms = _json(await ask("GET", "/api/v0/models"))
-        data = lms.get("data") if isinstance(lms, dict) else None
+                return _Kind("sglang", model_name(info.get("model_path")) if isinstance(info, dict) else None)
+        return await self._lmstudio(ask)
+
+    async def _lmstudio(self, ask: _Ask) -> _Kind | None:
+        """LM Studio, by its own lists: v1's models (`key`) with their loaded instances (`id`), else
+        v0's (`id`, the key, beside LM Studio's own `state` or `compatibility_type`)."""
+        got = _json(await ask("GET", "/api/v1/models"))
+        listed = got.get("models") if isinstance(got, dict) else None
+        if isinstance(listed, list):
+            names: list[tuple[str, str]] = []
+            for m in listed[:LISTED]:
+                key = m.get("key") if isinstance(m, dict) else None
+                if not isinstance(key, str) or not _name(key):
+                    continue
+                instances = m.get("loaded_instances")
+                for i in instances[:LISTED] if isinstance(instances, list) else ():
+                    alias = i.get("id") if isinstance(i, dict) else None
+                    if isinstance(alias, str) and _name(alias):
+                        names.append((alias, key))
+                names.append((key, key))
+            return _Kind("lmstudio", None, tuple(names[:LISTED]))
+        got = _json(await ask("GET", "/api/v0/models"))
+        data = got.get("data") if isinstance(got, dict) else None
         if isinstance(data, list):
-            keys = tuple((m["id"], m.get("arch") if isinstance(m.get("arch"), str) else "")
-                         for m in data[:256] if isinstance(m, dict) and isinstance(m.get("id"), str)
-                         and len(m["id"]) <= LONGEST)
-            return _Kind("lmstudio", None, keys)
+            cards = [m for m in data[:LISTED] if isinstance(m, dict) and _name(m.get("id"))]
+            if any("state" in m or "compatibility_type" in m for m in cards):
+                return _Kind("lmstudio", None, tuple((m["id"], m["id"]) for m in cards))
         return None
 
-    async def _render(self, kind: _Kind, model: str | None, shape: Shape, ask) -> Told | None:
+    async def _render(self, kind: _Kind, model: str | None, shape: Shape, ask: _Ask) -> Told | None:
         real = kind.model
         if kind.kind in ("vllm", "lmstudio"):
-            real = next((r for name, r in kind.roots if name == model), None)
-            if kind.kind == "vllm":
-                real = model_name(real)
+            real = model_name(next((r for name, r in kind.roots if name == model), None))
         if kind.kind not in ("llama-server", "vllm"):
             return Told(kind.kind, model=real) if real else None
         messages = ([{"role": "system", "content": " ".join(shape.system)}] if shape.system else []) + \
             [{"role": "user", "content": QUESTION}] + \
             ([{"role": "assistant", "content": QUESTION}] if shape.after_assistant else [])
-        body: dict = {"messages": messages, "add_generation_prompt": True}
+        body: dict[str, object] = {"messages": messages, "add_generation_prompt": True}
         if shape.kwargs:
             body["chat_template_kwargs"] = json.loads(shape.kwargs)
         if shape.effort is not None:
@@ -312,16 +346,20 @@ class ServerStart:
         inside, pair = read_prompt(prompt, self._pairs())
         return Told(kind.kind, inside, pair, real)
 
-    def _from_show(self, shown) -> Told | None:
+    def _from_show(self, shown: Shown, think: object) -> Told | None:
         """Ollama's /api/show (capabilities.Shown): the model's name from its model_info, and
-        whether its template's generation prompt opens a block. The generation prompt is the
-        literal text before the template's closing `{{ end }}`s (rendered when the last message
-        is the user's); a template that reads `.Think` decides at run time (its tail is not
-        kept): Ollama's own parser then separates the reasoning."""
+        whether the prompt its template renders for this request's `think` (unset, false, true or
+        a level) ends in an open block (thinkwire.gotemplate renders it). A template past what
+        gotemplate renders is read by its literal end, where it does not read `.Think`: the
+        text before its closing `{{ end }}`s (what is rendered when the last message is the
+        user's)."""
         inside = pair = None
-        template = shown.template_tail
-        if isinstance(template, str):
-            literal = re.sub(r"(?:\{\{-?\s*end\s*-?\}\}\s*)+$", "", template.rstrip())
+        if shown.ends is not None:
+            end = shown.ends[0 if think is None else 1 if think is False else 2]
+            if end is not None:
+                inside, pair = read_prompt(end, self._pairs())
+        elif isinstance(shown.template_tail, str):
+            literal = re.sub(r"(?:\{\{-?\s*end\s*-?\}\}\s*)+$", "", shown.template_tail.rstrip())
             if literal and not literal.endswith("}}"):
                 inside, pair = read_prompt(literal, self._pairs())
         if inside is None and shown.name is None:
@@ -329,7 +367,12 @@ class ServerStart:
         return Told("ollama", inside, pair, shown.name)
 
 
-def _weigh(key: tuple, value: object) -> int:
+def _name(value: object) -> bool:
+    """A model name (or key) as a list gives it: a string of at most LONGEST characters."""
+    return isinstance(value, str) and 0 < len(value) <= LONGEST
+
+
+def _weigh(key: tuple[object, ...], value: object) -> int:
     """Bytes a kept entry holds, near enough (its strings)."""
     size = 64
     for part in key:

@@ -10,17 +10,19 @@ import inspect
 import time
 from typing import Awaitable
 
+from .rules import TagPair
+from .serverstart import Told
 from .tagsets import Tagsets
 
 
 class FlowAsks:
     def __init__(self) -> None:
-        self._asks: dict[str, tuple[asyncio.Future, float]] = {}   # flow id -> (the ask, when it began)
+        self._asks: dict[str, tuple[asyncio.Future[Told | None], float]] = {}   # flow id -> (the ask, when it began)
 
     def __len__(self) -> int:
         return len(self._asks)
 
-    def begin(self, flow_id: str, ask: Awaitable) -> None:
+    def begin(self, flow_id: str, ask: Awaitable[Told | None]) -> None:
         """Start `ask` for a flow (on mitmproxy's event loop; outside one, nothing is asked)."""
         try:
             asyncio.get_running_loop()
@@ -50,7 +52,7 @@ class FlowAsks:
         except Exception:  # noqa: S110 (past the wait the profile decides; a failed ask is "not known")
             pass
 
-    def told(self, flow_id: str) -> object | None:
+    def told(self, flow_id: str) -> Told | None:
         """What the flow's server said, if it said by now (and the ask is forgotten)."""
         got = self._asks.pop(flow_id, None)
         if got is None or not got[0].done() or got[0].cancelled() or got[0].exception() is not None:
@@ -61,14 +63,14 @@ class FlowAsks:
         self._asks.pop(flow_id, None)
 
 
-def known_pairs(tagsets: Tagsets | None) -> tuple:
+def known_pairs(tagsets: Tagsets | None) -> tuple[TagPair, ...]:
     """Every tag pair the tag sets know (what a rendered prompt may leave open)."""
     if tagsets is None:
         return ()
     return tuple(dict.fromkeys(p for prof in (tagsets.default, *tagsets.profiles) for p in prof.pairs))
 
 
-def _quiet(task: asyncio.Future) -> None:
+def _quiet(task: asyncio.Future[Told | None]) -> None:
     """An ask nobody awaited any more (its flow ended first) says nothing of its end."""
     if not task.cancelled():
         task.exception()

@@ -753,3 +753,34 @@ def test_a_tool_call_stays_as_written_up_to_its_end_marker_at_any_cut():
     out = s.feed('<|start|>assistant to=f<|message|>{}<|ca')
     assert merge(out) == [(CONTENT, '<|start|>assistant to=f<|message|>{}')]
     assert merge(s.finish()) == [(CONTENT, "<|ca")]
+
+
+def test_a_line_of_only_a_carriage_return_is_blank_however_the_text_is_cut():
+    # Found by the chunking property: "\r\n" ends a line, so the line between the two line feeds
+    # is blank and the tab-indented line after it is indented code, where an opening tag is text.
+    # Read in one piece the line was blank; cut after the first "\n", the "\r" made it a line of text
+    # and the tag opened a block.
+    text = "</think>\n\r\n\t<think>"
+    for trim, want in ((False, [(CONTENT, "\n\r\n\t<think>")]), (True, [(CONTENT, "\t<think>")])):
+        rules = Rules(PAIRS, trim=trim)
+        for k in range(len(text) + 1):
+            assert stream([text[:k], text[k:]], rules) == want, (trim, k)
+    rules = Rules(PAIRS, starts_inside=True)
+    for k in range(len(text) + 1):
+        assert stream([text[:k], text[k:]], rules) == [(END, TagPair("<think>", "</think>\n\r\n")),
+                                                       (CONTENT, "\t<think>")], k
+
+
+@settings(max_examples=int(os.environ.get("SPLIT_EXAMPLES", 400)), deadline=None)
+@given(st.lists(st.sampled_from([" ", "\t", "\r", "\n", "x", "`", "```", "~~~", "    ", "<"]), max_size=25).map("".join),
+       st.data())
+def test_lines_read_in_pieces_stand_where_the_whole_text_stands(text, data):
+    from thinkwire.lines import Lines
+    whole, cut = Lines(), Lines()
+    whole.read(text)
+    points = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    for a, b in zip([0] + points, points + [len(text)]):
+        cut.read(text, a, b)
+    def where(ln):
+        return ln.in_code(), ln.close_counts(), ln.close_counts(False), ln.glued(), ln.indented_code(), ln.blank
+    assert where(cut) == where(whole)

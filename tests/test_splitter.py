@@ -784,3 +784,29 @@ def test_lines_read_in_pieces_stand_where_the_whole_text_stands(text, data):
     def where(ln):
         return ln.in_code(), ln.close_counts(), ln.close_counts(False), ln.glued(), ln.indented_code(), ln.blank
     assert where(cut) == where(whole)
+
+
+# -- modes -------------------------------------------------------------------------------------------
+def test_the_splitter_moves_between_its_modes_by_the_table():
+    from thinkwire.modes import TRANSITIONS, Mode
+    s = Splitter(GPT_OSS_TOOLS)
+    seen = [s.mode]
+    for chunk in ("<|channel|>analysis<|message|>", "Plan.", "<|end|>", "<|start|>assistant to=f", "{}", "<|call|>", "ok"):
+        s.feed(chunk)
+        seen.append(s.mode)
+    assert seen == [Mode.ANSWER, Mode.BLOCK, Mode.BLOCK, Mode.ANSWER, Mode.TOOL_CALL, Mode.TOOL_CALL, Mode.ANSWER,
+                    Mode.ANSWER]
+    s = Splitter(RULES, starts_inside=True)
+    assert s.mode is Mode.PROMPT_BLOCK
+    s.feed("a\n<think>b")
+    assert s.mode is Mode.BLOCK              # the model's own opening tag, dropped
+    s.finish()
+    assert s.mode is Mode.ANSWER             # cut off
+    assert set(TRANSITIONS) == set(Mode)
+
+
+def test_a_move_the_table_does_not_hold_is_an_error():
+    from thinkwire.modes import Event, SplitterError
+    s = Splitter(RULES)
+    with pytest.raises(SplitterError, match="no move from answer"):
+        s._go(Event.CLOSE)

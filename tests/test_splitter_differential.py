@@ -206,7 +206,7 @@ _TAGS = ["<think>", "</think>", "<thinking>", "</thinking>", "<thought>", "</tho
          "<tool_call>", "</tool_call>", "<|channel>", "<|channel>thought", "<channel|>", "<|tool_calls_section_begin|>",
          "<|channel|>analysis<|message|>", "<|end|>", "<|start|>", "<|start|>assistant", "<|start|>assistant to=f",
          "<|call|>", "<|channel|>final<|message|>", "<|return|>", "<|", "analysis", "assistantfinal", "thought"]
-_WORDS = ["a", "b c", " ", "  ", "    ", "\n", "\n\n", "\r", "\r\n", "\t", "```", "`", "``", "~~~", "é", "𝄞",
+_WORDS = ["a", "1", "b c", " ", "  ", "    ", "\n", "\n\n", "\r", "\r\n", "\t", "```", "`", "``", "~~~", "é", "𝄞",
           "<", ">", "think", '"', "(", "x."]
 _TEXT = st.lists(st.sampled_from(_TAGS + _WORDS), max_size=30).map("".join)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 _HSPACE = " \t"
+_BLANK = " \t\r"   # what a line that is blank once it ends holds ("\r\n" ends a line)
 _FENCES = ("```", "~~~")
 _TICKS = re.compile("`+")
 # What prose puts before a tag it names ("the <think> tag", '"<think>"', "(<think>)"); a model
@@ -119,7 +120,7 @@ class Lines:
                     self.fence_line = _OPENING
         if blank and seg.strip(_HSPACE):
             self.blank = False
-        if self.empty and seg.strip(_HSPACE + "\r"):
+        if self.empty and seg.strip(_BLANK):
             self.empty = False
         if "`" in seg:
             self._ticks(seg, blank)

@@ -32,14 +32,17 @@ Piece = tuple[int, Any]
 class Mode(enum.Enum):
     """Where the splitter stands in the output."""
 
-    ANSWER = ("answer", False)             # in the answer (before any block, between blocks, after them)
-    TOOL_CALL = ("tool call", False)       # in a tool call in the answer, up to its end marker (`Rules.tools`)
-    BLOCK = ("block", True)                # in a reasoning block the model opened (or a marker resumed)
-    PROMPT_BLOCK = ("prompt block", True)  # in the block the template opened, before the model wrote its own opening tag
+    ANSWER = (0, "answer", False)             # in the answer (before any block, between blocks, after them)
+    TOOL_CALL = (1, "tool call", False)       # in a tool call in the answer, up to its end marker (`Rules.tools`)
+    BLOCK = (2, "block", True)                # in a reasoning block the model opened (or a marker resumed)
+    PROMPT_BLOCK = (3, "prompt block", True)  # in the block the template opened, before the model wrote its own opening tag
 
-    def __init__(self, label: str, inside: bool) -> None:
+    def __init__(self, index: int, label: str, inside: bool) -> None:
+        # (Plain attributes, not properties: `feed` reads `inside` for every token; `index` is the
+        # mode's place in tables, an Enum's own hash being slow.)
+        self.index = index
         self.label = label
-        self.inside = inside   # in a reasoning block (a plain attribute: `feed` reads it for every token)
+        self.inside = inside   # in a reasoning block
 
 
 class Event(enum.Enum):

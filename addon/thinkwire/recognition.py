@@ -44,17 +44,22 @@ Handler = Callable[["Recognition", str, int, int, str, Kept, list[Piece], bool],
 
 
 class Recognition(Whitespace):
+    # The rules' tables (`answer_kinds`, `block_kinds`), looked up once per splitter.
+    _answer_kinds: dict[str, tuple[Handler, ...]]
+    _block_kinds: dict[str, tuple[Handler, ...]]
+
     if not TYPE_CHECKING:   # (no instance dict: the Splitter's slots hold the state; hidden from mypy,
         __slots__ = ()      # which reads an empty __slots__ as allowing no attribute)
 
     # -- inside a reasoning block ---------------------------------------------------------------
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
-        i = self._block_start(buf, i, out, final)
-        if i < 0:
-            return -1
+        if self._skip_ws or self._rsep:   # (most scans start mid-block: no call)
+            i = self._block_start(buf, i, out, final)
+            if i < 0:
+                return -1
         rules = self.rules
         scan = rules.scan(self._pair, self._mode is PROMPT_BLOCK)
-        kinds = block_kinds(rules)
+        kinds = self._block_kinds
         ln = self._ln
         pos = seen = i
         hold = -1
@@ -69,7 +74,11 @@ class Recognition(Whitespace):
                 break
             ln.read(buf, seen, j)
             seen = j
-            verdict, at = _decide(kinds.get(tag, _END_ONLY), self, buf, i, j, tag, [], out, final)
+            verdict, at = _PASS
+            for handle in kinds.get(tag, _END_ONLY):   # (the first kind that decides; none: text)
+                verdict, at = handle(self, buf, i, j, tag, _NO_KEPT, out, final)
+                if verdict != PASS:
+                    break
             if verdict == RETURN:
                 return at
             pos = j + 1   # text: keep scanning
@@ -158,7 +167,7 @@ class Recognition(Whitespace):
             if got is not None:
                 return got
         pattern = rules._content_re
-        kinds = answer_kinds(rules)
+        kinds = self._answer_kinds
         ln = self._ln
         # (Whitespace held at the start is read again when it goes out: the state from before it.)
         ln0 = ln.copy() if self._at_start and rules.trim and not final else None
@@ -178,7 +187,11 @@ class Recognition(Whitespace):
                 break
             self._observe(buf, seen, j)  # line and code state up to the candidate
             seen = j
-            verdict, at = _decide(kinds[tag], self, buf, i, j, tag, kept, out, final)
+            verdict, at = _PASS
+            for handle in kinds[tag]:   # (the first kind that decides; none: text)
+                verdict, at = handle(self, buf, i, j, tag, kept, out, final)
+                if verdict != PASS:
+                    break
             if verdict == RETURN:
                 return at
             if verdict == RESCAN:
@@ -418,17 +431,8 @@ class Recognition(Whitespace):
         self._ln.read(buf, i, j)
 
 
-def _decide(kinds: tuple[Handler, ...], s: Recognition, buf: str, i: int, j: int, tag: str, kept: Kept,
-            out: list[Piece], final: bool) -> Verdict:
-    """The first kind of the tag that decides here; a tag no kind takes is text."""
-    for handle in kinds:
-        got = handle(s, buf, i, j, tag, kept, out, final)
-        if got[0] != PASS:
-            return got
-    return _TEXT
-
-
 _END_ONLY: tuple[Handler, ...] = (Recognition._end_marker,)
+_NO_KEPT: Kept = []   # (a block's kinds keep no answer text)
 
 
 @lru_cache(maxsize=256)

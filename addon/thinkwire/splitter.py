@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .lines import Lines
 from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, Event, Mode, Piece, SplitterError
-from .recognition import PAIR_ON_LINE, Recognition
+from .recognition import PAIR_ON_LINE, Recognition, answer_kinds, block_kinds
 from .rules import WS, Rules, TagPair
 from .whitespace import HELD_WS
 
@@ -42,7 +42,7 @@ class Splitter(Recognition):
         "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
         "_seen_tag", "_fresh", "_literal",
         "blocks", "reasoning_chars", "stray_closes", "stray_after_text", "markup_chars", "_ws_hold", "_ws_more",
-        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl", "_tool", "_cut_off",
+        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl", "_tool", "_cut_off", "_answer_kinds", "_block_kinds",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
@@ -90,6 +90,8 @@ class Splitter(Recognition):
         self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
         self._tool = None
         self._cut_off = False
+        self._answer_kinds = answer_kinds(rules)
+        self._block_kinds = block_kinds(rules)
 
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list[Piece]:
@@ -243,16 +245,16 @@ class Splitter(Recognition):
         i = 0
         n = len(buf)
         while i < n:
-            i = _SCANS[self._mode](self, buf, i, out, final)
+            i = _SCANS[self._mode.index](self, buf, i, out, final)
             if i < 0:  # the rest was held back (or, at the end, written)
                 break
 
 
-# Each mode's scan: from a position of the text, to where the mode changed (-1: all of it read).
-_SCANS: dict[Mode, Callable[[Splitter, str, int, list[Piece], bool], int]] = {
-    Mode.ANSWER: Splitter._content, Mode.TOOL_CALL: Splitter._tool_call,
-    Mode.BLOCK: Splitter._reasoning, Mode.PROMPT_BLOCK: Splitter._reasoning,
-}
+# Each mode's scan (by `Mode.index`): from a position of the text, to where the mode changed (-1:
+# all of it read).
+_SCANS: tuple[Callable[[Splitter, str, int, list[Piece], bool], int], ...] = tuple(
+    {Mode.ANSWER: Splitter._content, Mode.TOOL_CALL: Splitter._tool_call,
+     Mode.BLOCK: Splitter._reasoning, Mode.PROMPT_BLOCK: Splitter._reasoning}[m] for m in Mode)
 
 
 @dataclass(slots=True)

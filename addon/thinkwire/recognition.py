@@ -125,6 +125,8 @@ class Recognition(Whitespace):
             self._w_open = (self._w_open[len(t):] if self._w_open.startswith(t) else self._w_open) + tag
         # Reasoning on both sides with no whitespace between gets a line break.
         self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
+        if not self._fresh:
+            self._dropped(out, True, tag)
         self._pair = rules._by_open[tag]
         self._go(Event.OWN_OPEN)
         self.markup_chars += len(tag)
@@ -159,7 +161,7 @@ class Recognition(Whitespace):
     def _content(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         rules = self.rules
         if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
-            i = self._after_block(buf, i, final)
+            i = self._after_block(buf, i, out, final)
             if i < 0:
                 return -1
         if rules.start_pairs and self._at_start and not self._seen_tag:
@@ -246,7 +248,7 @@ class Recognition(Whitespace):
         return self._removed(buf, i, j, tag, kept, out, final)
 
     def _removed(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
-        at = self._remove(buf, i, j, tag, kept, final)
+        at = self._remove(buf, i, j, tag, kept, final, out)
         if at < 0:
             self._emit_kept(kept, out)
             return RETURN, -1

@@ -74,6 +74,7 @@ class Whitespace(Fields):
         if self._rsep:   # (see the opening tag dropped in thinkwire.recognition)
             self._rsep = False
             if buf[i] not in WS:
+                self._dropped(out, True, "", len(SEPARATOR))
                 self._emit_reasoning(SEPARATOR, out)
                 self.added_chars += len(SEPARATOR)
         return i
@@ -137,7 +138,7 @@ class Whitespace(Fields):
                 out.append((REASONING, text))
 
     # -- in the answer ----------------------------------------------------------------------------
-    def _after_block(self, buf: str, i: int, final: bool) -> int:
+    def _after_block(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         """Right after a block (or markup trimmed as one: `_skip_ws`): its whitespace trimmed,
         where the answer is empty or ends in whitespace; else kept whole between the answer's
         texts, or a line break put there. Where the answer goes on, or -1: only whitespace so far
@@ -147,6 +148,8 @@ class Whitespace(Fields):
         if not self._answer_ws:
             keep = j   # (kept whole, between answer texts)
         if self._answer_ws or (final and j == n):
+            if not self._pend and keep > i:
+                self._dropped(out, False, buf[i:keep], 0, len(self._gap))
             self._w_close += buf[i:keep]   # trimmed after the block (kept between answer texts)
         if j == n and not self._answer_ws and not final:
             # The answer may go on, after text that does not end in whitespace: this
@@ -168,12 +171,14 @@ class Whitespace(Fields):
             if j > i:
                 self._gap += buf[i:j]
             else:
+                if not self._pend:
+                    self._dropped(out, False, "", len(SEPARATOR), len(self._gap))
                 self._gap += SEPARATOR
                 self._gap_added += len(SEPARATOR)
         self._skip_ws = self._ws_nl = False
         return j
 
-    def _remove(self, buf: str, i: int, j: int, tag: str, kept: Kept, final: bool) -> int:
+    def _remove(self, buf: str, i: int, j: int, tag: str, kept: Kept, final: bool, out: list[Piece]) -> int:
         """A tag removed from the middle of the answer at buf[j], the text since i kept. Where the
         answer does not end in whitespace there (trimming), what follows the tag is as after a
         block: whitespace, or a line break where there is none, goes in front of the answer's
@@ -182,7 +187,9 @@ class Whitespace(Fields):
         if j > i:
             kept.append(buf[i:j])
         end = j + len(tag)
+        gap = len(self._gap)   # (what goes, for the way back: `_dropped`)
         if not self.rules.trim:
+            self._dropped(out, False, tag, 0, gap, kept)
             return end
         # Right after a block, where the answer so far is empty or ends in whitespace: trimmed as
         # after the block itself (only whitespace was kept since).
@@ -190,8 +197,11 @@ class Whitespace(Fields):
         if at_start:
             if self._pend:   # right after a block: what is dropped here is written after it
                 self._w_close += "".join(p if isinstance(p, str) else p.text for p in kept) + tag
+            else:
+                self._dropped(out, False, tag, 0, -1)
             kept.clear()
         elif isinstance(kept[-1], Gap) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
+            self._dropped(out, False, tag, 0, gap, kept)
             return end
         n = len(buf)
         k = end
@@ -199,6 +209,9 @@ class Whitespace(Fields):
             k += 1
         if at_start and self._pend and (k < n or final):
             self._w_close += buf[end:k]
+        if not at_start:
+            self._dropped(out, False, tag + (buf[end:k] if k == n and final else ""),
+                          len(SEPARATOR) if k == end < n else 0, gap, kept)
         if k == n:
             if final:
                 self._ln.read(buf, end, k)
@@ -211,6 +224,13 @@ class Whitespace(Fields):
         if not at_start:
             kept.append(Gap(buf[end:k], 0) if k > end else Gap(SEPARATOR, len(SEPARATOR)))
         return k
+
+    def _dropped(self, out: list[Piece], reasoning: bool, markup: str, added: int = 0, gap: int = 0,
+                 kept: Kept | None = None) -> None:
+        """A hook (thinkwire.written records the way back's layout with it; nothing here): `markup`
+        went, and `added` line breaks were put in, in the open block's text (`reasoning`) or the
+        answer, after what `out` (and the pieces before it) holds, then `gap` characters and the
+        texts in `kept` still to go out (gap -1: the place is not known)."""
 
     def _emit_kept(self, kept: Kept, out: list[Piece], rest: str = "", before_block: bool = False) -> None:
         """The answer's text kept since the last emission and `rest`, with the gaps `_remove`

@@ -810,3 +810,15 @@ def test_a_move_the_table_does_not_hold_is_an_error():
     s = Splitter(RULES)
     with pytest.raises(SplitterError, match="no move from answer"):
         s._go(Event.CLOSE)
+
+
+def test_whitespace_between_a_removed_tag_and_a_block_is_the_blocks_markup_however_the_text_is_cut():
+    # Found by the chunking property: read whole, the space was dropped from the way back's record;
+    # cut after the removed tag, it was the block's opening markup (as the model wrote it).
+    text = "</think>a</think> <thought></thought>"
+    for k in range(len(text) + 1):
+        assert stream([text[:k], text[k:]]) == [(CONTENT, "a"), (END, TagPair(" <thought>", "</thought>"))], k
+    text = "<think>x</think>a</think> \n <think>y</think>b"
+    for k in range(len(text) + 1):
+        assert stream([text[:k], text[k:]]) == [(REASONING, "x"), (END, THINK), (CONTENT, "a"), (REASONING, "y"),
+                                                (END, Written(" \n <think>", "</think>", 1)), (CONTENT, "\nb")], k

@@ -249,9 +249,13 @@ class Whitespace(Fields):
         text = "".join(p if isinstance(p, str) else p.text for p in kept)
         kept.clear()
         self._emit_content(text, out, before_block)
-        if gap is not None and not before_block:
+        if gap is None:
+            return
+        if not before_block:
             self._gap += gap.text
             self._gap_added += gap.added
+        elif not gap.added:
+            self._gap += gap.text   # the model's whitespace before the block: its markup (`_block_opens`)
 
     def _emit_content(self, text: str, out: list[Piece], before_block: bool) -> None:
         if not text:

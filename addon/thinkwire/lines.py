@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 _HSPACE = " \t"
+_BLANK = " \t\r"   # what a line that is blank once it ends holds ("\r\n" ends a line)
 _FENCES = ("```", "~~~")
 _TICKS = re.compile("`+")
 # What prose puts before a tag it names ("the <think> tag", '"<think>"', "(<think>)"); a model
@@ -32,7 +33,7 @@ _CLOSED = 2    # this line closed the fence: what follows the fence on it is not
 
 class Lines:
     __slots__ = ("head", "blank", "span", "run", "run_head", "fence", "fence_line", "last", "col", "icode",
-                 "code_ok")
+                 "code_ok", "empty")
 
     def __init__(self) -> None:
         self.reset()
@@ -49,6 +50,9 @@ class Lines:
     def _new_line(self) -> None:
         self.head = ""        # the line's first characters after its indent (a fence opens there)
         self.blank = True     # only spaces and tabs on the line so far (or nothing)
+        # ... or carriage returns too: a blank line, once it ends, for the code rules (as a line
+        # read whole is; "\r\n" ends a line)
+        self.empty = True
         self.span = 0         # the length of the backtick run that opened a code span (0: none)
         self.run = 0          # a backtick run that ends what was read: it may go on in the next text
         self.run_head = False  # ... and it began the line (three or more backticks there: a fence)
@@ -80,7 +84,7 @@ class Lines:
                 self._part(seg[:nl])
             if self.fence_line == _OPENING:
                 self.fence = True
-            self._end_line(self.blank, self.icode)
+            self._end_line(self.empty, self.icode)
             last_nl = seg.rfind("\n")
             if last_nl > nl:
                 # Whole lines: only whether each opens or closes a fence, and whether indented
@@ -116,6 +120,8 @@ class Lines:
                     self.fence_line = _OPENING
         if blank and seg.strip(_HSPACE):
             self.blank = False
+        if self.empty and seg.strip(_BLANK):
+            self.empty = False
         if "`" in seg:
             self._ticks(seg, blank)
         elif self.run:

@@ -1,0 +1,469 @@
+"""The splitter's recognition: where each tag and marker is, and what it is where it stands.
+
+A scan finds the next tag of the mode's alternation (thinkwire.rules); the tag's kinds, in order,
+come from a table built once per `Rules` (`answer_kinds`, `block_kinds`): a kind's handler either
+decides (a block opens or closes, the tag is removed, the text waits for more) or passes to the
+next kind; a tag no kind takes is text. Where a tag counts depends on the line and code state
+(thinkwire.lines): never in code, some only at a line's start or glued to the text before them,
+as a model writes markup and prose does not. The text between tags goes to the whitespace stage
+(thinkwire.whitespace), which makes the pieces.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+from .modes import PROMPT_BLOCK, TOOL_CALL, Event, Piece
+from .rules import WS, Rules, TagPair, cut_off_marker, partial_tag_len
+from .whitespace import Kept, Whitespace
+
+# After a first block, an opening tag mid-line whose closing tag follows on its line within this
+# many characters is a block (a stream holds that much at most, from the tag, to tell).
+PAIR_ON_LINE = 2000   # the whitespace thinkwire.hot carries: its JSON escapes are short
+
+# What a kind's handler decides: (verdict, position).
+PASS = 0      # not this kind here: the next kind decides
+TEXT = 1      # the tag is text: the scan goes on after its first character
+HOLD = 2      # what follows decides: the text from the tag waits for the next feed
+SKIP = 3      # the tag is text, kept as written: the scan goes on at position
+RESCAN = 4    # the tag was removed: the answer's text starts again at position
+RETURN = 5    # a mode changed (or all was given): the scan of this mode ends at position (-1: all given)
+Verdict = tuple[int, int]
+
+_PASS: Verdict = (PASS, 0)
+_TEXT: Verdict = (TEXT, 0)
+_HOLD: Verdict = (HOLD, 0)
+
+# A kind's handler: (splitter, buf, i where the unemitted text starts, j where the tag is, the tag,
+# the answer's kept text (in a block: unused), the pieces so far, final).
+Handler = Callable[["Recognition", str, int, int, str, Kept, list[Piece], bool], Verdict]
+
+
+class Recognition(Whitespace):
+    # The rules' tables (`answer_kinds`, `block_kinds`), looked up once per splitter.
+    _answer_kinds: dict[str, tuple[Handler, ...]]
+    _block_kinds: dict[str, tuple[Handler, ...]]
+
+    if not TYPE_CHECKING:   # (no instance dict: the Splitter's slots hold the state; hidden from mypy,
+        __slots__ = ()      # which reads an empty __slots__ as allowing no attribute)
+
+    # -- inside a reasoning block ---------------------------------------------------------------
+    def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
+        if self._skip_ws or self._rsep:   # (most scans start mid-block: no call)
+            i = self._block_start(buf, i, out, final)
+            if i < 0:
+                return -1
+        rules = self.rules
+        scan = rules.scan(self._pair, self._mode is PROMPT_BLOCK)
+        kinds = self._block_kinds
+        ln = self._ln
+        pos = seen = i
+        hold = -1
+        n = len(buf)
+        while True:
+            m = scan.regex.search(buf, pos)
+            if m is None:
+                break
+            j, tag = m.start(), m.group()
+            if not final and rules.undecided(buf, j, tag):
+                hold = n - j   # a tag that may still grow into a longer one: wait
+                break
+            ln.read(buf, seen, j)
+            seen = j
+            verdict, at = _PASS
+            for handle in kinds.get(tag, _END_ONLY):   # (the first kind that decides; none: text)
+                verdict, at = handle(self, buf, i, j, tag, _NO_KEPT, out, final)
+                if verdict != PASS:
+                    break
+            if verdict == RETURN:
+                return at
+            pos = j + 1   # text: keep scanning
+        # No tag yet: emit all but a possible partial tag (and trailing whitespace).
+        rest = buf[i:]
+        if final:
+            hold = self._cut_tail(rest, scan.prefixes, scan.longest, scan.first)
+            if hold:
+                probe = ln.copy()
+                probe.read(buf, seen, n - hold)
+                if probe.in_code():
+                    hold = 0      # in code it is text
+                self.markup_chars += hold
+        elif hold < 0:
+            hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
+        self._block_tail(buf, i, seen, hold, out, final)
+        return -1
+
+    def _close(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        """The open block's closing tag: in code it is text; in a fence the block still closes at a
+        line's start."""
+        close = self._pair.close if self._pair is not None else tag
+        if tag != close:
+            return _PASS
+        if not self._ln.close_counts():
+            return _TEXT
+        self._end_block(buf[i:j], out, Event.CLOSE, tag)
+        self.markup_chars += len(tag)
+        return RETURN, j + len(tag)
+
+    def _own_open(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        """The template opened the block, and the model wrote the tag anyway: it is dropped."""
+        if self._mode is not PROMPT_BLOCK:
+            return _PASS
+        if not self._opening_counts(tag):
+            return _TEXT
+        rules = self.rules
+        self._emit_reasoning(buf[i:j], out)
+        self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
+        if self._fresh:
+            # The model's own tag goes back in place of the one the prompt was taken
+            # to hold: where a model writes it, its template most often did not (Ollama's).
+            t = rules.pairs[0].open
+            self._w_open = (self._w_open[len(t):] if self._w_open.startswith(t) else self._w_open) + tag
+        # Reasoning on both sides with no whitespace between gets a line break.
+        self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
+        if not self._fresh:
+            self._dropped(out, True, tag)
+        self._pair = rules._by_open[tag]
+        self._go(Event.OWN_OPEN)
+        self.markup_chars += len(tag)
+        return RETURN, j + len(tag)
+
+    def _end_marker(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        """A marker that ends reasoning (a tool call, a channel header): it stays in the output.
+        Only where a tool call starts (the block's start, a line's start, right after the
+        reasoning's text), never in code or where prose names it (after a space or a quote). In a
+        body as in a stream: a call written before the block's closing tag goes to the answer too,
+        for a tool parser. (Where a resume marker follows the call, the reasoning goes on after
+        it: `Rules.resumes`.)"""
+        ln = self._ln
+        if ln.in_code() or not (ln.blank or ln.glued()):
+            return _TEXT
+        pair = self._pair or self.rules.pairs[0]
+        self._end_block(buf[i:j], out, Event.END_MARKER)
+        resume = self.rules._resume_of.get(tag)
+        self._resume = (resume, pair) if resume is not None else None
+        return RETURN, j
+
+    def _end_block(self, text: str, out: list[Piece], event: Event, tag: str = "") -> None:
+        """The open block ends before `tag` (its closing tag; "" for a marker that stays in the
+        output), `text` its last text."""
+        self._block_ends(text, out, tag)
+        self._go(event)
+        self._pair = None
+        self._seen_tag = True
+        self._new_line()
+
+    # -- in the answer --------------------------------------------------------------------------
+    def _content(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
+        rules = self.rules
+        if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
+            i = self._after_block(buf, i, out, final)
+            if i < 0:
+                return -1
+        if rules.start_pairs and self._at_start and not self._seen_tag:
+            got = self._start_pair(buf, i, out, final)
+            if got is not None:
+                return got
+        pattern = rules._content_re
+        kinds = self._answer_kinds
+        ln = self._ln
+        # (Whitespace held at the start is read again when it goes out: the state from before it.)
+        ln0 = ln.copy() if self._at_start and rules.trim and not final else None
+        pos = i
+        seen = i       # line and code state are up to date to here
+        kept: Kept = []
+        cut = -1       # where an undecided tag starts
+        n = len(buf)
+        while True:
+            m = pattern.search(buf, pos)
+            if m is None:
+                break
+            j = m.start()
+            tag = m.group()
+            if not final and rules.undecided(buf, j, tag):
+                cut = j
+                break
+            self._observe(buf, seen, j)  # line and code state up to the candidate
+            seen = j
+            verdict, at = _PASS
+            for handle in kinds[tag]:   # (the first kind that decides; none: text)
+                verdict, at = handle(self, buf, i, j, tag, kept, out, final)
+                if verdict != PASS:
+                    break
+            if verdict == RETURN:
+                return at
+            if verdict == RESCAN:
+                i = pos = seen = at
+                continue
+            if verdict == HOLD:
+                cut = j
+                break
+            # A tag that does not count here is answer text: keep scanning, emit it all at once
+            # (emitting piece by piece would copy the growing piece each time).
+            pos = at if verdict == SKIP else j + 1
+        # No tag in the rest: hold back a partial tag (or one still undecided).
+        rest_start = i
+        if final:
+            cut = n - self._cut_tail(buf[rest_start:], rules._content_prefixes, rules._longest, rules._first_re)
+        elif cut < 0:
+            cut = n - partial_tag_len(buf[rest_start:] if rest_start else buf, rules._content_prefixes,
+                                       rules._longest, rules._first_re)
+        self._observe(buf, seen, cut)
+        if cut < n and ln.in_code() and not ln.indented_code():
+            # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
+            self._observe(buf, cut, n)
+            cut = n
+        self._answer_tail(buf, rest_start, cut, kept, out, final, ln0)
+        return -1
+
+    def _tool_head(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        """A tool call's header: the call goes out as written, up to its end marker."""
+        if not self._opening_counts(tag):
+            return _PASS
+        last = kept[-1] if kept else None
+        if last is not None and not isinstance(last, str) and last.added:
+            kept.pop()   # (no line break put before it: a header is no word to keep apart)
+        self._emit_kept(kept, out, buf[i:j])
+        if self._gap_added:
+            self._gap, self._gap_added = "", 0
+        self._tool = self.rules._tool_of[tag]
+        self._go(Event.TOOL_HEAD)
+        return RETURN, j
+
+    def _strip(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        """A marker that leaves the answer (outside code: in code, a marker is text)."""
+        if self._ln.in_code():
+            return _PASS
+        self.markup_chars += len(tag)
+        if self._boundary:  # a wrapper opening the answer: trim after it as after a block
+            self._emit_kept(kept, out, buf[i:j])
+            if self._pend:
+                self._w_close += tag   # (written after the block: the way back has it)
+            self._skip_ws = self.rules.trim
+            return RETURN, j + len(tag)
+        return self._removed(buf, i, j, tag, kept, out, final)
+
+    def _removed(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        at = self._remove(buf, i, j, tag, kept, final, out)
+        if at < 0:
+            self._emit_kept(kept, out)
+            return RETURN, -1
+        return RESCAN, at
+
+    def _resumes(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        """The end of a tool block inside reasoning: the reasoning goes on after it."""
+        if self._resume is None or tag != self._resume[0] or self._ln.in_code():
+            return _PASS
+        end = j + len(tag)
+        self._emit_kept(kept, out, buf[i:end], before_block=True)
+        self._open_block(self._resume[1], out, "", Event.RESUME)
+        return RETURN, end
+
+    def _opens(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        """An opening tag in the answer: a block opens where it counts, or where a whole pair
+        stands on the line after a first block; else it is text, and so is its closing tag."""
+        ln = self._ln
+        pair = self.rules._by_open[tag]
+        whole = self._seen_tag and not ln.in_code() and self._pair_follows(buf, j + len(tag), pair, final)
+        if whole is None:
+            return _HOLD                 # a pair after a first block? what follows decides: wait
+        if whole or self._opening_counts(tag):
+            self._emit_kept(kept, out, buf[i:j], before_block=True)
+            self._open_block(pair, out, tag, Event.OPEN)
+            self.markup_chars += len(tag)
+            return RETURN, j + len(tag)
+        if not ln.in_code() or ln.indented_code():
+            # An opening tag kept as text (mid-sentence, an example): its closing tag is text too.
+            self._literal[pair.close] = self._literal.get(pair.close, 0) + 1
+        return _TEXT
+
+    def _closes(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+        """A closing tag with no block open."""
+        if not self._ln.close_counts(in_fence=False):
+            return _PASS
+        prose = False if self._tag_counts(tag) else self._prose_close(buf, j + len(tag), final)
+        if self._literal.get(tag):
+            self._literal[tag] -= 1          # closes a pair written as text: text
+            return _TEXT
+        if prose is None:
+            return _HOLD                     # what follows it decides: wait
+        if prose:
+            return _TEXT                     # prose that names the tag: text
+        if self._seen_tag:
+            # A closing tag with no block open, after one: markup, removed.
+            self.markup_chars += len(tag)
+            return self._removed(buf, i, j, tag, kept, out, final)
+        # A closing tag with no opening tag: the block was opened in the prompt.
+        self.stray_closes += 1
+        self._seen_tag = True
+        if not self._at_start or buf[i:j].strip(WS) or any(isinstance(p, str) and p.strip(WS) for p in kept):
+            # The text before it went out as answer (a stream cannot take it back): the tag
+            # stays, as written, where the reasoning ended (a body re-splits from inside:
+            # thinkwire.context). Removed, the two would run together.
+            self.stray_after_text += 1
+            return SKIP, j + len(tag)
+        self._emit_kept(kept, out, buf[i:j])
+        self.markup_chars += len(tag)
+        self._new_line()
+        self._skip_ws = self.rules.trim
+        return RETURN, j + len(tag)
+
+    def _tool_call(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
+        """In a tool call, from its header to its end marker (`Rules.tools`): all of it is answer
+        text, as the model wrote it (strip markers, tags and code alike), for a tool parser. Where
+        the scan goes on after its end marker, or -1: the rest was given (a partial end marker
+        held)."""
+        scan = self._tool
+        assert scan is not None and self._mode is TOOL_CALL
+        m = scan.regex.search(buf, i)
+        if m is not None:
+            end = m.end()
+            self._observe(buf, i, end)
+            self._emit_content(buf[i:end], out, False)
+            self._tool = None
+            self._go(Event.TOOL_END)
+            self._ln.reset()   # (a backtick in the call's arguments opens no code span after it)
+            return end
+        n = len(buf)
+        cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
+        self._observe(buf, i, cut)
+        self._emit_content(buf[i:cut], out, False)
+        self._held = buf[cut:]
+        return -1
+
+    def _start_pair(self, buf: str, i: int, out: list[Piece], final: bool) -> int | None:
+        """At the very start of the output (after whitespace): the opening tag of a start pair
+        opens its block; the start of one waits for the rest. None: neither (the answer goes on)."""
+        j = i
+        while j < len(buf) and buf[j] in WS:
+            j += 1
+        rest = buf[j:]
+        if not rest:
+            return None
+        for pair in self.rules.start_pairs:
+            if rest.startswith(pair.open):
+                self._lead_ws = buf[i:j]
+                self._open_block(pair, out, pair.open, Event.OPEN)
+                self.markup_chars += len(pair.open)
+                return j + len(pair.open)
+        if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
+            self._held = buf[i:]   # (what is held at the start is read again: linear, it is short)
+            return -1
+        return None
+
+    def _open_block(self, pair: TagPair, out: list[Piece], tag: str, event: Event) -> None:
+        """A block of `pair` opens after `tag`, as written ("": a marker that resumes reasoning)."""
+        self._block_opens(out, tag)
+        self._go(event)
+        self._pair = pair
+        self._fresh = True
+        self._seen_tag = True
+        self._literal.clear()
+        self._resume = None
+        self._ln.reset()
+        self.blocks += 1
+
+    # -- where a tag counts ---------------------------------------------------------------------
+    def _cut_tail(self, text: str, prefixes: frozenset[str], longest: int, first: re.Pattern[str]) -> int:
+        """At the output's end: the length of the tag or marker cut off there, which goes. At the
+        token limit, any start of one but a lone first character (`a <`, `[`: a comparison, a
+        bracket); else one that begins with a whole special token (`cut_off_marker`)."""
+        if self._cut_off:
+            k = partial_tag_len(text, prefixes, longest, first)
+            if k >= 2:
+                return k
+        return cut_off_marker(text, prefixes, longest, first)
+
+    def _opening_counts(self, tag: str) -> bool:
+        """Where a model writes an opening tag: at the start (or right after a block), at a
+        line's start, right after its text on the line ("Sure.<think>"), and a special token
+        (`<|...|>`) anywhere; never in code. Prose names a tag after a space or a quote ("what
+        does <think> do?"): that stays text."""
+        return not self._ln.in_code() and self._tag_counts(tag)
+
+    def _tag_counts(self, tag: str) -> bool:
+        """Outside code, where a model writes a tag in the answer (an opening tag, a closing tag
+        with no block open): at the start or right after a block, at a line's start, right after
+        its text on the line ("Reasoning.</think>"), a special token anywhere. After a space or a
+        quote in the middle of a line, prose names it ("ends with </think> and"): text."""
+        if self.rules.anywhere:
+            return True
+        ln = self._ln
+        return ((self._boundary and not self._mode.inside) or ln.blank or tag in self.rules._special
+                or ln.glued())
+
+    @staticmethod
+    def _pair_follows(buf: str, start: int, pair: TagPair, final: bool) -> bool | None:
+        """After a first block, an opening tag where prose would name it ("V1 <reasoning>"):
+        whether its closing tag follows on the same line, within PAIR_ON_LINE characters (a
+        whole pair is markup: a second block, not prose). None: the text so far cannot tell."""
+        end = min(len(buf), start + PAIR_ON_LINE)
+        close = buf.find(pair.close, start, end)
+        line = buf.find("\n", start, end)
+        if close >= 0 and (line < 0 or close < line):
+            return True
+        if line >= 0 or end < len(buf) or final or end == start + PAIR_ON_LINE:
+            return False
+        return None
+
+    @staticmethod
+    def _prose_close(buf: str, end: int, final: bool) -> bool | None:
+        """A closing tag with no block open, after a space or a quote mid-line, ending at `end`:
+        prose names it ("ends with </think> and", '"</think>"'), unless the text after it is
+        glued to it, as markup is ("part1 </think>part2"). None: nothing follows it yet."""
+        if end == len(buf):
+            return None if not final else True
+        return not buf[end].isalnum()
+
+    def _new_line(self) -> None:
+        """After a block or a closing tag: the answer starts afresh there."""
+        self._boundary = True
+        self._ln.reset()
+
+    def _observe(self, buf: str, i: int, j: int) -> None:
+        """Read buf[i:j] of the answer: line and code state, and the start boundary."""
+        if i >= j:
+            return
+        if self._boundary and buf[i:j].strip(WS):
+            self._boundary = False
+        self._ln.read(buf, i, j)
+
+
+_END_ONLY: tuple[Handler, ...] = (Recognition._end_marker,)
+_NO_KEPT: Kept = []   # (a block's kinds keep no answer text)
+
+
+@lru_cache(maxsize=256)
+def answer_kinds(rules: Rules) -> dict[str, tuple[Handler, ...]]:
+    """Each tag the answer's scan finds -> its kinds, in the order they decide: a tool call's
+    header, a strip marker, the marker that resumes reasoning, an opening tag, a closing tag (an
+    opening tag decides for itself: a tag that is both is never taken as a closing one)."""
+    resumes = frozenset(r for _, r in rules.resumes)
+    table: list[tuple[Callable[[str], bool], Handler]] = [
+        (lambda t: t in rules._tool_of, Recognition._tool_head),
+        (lambda t: t in rules._strip, Recognition._strip),
+        (lambda t: t in resumes, Recognition._resumes),
+        (lambda t: t in rules._by_open, Recognition._opens),
+        (lambda t: t in rules._by_close and t not in rules._by_open, Recognition._closes),
+    ]
+    tags = set(rules._tool_of) | rules._strip | resumes | set(rules._by_open) | set(rules._by_close)
+    return {t: tuple(h for applies, h in table if applies(t)) for t in tags}
+
+
+@lru_cache(maxsize=256)
+def block_kinds(rules: Rules) -> dict[str, tuple[Handler, ...]]:
+    """Each tag a block's scan finds -> its kinds, in order: the open block's closing tag, the
+    model's own opening tag in the block the template opened, a marker that ends reasoning
+    (any other tag the scan finds: `Rules.ends`, `Rules.start_ends`)."""
+    table: list[tuple[Callable[[str], bool], Handler]] = [
+        (lambda t: t in rules._by_close, Recognition._close),
+        (lambda t: t in rules._by_open, Recognition._own_open),
+        (lambda t: True, Recognition._end_marker),
+    ]
+    tags = set(rules._by_close) | set(rules._by_open) | set(rules.ends) | set(rules.start_ends)
+    return {t: tuple(h for applies, h in table if applies(t)) for t in tags}
+

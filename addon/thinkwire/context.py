@@ -104,6 +104,7 @@ class FlowContext:
     # of surfaces where no mark carries it (None: not kept).
     written: _written.Memory | None = None
     _transcripts: list = field(default_factory=list)
+    written_puts: list = field(default_factory=list)   # layouts for the shared store, once recorded
     _recall: _written.Recall | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
@@ -285,14 +286,24 @@ class FlowContext:
             self.stats.stray_closes += sp.stray_closes
             self.stats.stray_after_text += sp.stray_after_text
             self.tagged |= sp.markup_chars > 0 or sp.stray_closes > 0
-            if isinstance(sp, _written.RecordingSplitter):
-                self._transcripts.append(sp.transcript)
+        self.written_puts += self.record_written(final=True)
         self._splitters.clear()
-        if self.written is not None and not self.stats.fell_back:
-            for t in self._transcripts:
-                _written.record(self.written, t, self.client, self.scope)
         self._transcripts.clear()
         return self.stats
+
+    def record_written(self, final: bool = False) -> list[tuple[str, bytes]]:
+        """The layouts of the outputs split so far recorded (thinkwire.written; streams' once their
+        splitter finished, all of them when `final`); what to write to the shared store."""
+        if self.written is None or self.stats.fell_back:
+            return []
+        ts = self._transcripts + [sp.transcript for sp in self._splitters if isinstance(sp, _written.RecordingSplitter)
+                                  and (final or sp.finished)]
+        return [put for t in ts for put in _written.record(self.written, t, self.client, self.scope, self.binding)]
+
+    @property
+    def binding(self) -> bytes:
+        """What the client's marks are bound to (a hash of its credential, the same on every replica)."""
+        return self.sealer.client if self.sealer is not None else b""
 
     @property
     def scope(self) -> _written.Scope:
@@ -303,7 +314,7 @@ class FlowContext:
     def recall(self) -> _written.Recall:
         """The way back's memory of what this client's model wrote (thinkwire.written)."""
         if self._recall is None:
-            self._recall = _written.Recall(self.written, self.client, self.scope)
+            self._recall = _written.Recall(self.written, self.client, self.scope, self.binding)
         return self._recall
 
     def guess_pair(self) -> TagPair:

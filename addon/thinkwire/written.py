@@ -16,10 +16,12 @@ conversation after it on every turn. So the proxy remembers, for each output it 
 - and, per client, upstream and model, the markup of the **last block seen**: the best guess for
   a turn whose layout is not remembered (a restart, another replica, an evicted entry).
 
-The store is `Memory`, in-process, bounded in entries, bytes and age (docs/budget.md). Its
-interface is `remember(key, layout)` / `recall(key)` (and `note_last` / `last` for the guess),
-so another store (issue 36's reasoning memory) can take its place: `dump` / `load` give a layout as
-bytes and back.
+The store is `Memory`, in-process, bounded in entries, bytes and age (docs/budget.md). When the
+reasoning memory's store is a file or a Redis (`think_memory_store`), layouts go there too
+(`Memory.shared`, thinkwire.memory.layouts), as `dump` gives them, under keys of the client's
+credential: a restarted proxy or another replica restores a turn it did not split as written.
+The way back asks it once per request, for the turns the in-process store misses (`Recall.wanted`,
+then `Recall.fetch`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .rules import Rules, TagPair, Written
 from .splitter import CONTENT, END, REASONING, Splitter
+
+if TYPE_CHECKING:
+    from .memory.layouts import Shared
 
 JOIN = "\n\n"                # between blocks of one output, as chat and Ollama send them
 ENTRIES = 4096               # layouts kept (least recently used goes first)
@@ -103,6 +108,7 @@ class Memory:
         self._layouts: OrderedDict[bytes, tuple[float, Layout, int]] = OrderedDict()
         self._last: OrderedDict[Scope, tuple[float, TagPair]] = OrderedDict()
         self.size = 0   # bytes the layouts cost (_cost)
+        self.shared: Shared | None = None   # the memory's file or Redis, when it has one
 
     def remember(self, k: bytes, layout: Layout) -> None:
         cost = _cost(layout)
@@ -152,7 +158,7 @@ class Transcript:
     """One output's pieces as they go to the client, folded into what `Memory` keeps: the
     reasoning and answer hashed (as the client will send them back), and the layout."""
 
-    __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over")
+    __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over", "recorded")
 
     def __init__(self) -> None:
         self._r, self._a = hashlib.sha256(), hashlib.sha256()
@@ -161,6 +167,7 @@ class Transcript:
         self.blocks: list[Block] = []
         self._markup = 0
         self.over = False          # too many blocks or too much markup: not remembered
+        self.recorded = False      # `record` took it (once)
 
     def note(self, pieces: Sequence[tuple[int, Any]]) -> None:
         for kind, value in pieces:
@@ -189,18 +196,23 @@ class Transcript:
     def key(self, client: str | None) -> bytes:
         return _key(client, self._r.digest(), self._a.digest())
 
+    def shared_key(self, binding: bytes) -> str:
+        from .memory.layouts import _key as shared
+        return shared(b"layout", binding, self._r.digest(), self._a.digest())
+
 
 class RecordingSplitter(Splitter):
     """A Splitter whose pieces a Transcript reads: every piece leaves through `feed`, `plain`
     (the byte path's, and `took`'s for what C took) or `finish`. A prefill's (`resume`) is the
     client's own and is not read."""
 
-    __slots__ = ("transcript", "_quiet")
+    __slots__ = ("transcript", "_quiet", "finished")
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
         super().__init__(rules, starts_inside)
         self.transcript = Transcript()
         self._quiet = False
+        self.finished = False   # its output is over: its transcript is whole
 
     def feed(self, text: str) -> list[Any]:
         out = super().feed(text)
@@ -218,6 +230,7 @@ class RecordingSplitter(Splitter):
         out = super().finish(cut_off)
         if out:
             self.transcript.note(out)
+        self.finished = True
         return out
 
     def resume(self, text: str) -> None:
@@ -228,18 +241,32 @@ class RecordingSplitter(Splitter):
             self._quiet = False
 
 
-def record(memory: Memory, transcript: Transcript, client: str | None, scope: Scope) -> None:
+def record(memory: Memory, transcript: Transcript, client: str | None, scope: Scope,
+           binding: bytes = b"") -> list[tuple[str, bytes]]:
     """After an output: its layout remembered (when it had a block), and its markup as the guess
-    for `scope` (client, upstream, model)."""
+    for `scope` (client, upstream, model). What to write to the shared store, when there is one
+    (keyed by `binding`, the client's credential hash: the same on every replica)."""
+    if transcript.recorded:
+        return []
+    transcript.recorded = True
     if not transcript.blocks and not transcript.over:
-        return
+        return []
+    from .memory.layouts import dump_pair, last_key
+    puts: list[tuple[str, bytes]] = []
     # The guess for later turns: the first block the model closed (a block cut off at the
     # token limit has no closing tag to guess from).
     closed = next((b for b in transcript.blocks if b.close), None)
     if closed is not None:
-        memory.note_last(scope, TagPair(closed.open, closed.close))
+        pair = TagPair(closed.open, closed.close)
+        memory.note_last(scope, pair)
+        if memory.shared is not None and len(pair.open) + len(pair.close) <= LAYOUT_MAX:
+            puts.append((last_key(binding, scope[1], scope[2]), dump_pair(pair)))
     if not transcript.over:
-        memory.remember(transcript.key(client), tuple(transcript.blocks))
+        layout = tuple(transcript.blocks)
+        memory.remember(transcript.key(client), layout)
+        if memory.shared is not None and _cost(layout) <= memory.max_bytes:
+            puts.append((transcript.shared_key(binding), dump(layout)))
+    return puts
 
 
 # -- the way back -------------------------------------------------------------------------------
@@ -276,17 +303,38 @@ def rebuild(layout: Layout, reasoning: str, answer: str) -> str | None:
 
 
 class Recall:
-    """A request's way back, asking one Memory for one client (never another's)."""
+    """A request's way back, asking one Memory for one client (never another's). With a shared
+    store: what the in-process store misses is noted (`wanted`) until `fetch` has asked the
+    store for it; from then on the store's answers count too."""
 
-    def __init__(self, memory: Memory | None, client: str | None, scope: Scope) -> None:
-        self.memory, self.client, self.scope = memory, client, scope
+    def __init__(self, memory: Memory | None, client: str | None, scope: Scope, binding: bytes = b"") -> None:
+        self.memory, self.client, self.scope, self.binding = memory, client, scope, binding
         self.hits = self.misses = 0
+        self.wanted: dict[str, None] = {}            # shared keys missed here, in order
+        self.fetched: dict[str, bytes | None] | None = None
+
+    @property
+    def shared(self) -> Shared | None:
+        return self.memory.shared if self.memory is not None else None
 
     def written(self, reasoning: str, answer: str) -> str | None:
         """The output as the model wrote it, when this client's turn with these texts was seen."""
         if self.memory is None:
             return None
-        layout = self.memory.recall(key(self.client, reasoning, answer))
+        k = key(self.client, reasoning, answer)
+        layout = self.memory.recall(k)
+        if layout is None and self.shared is not None:
+            from .memory.layouts import layout_key
+            sk = layout_key(self.binding, reasoning, answer)
+            if self.fetched is None:
+                self.wanted[sk] = None
+            else:
+                raw = self.fetched.get(sk)
+                layout = load(raw) if raw is not None else None
+                if layout is not None and _layout_max(layout):
+                    self.memory.remember(k, layout)   # kept here too: the next turn asks no store
+                else:
+                    layout = None
         got = None if layout is None else rebuild(layout, reasoning, answer)
         if got is None:
             self.misses += 1
@@ -298,7 +346,28 @@ class Recall:
         """The markup this model at this upstream was last seen writing for this client, else
         `default` (the profile's pair, as the way back always wrote it)."""
         got = self.memory.last(self.scope) if self.memory is not None else None
+        if got is None and self.shared is not None:
+            from .memory.layouts import last_key, load_pair
+            sk = last_key(self.binding, self.scope[1], self.scope[2])
+            if self.fetched is None:
+                self.wanted[sk] = None
+            else:
+                got = load_pair(self.fetched.get(sk))
         return default if got is None else got
+
+    async def fetch(self) -> None:
+        """Ask the shared store, in one call, for all it was `wanted` for (a store that fails:
+        nothing, the misses stay misses)."""
+        keys = list(self.wanted)
+        got = await self.shared.get_many(keys) if self.shared is not None and keys else []
+        self.fetched = dict(zip(keys, got))
+        self.wanted.clear()
+        self.hits = self.misses = 0
+
+
+def _layout_max(layout: Layout) -> bool:
+    """A layout from a store within what one output may hold (a store is not trusted)."""
+    return sum(len(b.open) + len(b.close) for b in layout) <= LAYOUT_MAX
 
 
 def recall_runs(seq: list[Any], unmarked: Callable[[object], bool], recalled: Callable[[list[Any]], Any],

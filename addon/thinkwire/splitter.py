@@ -267,6 +267,7 @@ class Splitter:
         if self._rsep:   # (see the opening tag dropped below)
             self._rsep = False
             if buf[i] not in WS:
+                self._dropped(out, True, "", len(_SEPARATOR))
                 self._emit_reasoning(_SEPARATOR, out)
                 self.added_chars += len(_SEPARATOR)
         scan = rules.scan(self._pair, self._lead_open)
@@ -302,6 +303,8 @@ class Splitter:
                         self._w_open = (self._w_open[len(t):] if self._w_open.startswith(t) else self._w_open) + tag
                     # Reasoning on both sides with no whitespace between gets a line break.
                     self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
+                    if not self._fresh:
+                        self._dropped(out, True, tag)
                     self._pair = rules._by_open[tag]
                     self._lead_open = False
                     self.markup_chars += len(tag)
@@ -398,6 +401,8 @@ class Splitter:
             if not self._answer_ws:
                 keep = j   # (kept whole, between answer texts)
             if self._answer_ws or (final and j == n):
+                if not self._pend and keep > i:
+                    self._dropped(out, False, buf[i:keep], 0, len(self._gap))
                 self._w_close += buf[i:keep]   # trimmed after the block (kept between answer texts)
             if j == n and not self._answer_ws and not final:
                 # The answer may go on, after text that does not end in whitespace: this
@@ -419,6 +424,8 @@ class Splitter:
                 if j > i:
                     self._gap += buf[i:j]
                 else:
+                    if not self._pend:
+                        self._dropped(out, False, "", len(_SEPARATOR), len(self._gap))
                     self._gap += _SEPARATOR
                     self._gap_added += len(_SEPARATOR)
             i = j
@@ -464,7 +471,7 @@ class Splitter:
                         self._w_close += tag   # (written after the block: the way back has it)
                     self._skip_ws = rules.trim
                     return j + len(tag)
-                i = pos = seen = self._remove(buf, i, j, tag, kept, final)
+                i = pos = seen = self._remove(buf, i, j, tag, kept, final, out)
                 if i < 0:
                     self._emit_kept(kept, out)
                     return -1
@@ -518,7 +525,7 @@ class Splitter:
                 else:
                     # A closing tag with no block open, after one: markup, removed.
                     self.markup_chars += len(tag)
-                    i = pos = seen = self._remove(buf, i, j, tag, kept, final)
+                    i = pos = seen = self._remove(buf, i, j, tag, kept, final, out)
                     if i < 0:
                         self._emit_kept(kept, out)
                         return -1
@@ -624,7 +631,7 @@ class Splitter:
             return -1
         return None
 
-    def _remove(self, buf: str, i: int, j: int, tag: str, kept: list, final: bool) -> int:
+    def _remove(self, buf: str, i: int, j: int, tag: str, kept: list, final: bool, out: list) -> int:
         """A tag removed from the middle of the answer at buf[j], the text since i kept. Where the
         answer does not end in whitespace there (trimming), what follows the tag is as after a
         block: whitespace, or a line break where there is none, goes in front of the answer's
@@ -633,7 +640,9 @@ class Splitter:
         if j > i:
             kept.append(buf[i:j])
         end = j + len(tag)
+        gap = len(self._gap)   # (what goes, for the way back: `_dropped`)
         if not self.rules.trim:
+            self._dropped(out, False, tag, 0, gap, kept)
             return end
         # Right after a block, where the answer so far is empty or ends in whitespace: trimmed as
         # after the block itself (only whitespace was kept since).
@@ -641,8 +650,11 @@ class Splitter:
         if at_start:
             if self._pend:   # right after a block: what is dropped here is written after it
                 self._w_close += "".join(p if isinstance(p, str) else p[0] for p in kept) + tag
+            else:
+                self._dropped(out, False, tag, 0, -1)
             kept.clear()
         elif isinstance(kept[-1], tuple) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
+            self._dropped(out, False, tag, 0, gap, kept)
             return end
         n = len(buf)
         k = end
@@ -650,6 +662,9 @@ class Splitter:
             k += 1
         if at_start and self._pend and (k < n or final):
             self._w_close += buf[end:k]
+        if not at_start:
+            self._dropped(out, False, tag + (buf[end:k] if k == n and final else ""),
+                          len(_SEPARATOR) if k == end < n else 0, gap, kept)
         if k == n:
             if final:
                 self._ln.read(buf, end, k)
@@ -662,6 +677,13 @@ class Splitter:
         if not at_start:
             kept.append((buf[end:k], 0) if k > end else (_SEPARATOR, len(_SEPARATOR)))
         return k
+
+    def _dropped(self, out: list, reasoning: bool, markup: str, added: int = 0, gap: int = 0,
+                 kept: list | None = None) -> None:
+        """A hook (thinkwire.written records the way back's layout with it; nothing here): `markup`
+        went, and `added` line breaks were put in, in the open block's text (`reasoning`) or the
+        answer, after what `out` (and the pieces before it) holds, then `gap` characters and the
+        texts in `kept` still to go out (gap -1: the place is not known)."""
 
     def _open_block(self, pair: TagPair, out: list, tag: str) -> None:
         """A block of `pair` opens after `tag`, as written ("": a marker that resumes reasoning)."""

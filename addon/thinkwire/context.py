@@ -220,35 +220,35 @@ class FlowContext:
         cut = finish == LENGTH
         pieces, sp = self._run(text, rules, inside, prefilled, cut)
         strays, tagged = sp.stray_closes, sp.markup_chars > 0 or sp.stray_closes > 0
+        counts = sp
         if strays and not prefilled:
             # The template opened the block: split again from inside it.
-            pieces = self._run(text, rules, True, False, cut)[0]
+            pieces, sp = self._run(text, rules, True, False, cut)
         elif (inside and not (first and self.inside_because == "prefill") and not tagged
               and _unclosed(pieces) and self._answered(finish)):
             # No tag at all, and the response ended complete: an answer given without thinking.
-            pieces = self._run(text, rules, False, False, cut)[0]
+            pieces, sp = self._run(text, rules, False, False, cut)
         result = Split(pieces, strays)
         if first and (self.facts or _NO_FACTS).force_nonempty and result.reasoning and not result.content.strip():
             # force_nonempty_content: reasoning and no answer, so the reasoning is the answer.
             result = Split([(CONTENT, "\n\n".join(result.reasoning))], strays)
         if not count:
             return result
-        if self.written is not None:
-            t = _written.Transcript()
-            t.note(pieces)
-            self._transcripts.append(t)
+        if self.written is not None and isinstance(sp, _written.RecordingSplitter):
+            split = Split(pieces, 0)
+            self._transcripts.append(_written.checked(sp, text, "\n\n".join(split.reasoning), split.content))
         if finish is not None:
             self.finish = finish
         self.tagged |= tagged
         blocks = result.reasoning
         self.stats.stray_closes += strays
-        self.stats.stray_after_text += sp.stray_after_text
+        self.stats.stray_after_text += counts.stray_after_text
         self.stats.blocks += len(blocks)
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
 
     def _run(self, text: str, rules: Rules, inside: bool, prefilled: bool, cut: bool = False) -> tuple[list, Splitter]:
-        sp = Splitter(rules, inside)
+        sp = (Splitter if self.written is None else _written.RecordingSplitter)(rules, inside)
         if prefilled:
             sp.resume(self._prefill)   # type: ignore[arg-type]
         return merge(sp.feed(text) + sp.finish(cut)), sp

@@ -222,3 +222,49 @@ def test_redis_down_the_fleet_goes_on_each_replica_exact_for_what_it_split(upstr
     finally:
         a.stop()
         b.stop()
+
+
+def test_dropped_markup_comes_back_exactly_after_a_restart_with_the_file_store(upstream, tmp_path):
+    """The layouts of tests/test_written_markup_e2e.py (an opening tag written again, stray
+    closing tags, an answer wrapper's close) from the file, in a process that split none of them."""
+    from test_written_markup_e2e import BACK, MODEL, TURNS as MARKUP, back_behind_the_tag
+    options = dict(OPTIONS, think_starts_inside="on", think_memory_store=f"sqlite:{tmp_path / 'memory.db'}")
+    strict = StrictChat(list(MARKUP), exact=True)
+    upstream.route("/chat/completions", strict.handle)
+    conv = ChatConversation(MODEL)
+    conv.api_key = "markup after a restart"
+    port = free_port()
+    p = Proxy(upstream.url, tmp_path / "conf", options, port=port)
+    try:
+        conv.turn(p.url)
+        back_behind_the_tag(strict)
+        conv.turn(p.url)
+        conv.turn(p.url)
+        p.stop()
+        p = Proxy(upstream.url, tmp_path / "conf", options, port=port)
+        conv.turn(p.url)
+        assert strict.errors == [] and conv.done
+        assert sent_turns("chat", strict) == BACK
+    finally:
+        p.stop()
+
+
+def test_a_redis_that_hangs_costs_the_loop_no_failure(upstream, tmp_path):
+    """A Redis host that accepts and never answers: the layouts' calls time out
+    (think_memory_timeout) and the store is skipped a while; the loop runs, each turn this
+    proxy split exact from its own store."""
+    import socket
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(64)
+    p = Proxy(upstream.url, tmp_path / "conf", dict(OPTIONS, think_memory_store=f"redis://127.0.0.1:{hung.getsockname()[1]}/0"))
+    try:
+        conv, strict, wrote = loop("messages", upstream, "key when redis hangs")
+        for _ in range(3):
+            conv.turn(p.url)
+        assert strict.errors == [] and conv.done
+        assert sent_turns("messages", strict) == wrote
+        assert p.alive()
+    finally:
+        p.stop()
+        hung.close()

@@ -268,3 +268,22 @@ def test_a_redis_that_hangs_costs_the_loop_no_failure(upstream, tmp_path):
     finally:
         p.stop()
         hung.close()
+
+
+def test_two_replicas_sharing_redis_restore_each_others_bodies(fleet, fleet_upstream):
+    """Bodies (stream false): a body's layout is written before the client has it, so the
+    next turn, on the other replica, finds it."""
+    import openai
+    from support.loops import TOOLS_C
+    lb, _ = fleet
+    fleet_upstream.reset()
+    strict = StrictChat(TURNS, exact=True)
+    fleet_upstream.route("/chat/completions", strict.handle)
+    client = openai.OpenAI(base_url=lb.url + "/v1", api_key="fleet bodies", max_retries=0, timeout=20)
+    msgs: list = [{"role": "user", "content": "fix the build"}]
+    for _ in range(3):
+        m = client.chat.completions.create(model="m", messages=msgs, tools=TOOLS_C).choices[0].message
+        msgs.append(m.to_dict())
+        msgs += [{"role": "tool", "tool_call_id": c.id, "content": "ok"} for c in m.tool_calls or []]
+    assert strict.errors == [] and m.content == "All three steps are done."
+    assert sent_turns("chat", strict) == WROTE

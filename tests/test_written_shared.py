@@ -140,3 +140,23 @@ def test_at_most_WRITES_MAX_writes_wait(tmp_path):
         await asyncio.gather(*(t for t in started if t is not None))
         return sum(t is not None for t in started)
     assert run(go()) == layouts.WRITES_MAX == 256
+
+
+def test_a_request_asks_the_store_once_for_its_newest_FETCH_MAX_turns(tmp_path):
+    w, _ = shared_memory(tmp_path)
+    rc = ctx(w).recall
+    for i in range(written.FETCH_MAX + 10):
+        assert rc.written(f"r{i}", f"a{i}") is None
+    rc.guess(TagPair("<think>", "</think>"))   # (the guess is asked for too, whatever the turns)
+    asked = []
+    real = w.shared.get_many
+
+    async def counted(keys):
+        asked.append(keys)
+        return await real(keys)
+    w.shared.get_many = counted   # type: ignore[method-assign]
+    run(rc.fetch())
+    assert len(asked) == 1 and len(asked[0]) == written.FETCH_MAX == 64
+    assert asked[0][-2] == layouts.layout_key(b"A" * 32, f"r{written.FETCH_MAX + 9}", f"a{written.FETCH_MAX + 9}")
+    assert asked[0][0] == layouts.layout_key(b"A" * 32, "r11", "a11")
+    assert asked[0][-1] == layouts.last_key(b"A" * 32, "http://up:8000", "m")

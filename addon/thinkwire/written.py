@@ -46,6 +46,7 @@ LIFETIME = 24 * 3600         # seconds a layout is kept
 BLOCKS_MAX = 64              # blocks of one output: an output with more is not remembered
 LAYOUT_MAX = 16 << 10        # characters of markup of one output: past it, not remembered
 EDITS_MAX = 256              # markup dropped where no block's edge holds it, a line break put in: past it, not remembered
+FETCH_MAX = 64               # turns of one request asked of a shared store (the newest), in one call
 _ENTRY_COST = 200            # bytes an entry costs besides its markup (key, tuples, the dict slot)
 
 
@@ -448,6 +449,7 @@ class Recall:
         self.memory, self.client, self.scope, self.binding = memory, client, scope, binding
         self.hits = self.misses = 0
         self.wanted: dict[str, None] = {}            # shared keys missed here, in order
+        self._last_key: str | None = None            # ... of them, the guess's
         self.fetched: dict[str, bytes | None] | None = None
 
     @property
@@ -488,6 +490,7 @@ class Recall:
             sk = last_key(self.binding, self.scope[1], self.scope[2])
             if self.fetched is None:
                 self.wanted[sk] = None
+                self._last_key = sk
             else:
                 got = load_pair(self.fetched.get(sk))
         return default if got is None else got
@@ -495,7 +498,10 @@ class Recall:
     async def fetch(self) -> None:
         """Ask the shared store, in one call, for all it was `wanted` for (a store that fails:
         nothing, the misses stay misses)."""
-        keys = list(self.wanted)
+        last = self._last_key
+        keys = [k for k in self.wanted if k != last]
+        # The newest turns (as the reasoning memory looks up), and the guess when it was asked for.
+        keys = keys[len(keys) - FETCH_MAX + 1:] + [last] if last in self.wanted else keys[-FETCH_MAX:]
         got = await self.shared.get_many(keys) if self.shared is not None and keys else []
         self.fetched = dict(zip(keys, got))
         self.wanted.clear()

@@ -73,6 +73,24 @@ def sent_turns(surface: str, strict) -> list[str]:
     return [m["content"] if surface == "chat" else m["content"][0]["text"] for m in msgs]
 
 
+def written_rows(db, rows: int) -> None:
+    """Wait (a while at most) until the file holds `rows` layouts and guesses: a stream's are
+    written as its last event goes out, on the store's thread, and a proxy stopped before
+    that write ends loses it (a miss after the restart)."""
+    import sqlite3
+    import time
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+                if c.execute("SELECT COUNT(*) FROM written").fetchone()[0] >= rows:
+                    return
+        except sqlite3.Error:
+            pass
+        assert time.monotonic() < deadline, f"the file never held {rows} layouts"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def upstream():
     up = Upstream()
@@ -90,6 +108,7 @@ def test_a_restarted_proxy_with_the_file_store_restores_the_turns_it_did_not_spl
     try:
         conv.turn(p.url)
         conv.turn(p.url)
+        written_rows(tmp_path / "memory.db", 3)   # turns 1 and 2, the guess
         p.stop()
         p = Proxy(upstream.url, tmp_path / "conf", options, port=port)   # an empty process, the same file
         conv.turn(p.url)
@@ -240,6 +259,7 @@ def test_dropped_markup_comes_back_exactly_after_a_restart_with_the_file_store(u
         back_behind_the_tag(strict)
         conv.turn(p.url)
         conv.turn(p.url)
+        written_rows(tmp_path / "memory.db", 4)   # turns 1 to 3, the guess
         p.stop()
         p = Proxy(upstream.url, tmp_path / "conf", options, port=port)
         conv.turn(p.url)

@@ -160,3 +160,107 @@ def test_a_layout_goes_to_bytes_and_back_for_another_store():
     assert written.dump(got) == b'[[0,1,"\\n<think>\\n  ","\\n\\n</think>\\n\\n  ",0],[1,1,"<think> "," </think>",0]]'
     for garbage in (b"", b"{}", b"[[1]]", b'[[-1,0,"","",0]]', b'[["0",0,"","",0]]', b"\xff"):
         assert written.load(garbage) is None
+
+
+# -- markup dropped where no block's edge holds it (the splitter's `_dropped`) ---------------------
+def inside_ctx(mem, model="m"):
+    return engine.new_context(make_settings(starts_inside=True), {"model": model}, None, client="client A",
+                              upstream="http://up:8000", written=mem)
+
+
+def split_with(ctx, text, size):
+    """(reasoning as chat sends it, the answer): a body (size 0) or a stream cut every `size`."""
+    if size == 0:
+        r = ctx.split(text, finish="stop")
+    else:
+        sp = ctx.splitter()
+        r = Split(merge([p for k in range(0, len(text), size) for p in sp.feed(text[k:k + size])] + sp.finish()), 0)
+    ctx.tally()
+    return "\n\n".join(r.reasoning), r.content
+
+
+# (model, starts inside, what the model wrote, what the client reads, what goes back)
+DROPPED = [
+    # An opening tag written again after some reasoning, in a block the template opened: the
+    # reasoning gets a line break in its place; back behind the template's tag, as every such block.
+    ("m", True, "a<think>b</think>c", ("a\nb", "c"), "<think>a<think>b</think>c"),
+    ("m", True, "Plan.\n<think>\nCheck.</think>\n\nDone.", ("Plan.\n\nCheck.", "Done."),
+     "<think>Plan.\n<think>\nCheck.</think>\n\nDone."),
+    ("m", True, "one<think>two<think>three</think>four", ("one\ntwo<think>three", "four"),
+     "<think>one<think>two<think>three</think>four"),
+    # Stray closing tags later in the answer.
+    ("m", False, "<think>a</think>b</think>c", ("a", "b\nc"), None),
+    ("m", False, "<think>a</think>b\n</think>\nc", ("a", "b\n\nc"), None),
+    ("m", False, "<think>a</think>b </think> c", ("a", "b </think> c"), None),   # (prose: text)
+    ("m", False, "<think>a</think>b</think>", ("a", "b"), None),
+    ("m", False, "<think>a</think>b</think>\n", ("a", "b"), None),
+    ("m", False, "<think>a</think>b</think>c</think>d", ("a", "b\nc\nd"), None),
+    ("m", False, "<think>a</think>\n\nb.</think>\n\nc", ("a", "b.\n\nc"), None),
+    # Answer wrappers' closing tags (tagsets.yaml `strip`).
+    ("hunyuan-a13b", False, "<think>\nr\n</think>\n<answer>\nhi\n</answer>", ("r", "hi\n"), None),
+    ("hunyuan-a13b", False, "<think>r</think><answer>hi</answer>", ("r", "hi"), None),
+    ("hunyuan-a13b", False, "<think>r</think><answer>hi</answer>\n", ("r", "hi"), None),
+    ("hunyuan-a13b", False, "<think>r</think><answer>hi</answer> after", ("r", "hi after"), None),
+    ("granite-3.3-8b", False, "<think>\nr\n</think>\n\n<response>\nhi\n</response>", ("r", "hi\n"), None),
+    ("apriel-15b", False, "Here are my reasoning steps:\nr\n[BEGIN FINAL RESPONSE]\nhi\n[END FINAL RESPONSE]\n<|end|>",
+     ("r", "hi\n\n"), None),
+]
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 5, 64])
+@pytest.mark.parametrize("model,inside,text,read,back", DROPPED)
+def test_dropped_markup_comes_back_as_the_model_wrote_it_at_every_chunking(model, inside, text, read, back, size):
+    mem = written.Memory()
+    new = (lambda: inside_ctx(mem, model)) if inside else (lambda: ctx_for(mem, model=model))
+    assert split_with(new(), text, size) == read
+    assert new().recall.written(*read) == (back or text)
+
+
+def test_a_layout_that_does_not_give_the_text_back_is_not_remembered():
+    """`b</think><think>c` in a body: the line break put after the stray tag goes before the
+    block, so the answer has none: the layout cannot place it, and the turn is a miss."""
+    mem = written.Memory()
+    text = "<think>a</think>b</think><think>c</think>d"
+    read = split_with(ctx_for(mem), text, 0)
+    assert read == ("a\n\nc", "b\nd") and len(mem) == 0
+    assert ctx_for(mem).recall.written(*read) is None
+
+
+def test_every_real_output_remembered_comes_back_exactly():
+    """tests/realworld: a body and streams at several chunkings; every layout kept gives the
+    output back as the model wrote it (behind the template's tag where the block starts inside)."""
+    import json
+    from pathlib import Path
+    cases = json.loads((Path(__file__).parent / "realworld" / "cases.json").read_text(encoding="utf-8"))["cases"]
+    kept = 0
+    for c in cases:
+        for size in (0, 1, 3, 64):
+            mem = written.Memory()
+            read = split_with(ctx_for(mem, model=c.get("model") or "m"), c["output"], size)
+            got = ctx_for(mem, model=c.get("model") or "m").recall.written(*read)
+            if len(mem):
+                kept += 1
+                assert got is not None and got.endswith(c["output"]), (c["id"], size, got)
+                assert len(got) - len(c["output"]) in (0, len("<think>"), len("<|channel>thought")), (c["id"], size)
+    assert kept >= 160
+
+
+def test_at_most_EDITS_MAX_drops_are_kept_for_one_output():
+    mem = written.Memory()
+    few = "<think>a</think>" + "b</think>" * written.EDITS_MAX
+    assert ctx_for(mem).recall.written(*split_with(ctx_for(mem), few, 0)) == few
+    mem = written.Memory()
+    many = "<think>a</think>" + "b</think>" * (written.EDITS_MAX + 1)
+    split_with(ctx_for(mem), many, 7)
+    assert len(mem) == 0 and written.EDITS_MAX == 256
+
+
+def test_a_layout_with_edits_goes_to_bytes_and_back():
+    mem = written.Memory()
+    split_with(inside_ctx(mem), "a<think>b</think>c</think>d", 0)
+    (got,) = [v[1] for v in mem._layouts.values()]
+    assert written.dump(got) == b'[[0,3,"<think>","</think>",0,[[1,"<think>",0],[1,"",1]]],[1,0,"</think>","",1]]'
+    assert written.load(written.dump(got)) == got
+    for garbage in (b'[[0,1,"","",0,[[0]]]]', b'[[0,1,"","",0,[["0","",0]]]]', b'[[0,1,"","",0,7]]',
+                    b'[[0,1,"","",0,[[-1,"",0]]]]', b'[[0,1,"","",0,[[0,"",0,9]]]]'):
+        assert written.load(garbage) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import hashlib
@@ -20,11 +21,12 @@ from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from . import __version__, bodies, contentview, endpoints, engine, errors, gateway, keys, userlog, written
 from .capabilities import Capabilities, refuses_thinking
-from .context import NO_PROFILE, PROFILE, FlowContext, shown_model
+from .context import NO_PROFILE, PROFILE, FlowContext, Stats, shown_model
 from .request import Facts
 from .decoding import BODY_MAX, BodyError, decode_body, decoder_for, read_request
 from .learning import Learner
-from .memory import KEY as MEMORY_KEY, Memory
+from .memory import KEY as MEMORY_KEY, Memory, layouts
+from .memory.sides import SIDES
 from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
@@ -91,6 +93,7 @@ class ThinkWire:
         self._salt = os.urandom(16)            # for client_key: a client's hash means nothing outside this process
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
         self.memory = Memory(self.metrics)     # reasoning clients dropped, put back (think_memory)
+        self._writing: dict[str, asyncio.Task[None]] = {}   # flow id -> a body's layouts being written, until its hook ends
 
     # -- options ----------------------------------------------------------------------------
     def load(self, loader: addonmanager.Loader) -> None:
@@ -172,6 +175,7 @@ class ThinkWire:
             self.memory.configure(self.settings)
         except SettingError as e:
             raise exceptions.OptionsError(f"thinkwire: {e}") from None
+        self.written.shared = self.memory.layouts   # layouts beside the memory's file or Redis
         self.verbosity.apply(ctx.options, self.settings.log)
         errors.lazy_in_reverse_mode(ctx.options)
 
@@ -303,8 +307,7 @@ class ThinkWire:
         ask = surface is ollama and fctx.model and ollama.wants_capabilities(parsed)
         if recall is not None or ask:
             return self._prepare_then_restore(flow, surface, body, fctx, recall, bool(ask))   # mitmproxy awaits it
-        self._restore(flow, surface, body, fctx)
-        return None
+        return self._restore(flow, surface, body, fctx)   # a coroutine when layouts are asked for: awaited
 
     def _ask_start(self, flow: http.HTTPFlow, surface: str, parsed: dict[str, Any], kept: Facts | None) -> None:
         """Ask the server what its template renders for this request (thinkwire.serverstart,
@@ -339,14 +342,44 @@ class ThinkWire:
             r = flow.request
             fctx.native_thinking = await self.capabilities.native_thinking(
                 _server(flow), r.path, fctx.model, self.client_key(flow), _credentials(flow), _route(flow))
-        self._restore(flow, surface, body, fctx, filled)
+        again = self._restore(flow, surface, body, fctx, filled)
+        if again is not None:
+            await again
 
-    def _restore(self, flow: http.HTTPFlow, surface: Surface, body: bytes, fctx: FlowContext, filled: int = 0) -> None:
+    def _restore(self, flow: http.HTTPFlow, surface: Surface, body: bytes, fctx: FlowContext,
+                 filled: int = 0) -> Coroutine[Any, Any, None] | None:
+        """The way back. With a shared layout store (thinkwire.memory.layouts), a run that missed
+        layouts in the proxy returns a coroutine: one store call for them, then the way back again
+        from the request as it was (the first run's result is dropped)."""
+        shared = self.written.shared is not None
+        # (The memory's fill changed the parsed request: the second run starts from a copy of it.)
+        pristine = (dumps(fctx.request).encode("utf-8", OUT) if filled else body) if shared else None
+        new: bytes | None | Exception
         try:
             new = surface.restore_request(body, fctx)
         except Exception as e:  # never block a request: it goes upstream as it came
-            log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, type(e).__name__,
-                        exc_info=log.isEnabledFor(logging.DEBUG))
+            new = e
+        if pristine is not None and fctx.recall.wanted:
+            return self._fetch_then_restore(flow, surface, pristine, fctx, filled)
+        self._restored(flow, surface, fctx, new, filled)
+        return None
+
+    async def _fetch_then_restore(self, flow: http.HTTPFlow, surface: Surface, body: bytes, fctx: FlowContext,
+                                  filled: int) -> None:
+        await fctx.recall.fetch()
+        fctx.stats, fctx.request = Stats(), engine.parse_request(body)
+        new: bytes | None | Exception
+        try:
+            new = surface.restore_request(body, fctx)
+        except Exception as e:  # never block a request: it goes upstream as it came
+            new = e
+        self._restored(flow, surface, fctx, new, filled)
+
+    def _restored(self, flow: http.HTTPFlow, surface: Surface, fctx: FlowContext, new: bytes | None | Exception,
+                  filled: int) -> None:
+        if isinstance(new, Exception):
+            log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, type(new).__name__,
+                        exc_info=(type(new), new, new.__traceback__) if log.isEnabledFor(logging.DEBUG) else None)
             new = None
             if not filled:
                 return
@@ -392,7 +425,11 @@ class ThinkWire:
         stream: Callable[[bytes], Any] = driver.callable()
         if bodies.wanted(ctx.options):  # [inspect] keep both bodies for mitmweb / saved flows
             stream = bodies.Recorder(stream, encoding)
-        response.stream = self.memory.tap(flow, stream, encoding)
+        stream = self.memory.tap(flow, stream, encoding)
+        shared = self.written.shared
+        if shared is not None:   # layouts written as the last event goes out (thinkwire.memory.layouts)
+            stream = layouts.tap(stream, lambda: shared.put_soon(fctx.record_written()), SIDES[surface.NAME].ended)
+        response.stream = stream
         headers = response.headers
         headers.pop("content-length", None)
         if decoder is not None:
@@ -416,8 +453,10 @@ class ThinkWire:
             self._requests.pop(flow.id, None)
             self._asks.forget(flow.id)
         # The turn is remembered before the hook ends (mitmproxy awaits it), so the loop's next
-        # request finds it; the store's timeout bounds the wait.
-        return self.memory.settle(flow)
+        # request finds it; the store's timeout bounds the wait. So are a body's layouts.
+        settle = self.memory.settle(flow)
+        writing = self._writing.pop(flow.id, None)
+        return settle if writing is None else _both(settle, writing)
 
     def _forget_on_refusal(self, flow: http.HTTPFlow) -> None:
         """Ollama refused `think` for a model it was said to think for (re-created since): the
@@ -439,6 +478,7 @@ class ThinkWire:
             name, fctx, driver = streamed
             driver.settle()
             fctx.tally()
+            self._write_layouts(fctx)   # (a stream's went as it ended: what is left, if any)
             self._finish(flow, name, fctx, fctx.stats.fell_back)
             bodies.settle(flow, flow.response.stream if flow.response else None)  # [inspect] no-op unless a Recorder kept bodies
             return
@@ -469,7 +509,15 @@ class ThinkWire:
         if new is not None:
             response.content = new  # re-encodes to the response's Content-Encoding
         fctx.tally()
+        writing = self._write_layouts(fctx)
+        if writing is not None:
+            self._writing[flow.id] = writing   # awaited in the hook: before the client has the body
         self._finish(flow, surface.NAME, fctx, None)
+
+    def _write_layouts(self, fctx: FlowContext) -> asyncio.Task[None] | None:
+        shared, puts = self.written.shared, fctx.written_puts
+        fctx.written_puts = []
+        return shared.put_soon(puts) if shared is not None and puts else None
 
     @_guarded
     def error(self, flow: http.HTTPFlow) -> None:
@@ -483,6 +531,7 @@ class ThinkWire:
             name, fctx, driver = streamed
             driver.settle()
             fctx.tally()
+            self._write_layouts(fctx)
             self._finish(flow, name, fctx, fctx.stats.fell_back,
                          ended=f"; the stream ended early ({flow.error.msg if flow.error else 'error'})")
             bodies.settle(flow, flow.response.stream if flow.response else None)  # [inspect] what was kept so far
@@ -548,6 +597,14 @@ class ThinkWire:
                                              key=self._salt).hexdigest()
         peer = flow.client_conn.peername
         return f"addr:{peer[0] if peer else ''}"
+
+
+async def _both(settle: Awaitable[None] | None, writing: asyncio.Task[None]) -> None:
+    """The memory's writes (a coroutine, or None), then a body's layouts' (a task already under
+    way; each store call has the store's timeout)."""
+    if settle is not None:
+        await settle
+    await writing
 
 
 def _not_json(e: BaseException) -> str:

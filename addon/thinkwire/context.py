@@ -105,6 +105,7 @@ class FlowContext:
     # of surfaces where no mark carries it (None: not kept).
     written: _written.Memory | None = None
     _transcripts: list[_written.Transcript] = field(default_factory=list)
+    written_puts: list[tuple[str, bytes]] = field(default_factory=list)   # layouts for the shared store, once recorded
     _recall: _written.Recall | None = None
     _profile: Profile | None = None
     _rules: Rules | None = None
@@ -221,29 +222,29 @@ class FlowContext:
         cut = finish == LENGTH
         pieces, sp = self._run(text, rules, inside, self._prefill if prefilled else None, cut)
         strays, tagged = sp.stray_closes, sp.markup_chars > 0 or sp.stray_closes > 0
+        counts = sp
         if strays and not prefilled:
             # The template opened the block: split again from inside it.
-            pieces = self._run(text, rules, True, None, cut)[0]
+            pieces, sp = self._run(text, rules, True, None, cut)
         elif (inside and not (first and self.inside_because == "prefill") and not tagged
               and _unclosed(pieces) and self._answered(finish)):
             # No tag at all, and the response ended complete: an answer given without thinking.
-            pieces = self._run(text, rules, False, None, cut)[0]
+            pieces, sp = self._run(text, rules, False, None, cut)
         result = Split(pieces, strays)
         if first and (self.facts or _NO_FACTS).force_nonempty and result.reasoning and not result.content.strip():
             # force_nonempty_content: reasoning and no answer, so the reasoning is the answer.
             result = Split([(CONTENT, "\n\n".join(result.reasoning))], strays)
         if not count:
             return result
-        if self.written is not None:
-            t = _written.Transcript()
-            t.note(pieces)
-            self._transcripts.append(t)
+        if self.written is not None and isinstance(sp, _written.RecordingSplitter):
+            split = Split(pieces, 0)
+            self._transcripts.append(_written.checked(sp, text, "\n\n".join(split.reasoning), split.content))
         if finish is not None:
             self.finish = finish
         self.tagged |= tagged
         blocks = result.reasoning
         self.stats.stray_closes += strays
-        self.stats.stray_after_text += sp.stray_after_text
+        self.stats.stray_after_text += counts.stray_after_text
         self.stats.blocks += len(blocks)
         self.stats.reasoning_chars += sum(len(b) for b in blocks)
         return result
@@ -251,8 +252,8 @@ class FlowContext:
     def _run(self, text: str, rules: Rules, inside: bool, prefill: str | None,
              cut: bool = False) -> tuple[list[Any], Splitter]:
         """The split pieces (splitter's `(kind, value)`s) and the splitter; `prefill`: the text
-        the output continues, resumed first."""
-        sp = Splitter(rules, inside)
+        the output continues, resumed first. A recording splitter where layouts are kept."""
+        sp = (Splitter if self.written is None else _written.RecordingSplitter)(rules, inside)
         if prefill is not None:
             sp.resume(prefill)
         return merge(sp.feed(text) + sp.finish(cut)), sp
@@ -290,14 +291,24 @@ class FlowContext:
             self.stats.stray_closes += sp.stray_closes
             self.stats.stray_after_text += sp.stray_after_text
             self.tagged |= sp.markup_chars > 0 or sp.stray_closes > 0
-            if isinstance(sp, _written.RecordingSplitter):
-                self._transcripts.append(sp.transcript)
+        self.written_puts += self.record_written(final=True)
         self._splitters.clear()
-        if self.written is not None and not self.stats.fell_back:
-            for t in self._transcripts:
-                _written.record(self.written, t, self.client, self.scope)
         self._transcripts.clear()
         return self.stats
+
+    def record_written(self, final: bool = False) -> list[tuple[str, bytes]]:
+        """The layouts of the outputs split so far recorded (thinkwire.written; streams' once their
+        splitter finished, all of them when `final`); what to write to the shared store."""
+        if self.written is None or self.stats.fell_back:
+            return []
+        ts = self._transcripts + [sp.transcript for sp in self._splitters if isinstance(sp, _written.RecordingSplitter)
+                                  and (final or sp.finished)]
+        return [put for t in ts for put in _written.record(self.written, t, self.client, self.scope, self.binding)]
+
+    @property
+    def binding(self) -> bytes:
+        """What the client's marks are bound to (a hash of its credential, the same on every replica)."""
+        return self.sealer.client if self.sealer is not None else b""
 
     @property
     def scope(self) -> _written.Scope:
@@ -308,7 +319,7 @@ class FlowContext:
     def recall(self) -> _written.Recall:
         """The way back's memory of what this client's model wrote (thinkwire.written)."""
         if self._recall is None:
-            self._recall = _written.Recall(self.written, self.client, self.scope)
+            self._recall = _written.Recall(self.written, self.client, self.scope, self.binding)
         return self._recall
 
     def guess_pair(self) -> TagPair:

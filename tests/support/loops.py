@@ -114,14 +114,15 @@ class ChatConversation:
     think_chat_restore=inline. Each turn returns (reasoning, content) as the client read them."""
     api_key = "x"
 
-    def __init__(self) -> None:
+    def __init__(self, model: str = "m") -> None:
         self.msgs: list = [{"role": "user", "content": "fix the build"}]
+        self.model = model
         self.done = False
 
     def turn(self, url: str) -> tuple[str, str]:
         client = openai.OpenAI(base_url=url + "/v1", api_key=self.api_key, max_retries=0, timeout=20)
         reasoning, content, calls = "", "", {}
-        for ch in client.chat.completions.create(model="m", messages=self.msgs, tools=TOOLS_C, stream=True):
+        for ch in client.chat.completions.create(model=self.model, messages=self.msgs, tools=TOOLS_C, stream=True):
             if not ch.choices:
                 continue
             d = ch.choices[0].delta

@@ -31,7 +31,7 @@ from ..jsonnum import loads
 from ..ndjson import NDJSONParser
 from ..record import MEMORY_KEY as KEY   # flow.metadata: what the memory did for the flow
 from ..sse import SSEParser
-from . import policy, stores
+from . import layouts, policy, stores
 from .entry import Entry
 from .sides import SIDES, Side
 
@@ -59,6 +59,7 @@ class Memory:
     def __init__(self, metrics: Any = None) -> None:
         self.metrics = metrics
         self.store: stores.Store | None = None
+        self.layouts: layouts.Shared | None = None   # thinkwire.written's layouts, on a file or Redis store
         self._where: tuple[object, ...] | None = None
         self.settings: Any = None
         self._flows: dict[str, Pending] = {}
@@ -70,9 +71,13 @@ class Memory:
         where = (settings.memory_store, settings.memory_ttl, settings.memory_entries, settings.memory_bytes,
                  settings.memory_timeout)
         if where != self._where:
-            old, self.store, self._where = self.store, stores.open_store(settings), where
+            old, old_layouts = self.store, self.layouts
+            self.store, self._where = stores.open_store(settings), where
+            self.layouts = layouts.open_for(settings, self.store)
             if old is not None:
-                _close_later(old)
+                _close_later(old.close())
+            if old_layouts is not None:
+                _close_later(old_layouts.close())
 
     # -- the request side -------------------------------------------------------------------
     def start(self, flow_id: str, surface: str, request: dict[str, Any], scope: bytes,
@@ -252,11 +257,11 @@ def _objects(raw: bytes, surface: str) -> list[Any]:
     return out
 
 
-def _close_later(store: stores.Store) -> None:
+def _close_later(closing: Coroutine[Any, Any, None]) -> None:
     try:
-        asyncio.get_running_loop().create_task(store.close())
+        asyncio.get_running_loop().create_task(closing)
     except RuntimeError:   # no loop (tools, tests): nothing waits on it
-        pass
+        closing.close()
 
 
 __all__ = ["Memory", "KEY"]

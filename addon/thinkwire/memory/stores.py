@@ -89,8 +89,10 @@ class SqliteStore:
     name = "sqlite"
 
     def __init__(self, path: str, entries: int, max_bytes: int, ttl: int, timeout: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, table: str = "memory") -> None:
         self.path, self.entries, self.max_bytes, self.ttl, self.timeout = path, entries, max_bytes, ttl, timeout
+        assert table.isidentifier()   # (ours: "memory", "written"; never a client's)
+        self.table = table
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thinkwire-memory")
         self._db: sqlite3.Connection | None = None
@@ -105,10 +107,10 @@ class SqliteStore:
                                  check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("CREATE TABLE IF NOT EXISTS memory (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+            db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
                        "expires REAL NOT NULL, size INTEGER NOT NULL)")
-            db.execute("DELETE FROM memory WHERE expires <= ?", (self._clock(),))
-            self.count, self.bytes = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM memory").fetchone()
+            db.execute(f"DELETE FROM {self.table} WHERE expires <= ?", (self._clock(),))
+            self.count, self.bytes = db.execute(f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM {self.table}").fetchone()
             self._db = db
             self._trim()
         return self._db
@@ -116,14 +118,14 @@ class SqliteStore:
     def _get_many(self, keys: list[str]) -> list[bytes | None]:
         db = self._open()
         marks = ",".join("?" * len(keys))
-        rows = dict(db.execute(f"SELECT key, value FROM memory WHERE key IN ({marks}) AND expires > ?",
+        rows = dict(db.execute(f"SELECT key, value FROM {self.table} WHERE key IN ({marks}) AND expires > ?",
                                (*keys, self._clock())).fetchall())
         return [rows.get(k) for k in keys]
 
     def _put(self, key: str, value: bytes) -> None:
         db = self._open()
-        old = db.execute("SELECT size FROM memory WHERE key = ?", (key,)).fetchone()
-        db.execute("INSERT OR REPLACE INTO memory (key, value, expires, size) VALUES (?, ?, ?, ?)",
+        old = db.execute(f"SELECT size FROM {self.table} WHERE key = ?", (key,)).fetchone()
+        db.execute(f"INSERT OR REPLACE INTO {self.table} (key, value, expires, size) VALUES (?, ?, ?, ?)",
                    (key, value, self._clock() + self.ttl, len(value)))
         if old is not None:
             self.count, self.bytes = self.count - 1, self.bytes - old[0]
@@ -134,12 +136,13 @@ class SqliteStore:
         """Expired rows, then the oldest (by rowid: insertion order) until within the bounds."""
         db = self._db
         assert db is not None
-        gone = db.execute("DELETE FROM memory WHERE expires <= ? RETURNING size", (self._clock(),)).fetchall()
+        gone = db.execute(f"DELETE FROM {self.table} WHERE expires <= ? RETURNING size", (self._clock(),)).fetchall()
         self.count -= len(gone)
         self.bytes -= sum(s for (s,) in gone)
         while self.count > self.entries or self.bytes > self.max_bytes:
             over = max(self.count - self.entries, 1)
-            gone = db.execute("DELETE FROM memory WHERE rowid IN (SELECT rowid FROM memory ORDER BY rowid LIMIT ?) "
+            gone = db.execute(f"DELETE FROM {self.table} WHERE rowid IN (SELECT rowid FROM {self.table} ORDER BY rowid "
+                              "LIMIT ?) "
                               "RETURNING size", (over,)).fetchall()
             if not gone:
                 self.count = self.bytes = 0
@@ -205,8 +208,8 @@ class RedisStore:
     async def get_many(self, keys: list[str]) -> list[bytes | None]:
         return list(await self._call(self._redis.mget, keys))
 
-    async def put(self, key: str, value: bytes) -> None:
-        await self._call(self._redis.set, key, value, ex=max(1, self.ttl))
+    async def put(self, key: str, value: bytes, ttl: int | None = None) -> None:
+        await self._call(self._redis.set, key, value, ex=max(1, self.ttl if ttl is None else ttl))
 
     async def close(self) -> None:
         try:

@@ -109,22 +109,32 @@ def _restore_blocks(blocks: list[Any], how: str, ctx: FlowContext) -> tuple[list
 # wrote it.
 def _recall_runs(blocks: list[Any], ctx: FlowContext) -> tuple[list[Any], int]:
     """The blocks with each remembered run back as one text block, and how many blocks went."""
-    return written.recall_runs(blocks, _unmarked, lambda run: _recalled(run, ctx),
-                               lambda b: b["type"] == "thinking")
+    return written.recall_runs(blocks, lambda b: _part(b, ctx) is not None, lambda run: _recalled(run, ctx),
+                               lambda b: b["type"] in ("thinking", "redacted_thinking"))
 
 
-def _unmarked(block: object) -> bool:
-    """A text block, or a thinking block with no signature (an empty one: `unsigned`)."""
+def _part(block: object, ctx: FlowContext) -> str | None:
+    """The text of a block a run may hold: a text block's, a thinking block's with no signature
+    (an empty one: `unsigned`), or that of a block whose mark opens for this client (the answer
+    around it may hold markup no mark carries: a stray closing tag, an answer wrapper's)."""
     if not isinstance(block, dict):
-        return False
+        return None
     t = block.get("type")
     if t == "text":
-        return isinstance(block.get("text"), str)
-    return t == "thinking" and block.get("signature") in (None, "") and isinstance(block.get("thinking"), str)
+        text = block.get("text")
+        return text if isinstance(text, str) else None
+    if t == "thinking" and block.get("signature") in (None, ""):
+        text = block.get("thinking")
+        return text if isinstance(text, str) else None
+    if t in ("thinking", "redacted_thinking") and ctx.sealer is not None:
+        opened = ctx.sealer.open(block.get("data" if t == "redacted_thinking" else "signature"))
+        return None if opened is None else opened.text   # (not counted as refused here: `_ours` does)
+    return None
 
 
 def _recalled(run: list[dict[str, Any]], ctx: FlowContext) -> dict[str, Any] | None:
-    reasoning = "\n\n".join(b["thinking"] for b in run if b["type"] == "thinking" and b["thinking"])
+    texts = [_part(b, ctx) for b in run if b["type"] != "text"]
+    reasoning = "\n\n".join(t for t in texts if t)
     answer = "".join(b["text"] for b in run if b["type"] == "text")
     got = ctx.recall.written(reasoning, answer)
     if not got:

@@ -102,17 +102,26 @@ def _restore_input(obj: dict[str, Any], items: list[Any], how: str, ctx: FlowCon
 # model wrote it, whatever ids the client kept (Codex keeps none).
 def _recall_runs(items: list[Any], ctx: FlowContext) -> tuple[list[Any], int]:
     """The items with each remembered run back as one assistant message, and how many went."""
-    return written.recall_runs(items, _unmarked, lambda run: _recalled(run, ctx),
+    return written.recall_runs(items, lambda it: _part(it, ctx), lambda run: _recalled(run, ctx),
                                lambda it: it.get("type") == "reasoning")
 
 
-def _unmarked(item: object) -> bool:
-    """A reasoning item with no `encrypted_content`, or an assistant message of text."""
+def _part(item: object, ctx: FlowContext) -> bool:
+    """A reasoning item with no `encrypted_content`, or one whose mark opens for this client (the
+    answer after it may hold markup no mark carries), or an assistant message of text."""
     if not isinstance(item, dict):
         return False
     if item.get("type") == "reasoning":
-        return item.get("encrypted_content") in (None, "")
+        return item.get("encrypted_content") in (None, "") or _sealed_text(item, ctx) is not None
     return _is_assistant_message(item) and _message_text(item) is not None
+
+
+def _sealed_text(item: dict[str, Any], ctx: FlowContext) -> str | None:
+    enc = item.get("encrypted_content")
+    if enc in (None, "") or ctx.sealer is None:
+        return None
+    opened = ctx.sealer.open(enc)   # (not counted as refused here: `_ours_item` does)
+    return None if opened is None else opened.text
 
 
 def _message_text(item: dict[str, Any]) -> str | None:
@@ -124,7 +133,8 @@ def _message_text(item: dict[str, Any]) -> str | None:
 
 
 def _recalled(run: list[dict[str, Any]], ctx: FlowContext) -> dict[str, Any] | None:
-    reasoning = "\n\n".join(t for t in (_item_text(it) for it in run if it.get("type") == "reasoning") if t)
+    texts = (_sealed_text(it, ctx) or _item_text(it) for it in run if it.get("type") == "reasoning")
+    reasoning = "\n\n".join(t for t in texts if t)
     answer = "".join(_message_text(it) or "" for it in run if it.get("type") != "reasoning")
     got = ctx.recall.written(reasoning, answer)
     if not got:

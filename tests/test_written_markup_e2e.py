@@ -109,6 +109,7 @@ def test_responses_gives_back_each_dropped_markup_byte_for_byte(proxies, up, inc
 @pytest.mark.parametrize("stream", [True, False])
 def test_ollama_gives_back_each_dropped_markup_byte_for_byte(proxies, up, stream):
     strict = StrictOllama({MODEL: list(WROTE)}, exact=True)
+    strict.template = "{{ .Prompt }}<think>"   # (the template opens the block, as the profile says)
     for path in ("/api/chat", "/api/show"):
         up.route(path, strict.handle)
     client = ollama.Client(host=proxies["off"].url, headers={"Authorization": f"Bearer ollama markup {stream}"})

@@ -140,6 +140,7 @@ class StrictOllama:
         self.shows: list[dict] = []       # /api/show requests
         self.errors: list[str] = []
         self.show: Callable[[dict], Reply] | None = None   # a scripted /api/show answer instead
+        self.template = "{{ .Prompt }}"   # what /api/show says the models' template is
 
     def handle(self, seen: Seen) -> Reply:
         path = seen.path.split("?", 1)[0]
@@ -153,7 +154,7 @@ class StrictOllama:
                 return error_reply(404, f"model '{name}' not found")
             caps = ["completion", "tools"] + (["thinking"] if name in self.native else [])
             return Reply(200, {"content-type": JSON}, [go_json(
-                {"modelfile": "# Modelfile", "template": "{{ .Prompt }}", "details": {"format": "gguf"},
+                {"modelfile": "# Modelfile", "template": self.template, "details": {"format": "gguf"},
                  "model_info": {}, "capabilities": caps}).encode()], chunked=False)
         self.bodies.append(req)
         name = req.get("model")

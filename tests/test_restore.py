@@ -623,7 +623,11 @@ def test_property_responses_echo_of_a_rewritten_response_restores_what_the_model
     expect = text if with_tool else re.sub(r"([ \t\r\n\f\v]*<think>[^<]*</think>[ \t\r\n\f\v]*)+\Z", "", text)
     if include:
         assert said == expect   # the mark holds the markup as written: byte for byte
-    else:
+    elif "</think>" not in "".join(p.get("text", "") for it in got.to_dict()["output"] if it["type"] == "reasoning"
+                                   for p in it.get("content") or []):
+        # (No mark and no layout memory here: a block whose text holds its own closing tag, in
+        # code, as `<think>\n\t0 </think>0` does, reads back as closed, `<think>\t0 </think>0</think>`:
+        # nothing in the turn says it was left open; only thinkwire.written's layouts can say.)
         assert as_written(said) == as_written(expect)
     if with_tool:
         kinds = [it.get("type") for it in items]

@@ -250,3 +250,13 @@ def test_the_carriage_return_line_difference_is_where_the_frozen_splitter_split_
     assert _pieces(drive(frozen, rules, [text[:9], text[9:]])) != _pieces(drive(frozen, rules, [text]))
     for k in range(len(text) + 1):
         assert _pieces(drive(current, rules, [text[:k], text[k:]])) == [(current.CONTENT, "\n\r\n\t<think>")], k
+
+
+def test_a_start_pairs_closing_tag_closes_its_block_as_before():
+    # gpt-oss with its special tokens dropped: `assistantfinal` closes the `analysis` block. The
+    # rewrite once sent it to the answer (its block table knew only the pairs' closing tags).
+    text = "analysisUser says hi. We should reply politely.assistantfinalHello! How can I help you today?"
+    for rules in rules_for("gpt-oss-20b"):
+        for how, chunks in cuts(text, "gpt-oss dropped").items():
+            for mode in ("feed", "plain", "took") if how in ("per character", "random 0") else ("feed",):
+                check(rules, chunks, text, how=mode)

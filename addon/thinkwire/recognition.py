@@ -459,11 +459,13 @@ def block_kinds(rules: Rules) -> dict[str, tuple[Handler, ...]]:
     """Each tag a block's scan finds -> its kinds, in order: the open block's closing tag, the
     model's own opening tag in the block the template opened, a marker that ends reasoning
     (any other tag the scan finds: `Rules.ends`, `Rules.start_ends`)."""
+    # (A start pair's closing tag, gpt-oss's `assistantfinal`, closes only its own block.)
+    closes = set(rules._by_close) | {p.close for p in rules.start_pairs}
     table: list[tuple[Callable[[str], bool], Handler]] = [
-        (lambda t: t in rules._by_close, Recognition._close),
+        (lambda t: t in closes, Recognition._close),
         (lambda t: t in rules._by_open, Recognition._own_open),
         (lambda t: True, Recognition._end_marker),
     ]
-    tags = set(rules._by_close) | set(rules._by_open) | set(rules.ends) | set(rules.start_ends)
+    tags = closes | set(rules._by_open) | set(rules.ends) | set(rules.start_ends)
     return {t: tuple(h for applies, h in table if applies(t)) for t in tags}
 

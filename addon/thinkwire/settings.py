@@ -175,8 +175,9 @@ OPTIONS: tuple[Option, ...] = (
          "and start their later responses inside; in memory only"),
     _opt("think_ask_template", "on",
          "Ask the flow's server what prompt its chat template renders for the request (llama-server "
-         "/apply-template, vLLM /tokenize) and which model it runs (its /props, /v1/models, /api/show), "
-         "to know where the output starts; a server that cannot say leaves it to the profile"),
+         "/apply-template, vLLM /tokenize, Ollama's template from /api/show) and which model it runs "
+         "(/props, /v1/models, SGLang's /get_model_info, LM Studio's model list), to know where the "
+         "output starts; a server that cannot say leaves it to the profile"),
     _opt("think_restore", "inline", "What to do with reasoning this proxy made when a client sends it back",
          "choice", ("inline", "drop", "keep")),
     _opt("think_chat_restore", "keep", "What to do with reasoning_content/reasoning in chat requests",

@@ -101,3 +101,14 @@ def pytest_sessionfinish(session, exitstatus):
     """THINKWIRE_WRITE_RESULTS=1: write the stored results the tests recorded (tests/support/stored.py)."""
     from support import stored
     stored.save_all()
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    """A real redis-server for a module's tests (support.redis); they skip, saying so, without one."""
+    from support.redis import MISSING, REDIS, RedisServer
+    if REDIS is None:
+        pytest.skip(MISSING)
+    server = RedisServer()
+    yield server
+    server.stop()

@@ -11,7 +11,6 @@ import threading
 import pytest
 
 from conftest import make_settings
-from support.redis import MISSING, REDIS, RedisServer
 from thinkwire import memory
 from thinkwire.memory import Memory, policy, stores
 from thinkwire.memory.entry import INLINE, NATIVE, Entry, key
@@ -156,15 +155,6 @@ def test_a_file_store_that_is_stuck_is_a_miss_never_a_wait_past_its_queue(tmp_pa
 
 
 # -- Redis --------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def redis_server():
-    if REDIS is None:
-        pytest.skip(MISSING)
-    server = RedisServer()
-    yield server
-    server.stop()
-
-
 def test_redis_store_keeps_entries_with_a_lifetime_and_is_a_miss_when_down(redis_server):
     async def go():
         s = stores.RedisStore(redis_server.url, ttl=3600, timeout=1)

@@ -12,7 +12,7 @@ import pytest
 
 from harness import Proxy, Upstream
 from support.fleet import HAPROXY, MISSING as NO_HAPROXY, Balancer
-from support.redis import MISSING as NO_REDIS, REDIS, RedisServer, free_port
+from support.redis import free_port
 from support.thinking import InterleavedTemplate, LangChainLoop, StrictThinking, deepseek_turns, inline_turns
 from thinkwire.endpoints import METRICS
 
@@ -30,15 +30,6 @@ def memory_counts(proxy: Proxy) -> dict:
             outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
             out[outcome] = int(float(line.rsplit(" ", 1)[1]))
     return out
-
-
-@pytest.fixture(scope="module")
-def redis_server():
-    if REDIS is None:
-        pytest.skip(NO_REDIS)
-    server = RedisServer()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

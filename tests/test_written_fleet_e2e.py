@@ -19,7 +19,7 @@ from harness import Proxy, StrictAnthropic, StrictChat, StrictResponses, Upstrea
 from support.fleet import HAPROXY, MISSING as NO_HAPROXY, Balancer
 from support.loops import ChatConversation, MessagesConversation, ResponsesConversation, assistant_texts
 from support.ollama import StrictOllama
-from support.redis import MISSING as NO_REDIS, REDIS, RedisServer, free_port
+from support.redis import RedisServer, free_port
 from test_written_e2e import INLINE, O_TURNS, TURNS, WROTE
 
 pytestmark = pytest.mark.e2e
@@ -139,15 +139,6 @@ def test_without_the_file_store_a_restarted_proxy_guesses(upstream, tmp_path):
 
 
 # -- a fleet, sharing Redis ----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def redis_server():
-    if REDIS is None:
-        pytest.skip(NO_REDIS)
-    server = RedisServer()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(scope="module")
 def fleet_upstream():
     up = Upstream()

@@ -11,7 +11,8 @@ from mitmproxy.test import taddons, tflow, tutils
 
 from conftest import ROOT, make_settings
 from thinkwire import cli, tagsets
-from thinkwire.addon import MARK_FELL_BACK, MARK_REWRITTEN, ThinkWire
+from thinkwire.addon import ThinkWire
+from thinkwire.report import MARK_FELL_BACK, MARK_REWRITTEN
 from thinkwire.settings import SettingError, Settings
 from thinkwire.rules import TagPair
 

@@ -19,29 +19,26 @@ from mitmproxy.addons.upstream_auth import parse_upstream_auth
 from mitmproxy.proxy import mode_specs
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
-from . import __version__, bodies, contentview, endpoints, engine, errors, gateway, keys, userlog, written
+from . import __version__, bodies, contentview, endpoints, engine, errors, gateway, keys, report, userlog, written
 from .capabilities import Capabilities, refuses_thinking
-from .context import NO_PROFILE, PROFILE, FlowContext, Stats, shown_model
+from .context import FlowContext
 from .request import Facts
 from .decoding import BODY_MAX, BodyError, decode_body, decoder_for, read_request
 from .learning import Learner
-from .memory import KEY as MEMORY_KEY, Memory, layouts
+from .memory import Memory, layouts
 from .memory.sides import SIDES
 from .marks import CREDENTIAL_HEADERS, LazySealer, client_binding
 from .metrics import Metrics
 from .outbound import Route, Server
-from .record import RESTORED_KEY, FlowRecord, handled
+from .record import handled
 from .serverstart import ServerStart, Told, shape_of
 from .startasks import FlowAsks, known_pairs
 from .settings import OPTIONS, Option, SettingError, Settings, env_default
-from .jsonio import OUT, dumps
 from .stream import StreamDriver
+from .wayback import WayBack
 from .surfaces import Surface, ollama
 
 log = logging.getLogger(__name__)
-
-MARK_REWRITTEN = ":brain:"
-MARK_FELL_BACK = ":warning:"
 
 
 def _guarded[A](hook: Callable[[ThinkWire, A], object]) -> Callable[[ThinkWire, A], Awaitable[None] | None]:
@@ -93,6 +90,7 @@ class ThinkWire:
         self._salt = os.urandom(16)            # for client_key: a client's hash means nothing outside this process
         self.metrics = Metrics(engine.SURFACES, lambda: [name for name, _, _ in self._streams.values()])
         self.memory = Memory(self.metrics)     # reasoning clients dropped, put back (think_memory)
+        self.way_back = WayBack(self.written, self.memory, self.metrics)   # the request hook's restore
         self._writing: dict[str, asyncio.Task[None]] = {}   # flow id -> a body's layouts being written, until its hook ends
 
     # -- options ----------------------------------------------------------------------------
@@ -307,7 +305,7 @@ class ThinkWire:
         ask = surface is ollama and fctx.model and ollama.wants_capabilities(parsed)
         if recall is not None or ask:
             return self._prepare_then_restore(flow, surface, body, fctx, recall, bool(ask))   # mitmproxy awaits it
-        return self._restore(flow, surface, body, fctx)   # a coroutine when layouts are asked for: awaited
+        return self.way_back.restore(flow, surface, body, fctx)   # a coroutine when layouts are asked for: awaited
 
     def _ask_start(self, flow: http.HTTPFlow, surface: str, parsed: dict[str, Any], kept: Facts | None) -> None:
         """Ask the server what its template renders for this request (thinkwire.serverstart,
@@ -342,57 +340,9 @@ class ThinkWire:
             r = flow.request
             fctx.native_thinking = await self.capabilities.native_thinking(
                 _server(flow), r.path, fctx.model, self.client_key(flow), _credentials(flow), _route(flow))
-        again = self._restore(flow, surface, body, fctx, filled)
+        again = self.way_back.restore(flow, surface, body, fctx, filled)
         if again is not None:
             await again
-
-    def _restore(self, flow: http.HTTPFlow, surface: Surface, body: bytes, fctx: FlowContext,
-                 filled: int = 0) -> Coroutine[Any, Any, None] | None:
-        """The way back. With a shared layout store (thinkwire.memory.layouts), a run that missed
-        layouts in the proxy returns a coroutine: one store call for them, then the way back again
-        from the request as it was (the first run's result is dropped)."""
-        shared = self.written.shared is not None
-        # (The memory's fill changed the parsed request: the second run starts from a copy of it.)
-        pristine = (dumps(fctx.request).encode("utf-8", OUT) if filled else body) if shared else None
-        new: bytes | None | Exception
-        try:
-            new = surface.restore_request(body, fctx)
-        except Exception as e:  # never block a request: it goes upstream as it came
-            new = e
-        if pristine is not None and fctx.recall.wanted:
-            return self._fetch_then_restore(flow, surface, pristine, fctx, filled)
-        self._restored(flow, surface, fctx, new, filled)
-        return None
-
-    async def _fetch_then_restore(self, flow: http.HTTPFlow, surface: Surface, body: bytes, fctx: FlowContext,
-                                  filled: int) -> None:
-        await fctx.recall.fetch()
-        fctx.stats, fctx.request = Stats(), engine.parse_request(body)
-        new: bytes | None | Exception
-        try:
-            new = surface.restore_request(body, fctx)
-        except Exception as e:  # never block a request: it goes upstream as it came
-            new = e
-        self._restored(flow, surface, fctx, new, filled)
-
-    def _restored(self, flow: http.HTTPFlow, surface: Surface, fctx: FlowContext, new: bytes | None | Exception,
-                  filled: int) -> None:
-        if isinstance(new, Exception):
-            log.warning("thinkwire %s: request left unchanged (%s)", surface.NAME, type(new).__name__,
-                        exc_info=(type(new), new, new.__traceback__) if log.isEnabledFor(logging.DEBUG) else None)
-            new = None
-            if not filled:
-                return
-        self.metrics.way_back(surface.NAME, fctx.stats.restored, fctx.stats.refused)
-        if filled:   # the memory changed the parsed request: it goes as the way back left it
-            store = self.memory.store   # (it filled: it is open)
-            flow.metadata[MEMORY_KEY] = {"put_back": filled, "store": store.name if store is not None else None}
-            if new is None:
-                new = dumps(fctx.request).encode("utf-8", OUT)
-        if new is not None:
-            flow.request.content = new
-            if fctx.stats.restored:
-                flow.metadata[RESTORED_KEY] = fctx.stats.restored
 
     @_guarded
     def responseheaders(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
@@ -536,51 +486,9 @@ class ThinkWire:
                          ended=f"; the stream ended early ({flow.error.msg if flow.error else 'error'})")
             bodies.settle(flow, flow.response.stream if flow.response else None)  # [inspect] what was kept so far
 
-    # -- reporting --------------------------------------------------------------------------
     def _finish(self, flow: http.HTTPFlow, surface: str, fctx: FlowContext, fell_back: str | None,
                 ended: str = "", reason: str = "rewrite_error") -> None:
-        """One comment, marker, INFO line and count (metrics) per handled flow; never any body
-        text. `reason`: why it fell back, when it did, for the metrics (metrics.REASONS)."""
-        stats = fctx.stats
-        restored = flow.metadata.get(RESTORED_KEY, 0)
-        learned = None if fell_back else fctx.learn()
-        if learned:
-            log.info("thinkwire: %s", learned)
-        profile = fctx.profile.name
-        if fell_back:
-            summary = f"thinkwire {surface}: passed through unchanged ({fell_back})"
-            flow.marked = MARK_FELL_BACK
-        else:
-            summary = (f"thinkwire {surface} [{profile}]: {stats.blocks} reasoning block(s), "
-                       f"{stats.reasoning_chars} chars moved")
-            if stats.native:
-                summary += "; upstream sent native reasoning (left as is)"
-            if stats.stray_closes:
-                summary += (f"; a closing tag with no opening tag was removed: if model {shown_model(fctx.model)} "
-                            "opens its reasoning in the prompt, add a profile with starts_inside: true "
-                            "to tagsets.yaml")
-            plan = fctx.plan
-            if plan is not None and (plan.how not in (NO_PROFILE, PROFILE) or fctx.inside_because):
-                summary += f"; {plan.describe()}"
-            if stats.malformed_events:
-                summary += f"; {stats.malformed_events} malformed event(s) passed unchanged"
-            if stats.broken:
-                summary += f"; {stats.broken}: the client got what decoded, then the end"
-            if stats.blocks:
-                flow.marked = MARK_REWRITTEN
-        if restored:
-            summary += f"; {restored} object(s) restored on the request"
-        put_back = flow.metadata.get(MEMORY_KEY, {}).get("put_back")
-        if put_back:
-            summary += f"; reasoning of {put_back} turn(s) put back from memory"
-        summary += ended
-        flow.comment = summary
-        record = FlowRecord(surface, profile, stats.blocks, stats.reasoning_chars, restored, fell_back,
-                            stats.broken, fctx.plan.describe() if fctx.plan is not None else None)
-        record.put(flow)
-        self.metrics.flow(record, reason if fell_back else None, ended_early=bool(ended))
-        where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
-        (log.warning if fell_back else log.info)("%s: %s", where, summary)
+        report.finish(self.metrics, flow, surface, fctx, fell_back, ended, reason)
 
     def client_key(self, flow: http.HTTPFlow) -> str:
         """Who sent a flow, for what is kept per client (learning, servers' answers): a hash of

@@ -1,7 +1,7 @@
 """What a user reads in the log: how much mitmproxy says, and thinkwire's start-up lines.
 
 By default (think_log=flows) the log is the start-up lines, one line per flow thinkwire handled
-(addon._finish) and warnings. mitmproxy's own lines (client/server connect and disconnect,
+(report.finish) and warnings. mitmproxy's own lines (client/server connect and disconnect,
 "Streaming response from ...", and mitmdump's two-line summary of every flow, which reads
 "(content missing)" for each stream it did not keep) come back with think_log=all, or when the
 user gives mitmproxy's own verbosity: `-v` (termlog_verbosity) or `--flow-detail N`.

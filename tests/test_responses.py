@@ -978,7 +978,7 @@ def test_a_shape_reads_only_events_with_its_text_around_valid_values():
 
 
 def test_text_is_held_once_and_comes_back_whole():
-    t = responses._Text()
+    t = responses.HeldText()
     pieces = [str(k % 10) * (k % 3) for k in range(64 * 64 * 2 + 77)]
     for k, p in enumerate(pieces):
         t.add(p)

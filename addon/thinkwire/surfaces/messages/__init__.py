@@ -24,30 +24,25 @@ as `thinking_delta`s as it comes (omitted and redacted hold it: they send no tex
 with a signature ends the block with one `signature_delta` carrying it whole, right before
 `content_block_stop`, as Anthropic does (some clients take the signature only from there).
 
-Here: the surface and whole bodies; streams in stream.py, the way back in restore.py.
+Here: the surface and whole bodies; streams in stream.py, the way back in restore.py, what both
+paths share in blocks.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...context import LENGTH, OTHER, STOP, FlowContext
+from ...context import FlowContext
 from ...jsonio import OUT, dumps
 from ...jsonnum import loads
-from ...rules import TagPair
 from ...splitter import END, REASONING
+from .blocks import _DELTA as _DELTA, _NATIVE, STREAM_TYPES, ended, mode as mode, thinking_block
+from .restore import restore_request as restore_request  # (the way back)
+from .stream import HOLD_MAX as HOLD_MAX, StreamRewriter as StreamRewriter  # (streams)
 
 NAME = "messages"
 SHAPE = "'content' block list (type 'message') or message_start/content_block events"
 STREAM_TYPE = "text/event-stream"
-
-_NATIVE = ("thinking", "redacted_thinking")
-_STREAM_TYPES = frozenset({
-    "message_start", "content_block_start", "content_block_delta", "content_block_stop",
-    "message_delta", "message_stop",
-})
-_START, _DELTA, _STOP = "content_block_start", "content_block_delta", "content_block_stop"
-
 
 def matches(path: str) -> bool:
     """`.../messages`, with or without a query string; not `/messages/count_tokens` or batches."""
@@ -56,36 +51,7 @@ def matches(path: str) -> bool:
 
 def looks_like(obj: dict[str, Any]) -> bool:
     t = obj.get("type")
-    return (t == "message" and isinstance(obj.get("content"), list)) or t in _STREAM_TYPES
-
-
-def mode(ctx: FlowContext) -> str:
-    """How thinking blocks go out: signed, unsigned, off, redacted, or omitted (the request asked)."""
-    if ctx.facts is not None and ctx.facts.display_omitted:
-        m = "omitted"
-    else:
-        m = ctx.settings.signature
-    if ctx.sealer is None and m in ("signed", "omitted", "redacted"):
-        return "unsigned" if m == "signed" else "off"  # a mark needs the proxy key
-    return m
-
-
-def _seal(ctx: FlowContext, text: str, pair: TagPair) -> str:
-    assert ctx.sealer is not None   # (`mode` gives a mode that seals only with a sealer)
-    return ctx.sealer.seal(text, pair)
-
-
-def _thinking_block(text: str, pair: TagPair, m: str, ctx: FlowContext) -> dict[str, Any]:
-    if m == "redacted":
-        return {"type": "redacted_thinking", "data": _seal(ctx, text, pair)}
-    if m == "omitted":
-        return {"type": "thinking", "thinking": "", "signature": _seal(ctx, text, pair)}
-    block = {"type": "thinking", "thinking": text}
-    if m == "signed":
-        block["signature"] = _seal(ctx, text, pair)
-    elif m == "unsigned":
-        block["signature"] = ""
-    return block
+    return (t == "message" and isinstance(obj.get("content"), list)) or t in STREAM_TYPES
 
 
 # -- whole bodies ---------------------------------------------------------------------------
@@ -122,13 +88,6 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     return dumps(obj).encode("utf-8", OUT)
 
 
-def ended(stop_reason: object) -> str | None:
-    """How the message ended: STOP for `end_turn`, LENGTH for `max_tokens`, OTHER for the rest
-    (`tool_use`, `stop_sequence`, `pause_turn`, `refusal`), None when it does not say."""
-    return (None if stop_reason is None else STOP if stop_reason == "end_turn"
-            else LENGTH if stop_reason == "max_tokens" else OTHER)
-
-
 def _blocks(pieces: list[tuple[int, Any]], template: dict[str, Any], m: str,
             ctx: FlowContext) -> list[dict[str, Any]]:
     """One split text block as thinking and text blocks (never an empty one, unless all is)."""
@@ -142,7 +101,7 @@ def _blocks(pieces: list[tuple[int, Any]], template: dict[str, Any], m: str,
             text = "".join(reasoning)
             reasoning = []
             if text:
-                out.append(_thinking_block(text, value, m, ctx))
+                out.append(thinking_block(text, value, m, ctx))
                 last_text = None
         elif last_text is not None:
             last_text["text"] += value
@@ -151,6 +110,3 @@ def _blocks(pieces: list[tuple[int, Any]], template: dict[str, Any], m: str,
             out.append(last_text)
     return out or [dict(template, text="")]
 
-
-from .restore import restore_request as restore_request  # noqa: E402  (the way back)
-from .stream import HOLD_MAX as HOLD_MAX, StreamRewriter as StreamRewriter  # noqa: E402  (streams)

@@ -14,7 +14,7 @@ from ...splitter import CONTENT, END, REASONING, Splitter
 from ...sse import encode
 from ...again import Again
 from .. import event_object
-from . import _NATIVE, _START, _DELTA, _STOP, ended, mode
+from .blocks import _NATIVE, _START, _DELTA, _STOP, ended, mode
 
 _TEXT_KEY = key_pattern("text")
 _THINK, _TEXT = "thinking", "text"

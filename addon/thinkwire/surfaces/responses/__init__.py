@@ -44,7 +44,8 @@ from ...context import FlowContext
 from ...jsonnum import loads
 from ...jsonio import OUT, dumps
 from .items import (  # noqa: F401  (the state machine both paths share; tests reach its parts)
-    HOLD_MAX, _drive_parts, _ev, _Message, _ResponseState, _split_pieces, _Text, ended)
+    HOLD_MAX, _drive_parts, _ev, _Message, _ResponseState, _split_pieces, ended)
+from .held import HeldText  # noqa: F401  (tests reach it)
 from .restore import restore_request as restore_request  # (the way back)
 from .shortcuts import _learn  # noqa: F401  (tests reach it)
 from .stream import StreamRewriter as StreamRewriter  # (streams)

@@ -12,6 +12,7 @@ from ...context import LENGTH, OTHER, STOP, FlowContext
 from ...events import Event
 from ...rules import TagPair
 from ...splitter import CONTENT, END, REASONING, Splitter
+from .held import HeldText
 
 Obj = dict[str, Any]       # a JSON object: an event, an item, a part
 Src = tuple[Event, Obj]    # an upstream event and its parse, for reuse as it came
@@ -83,7 +84,7 @@ class Owner(Protocol):
     resp_id: str | None
     model: object
     unrouted_text: bool
-    literals: bool         # its texts keep their JSON literals (`_Text`)
+    literals: bool         # its texts keep their JSON literals (`HeldText`)
     ending: str | None     # how the response ended, once known (`ended`)
     cut_off: bool          # a text finished now ends at the token limit
 
@@ -96,7 +97,7 @@ class Owner(Protocol):
     def splitter(self) -> Splitter:
         """A splitter for a part read as a stream."""
 
-    def known(self, text: str, t: _Text) -> None:
+    def known(self, text: str, t: HeldText) -> None:
         """`text` is about to go out in events whole: `t` (literals kept) has its literal."""
 
 
@@ -104,7 +105,7 @@ class _ResponseState:
     """The response-wide state every owner keeps; on the body path, the owner itself (it
     discards the events: the body path keeps only the items built)."""
 
-    literals = False   # its texts keep their JSON literals (`_Text`): a stream's owner writes events
+    literals = False   # its texts keep their JSON literals (`HeldText`): a stream's owner writes events
 
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
@@ -124,7 +125,7 @@ class _ResponseState:
     def emit(self, ev: Obj, src: Src | None = None) -> None:  # the body path discards events
         pass
 
-    def known(self, text: str, t: _Text) -> None:
+    def known(self, text: str, t: HeldText) -> None:
         """`text` is about to go out in events whole: `t` (literals kept) has its literal."""
 
     def splitter(self) -> Splitter:
@@ -155,7 +156,7 @@ class _UpstreamPart:
         self.reasoned = False         # some of its text became reasoning
         # The JSON literal (body) of the text its deltas brought (a stream's), as it came: its
         # done events repeat that text whole, and are parsed without reading it again.
-        self.brought = _Text()
+        self.brought = HeldText()
         self.size = 0                 # its characters
 
     def came(self, text: str) -> None:
@@ -177,61 +178,13 @@ class _UpstreamPart:
         return lit, json.loads(lit)
 
 
-class _Text:
-    """Text that arrives in pieces, held about once: pieces are joined in groups of 64 (and
-    groups of groups ...), so a long stream of small deltas costs about its characters, not a
-    string object per delta. Each character is copied a few times (log64 of the count).
-    `escaped`: it also keeps the text as a JSON string's body, from the escaped pieces the C
-    callable took as they came (`literal`): a stream sends an item's whole text in several
-    events at its end, and escaping 20 KB of text costs ~0.5M instructions."""
-    __slots__ = ("tail", "levels", "esc")
-
-    def __init__(self, escaped: bool = False) -> None:
-        self.tail: list[str] = []
-        self.levels: list[list[str]] = []   # levels[k]: joined groups of 64**(k+1) pieces; older first
-        self.esc = _Text() if escaped else None
-
-    def add(self, s: str, lit: str | None = None) -> None:
-        """`lit`: the body of s's JSON literal, where the caller has it."""
-        tail = self.tail
-        tail.append(s)
-        if len(tail) >= 64:
-            self._carry()
-        if self.esc is not None:
-            self.esc.add(encode_basestring(s)[1:-1] if lit is None else lit)
-
-    def literal(self) -> str:
-        """The text's JSON literal (a `_Text(escaped=True)`)."""
-        assert self.esc is not None
-        return '"' + self.esc.value() + '"'
-
-    def _carry(self) -> None:
-        s = "".join(self.tail)
-        self.tail = []
-        for lvl in self.levels:
-            lvl.append(s)
-            if len(lvl) < 64:
-                return
-            s = "".join(lvl)
-            lvl.clear()
-        self.levels.append([s])
-
-    def value(self) -> str:
-        parts = [x for lvl in reversed(self.levels) for x in lvl]
-        parts += self.tail
-        text = "".join(parts)
-        self.tail = [text]
-        self.levels = []
-        return text
-
-
 class _OutputPart:
     """A downstream output_text part being written."""
     __slots__ = ("content_index", "text", "text_done", "upart", "first", "delta_template")
 
     def __init__(self, content_index: int, upart: _UpstreamPart, escaped: bool = False) -> None:
         self.content_index = content_index   # ours
-        self.text = _Text(escaped)
+        self.text = HeldText(escaped)
         self.delta_template: tuple[Any, ...] | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
         self.text_done = False
         self.upart = upart
@@ -258,7 +211,7 @@ class _ReasoningItem:
     def __init__(self, output_index: int, id_: str, escaped: bool = False) -> None:
         self.output_index = output_index     # ours
         self.id = id_
-        self.text = _Text(escaped)
+        self.text = HeldText(escaped)
         self.delta_template: tuple[Any, ...] | None = None  # ((event lines, eol), the delta events cut), for the fast path
 
 

@@ -12,7 +12,8 @@ from ...events import Event
 from ...jsonio import LONG, OUT, dumps, loads_known, sharing_dumps
 from ...jsonnum import loads
 from .. import event_object, is_done
-from .items import LENGTH, _ev, _Message, _MessagePiece, _ResponseState, _Text, ended
+from .held import HeldText
+from .items import LENGTH, _ev, _Message, _MessagePiece, _ResponseState, ended
 from .shortcuts import Shortcuts, _learn, _Shape
 
 _ABSENT = object()
@@ -116,7 +117,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
             self._again = (Again(self.ctx, sp), sp)
         return sp
 
-    def known(self, text: str, t: _Text) -> None:
+    def known(self, text: str, t: HeldText) -> None:
         if len(text) >= LONG:   # (sharing_dumps keeps long strings only)
             self._dumps.known(text, t.literal())   # type: ignore[attr-defined]
 

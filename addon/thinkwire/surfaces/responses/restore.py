@@ -129,7 +129,8 @@ def _message_text(item: dict[str, Any]) -> str | None:
     if isinstance(content, str):
         return content
     texts = [p.get("text") for p in content if isinstance(p, dict)]
-    return "".join(texts) if texts and all(isinstance(t, str) for t in texts) else None  # type: ignore[arg-type]
+    strings = [t for t in texts if isinstance(t, str)]
+    return "".join(strings) if strings and len(strings) == len(texts) else None
 
 
 def _recalled(run: list[dict[str, Any]], ctx: FlowContext) -> dict[str, Any] | None:

@@ -384,6 +384,19 @@ def test_the_request_names_the_profile_when_it_matches_one():
     assert ctx.profile.name == "qwq"
 
 
+def test_a_flow_plan_is_decided_once_and_kept():
+    # A chat response names its model in every chunk; a later chunk naming another (a server
+    # that switched models mid-stream, a hostile upstream) does not re-decide the flow.
+    ctx = make_ctx({"model": "a"}, surface="chat")
+    first = ctx.rules("deepseek-ai/DeepSeek-R1")
+    plan = ctx.plan
+    assert ctx.rules("gpt-oss-20b") is first and ctx.plan is plan
+    assert (plan.profile.name, plan.how, plan.inside, plan.inside_because, plan.prefill) == (
+        "deepseek-r1", "profile", True, "profile", None)
+    with pytest.raises(AttributeError):
+        plan.rules = first   # type: ignore[misc]  (a NamedTuple: nothing of it changes)
+
+
 def test_a_request_without_a_model_takes_the_responses():
     ctx = make_ctx({}, surface="chat")
     chat_stream({}, ["x"], model="gpt-oss-20b", ctx=ctx)

@@ -44,9 +44,8 @@ _LEARNABLE = (NO_PROFILE, PROFILE, SERVER_MODEL, LEARNED)
 
 
 class StartPlan(NamedTuple):
-    """Where a flow's output starts, decided once when its model (and its server's answer) is
-    known: inside a reasoning block (`pair` open, when known) or in the answer; the profile;
-    and how it was decided."""
+    """Where a flow's output starts, as decided: inside a reasoning block (`pair` open, when
+    known) or in the answer; the profile; and how it was decided."""
 
     inside: bool
     pair: TagPair | None
@@ -57,6 +56,30 @@ class StartPlan(NamedTuple):
         where = (f"inside {self.pair.open}" if self.pair else "inside the reasoning block") if self.inside \
             else "in the answer"
         return f"started {where} ({_SAID[self.how]})"
+
+
+class FlowPlan(NamedTuple):
+    """How one flow splits, decided once, when its model (and its server's answer) is known, and
+    never changed after: the profile, the rules, where the output starts and how that was
+    decided, the prefill it continues, and why it starts inside (None: in the answer; a prefill
+    that leaves its block open says PREFILL though its start plan says the answer)."""
+
+    profile: Profile
+    rules: Rules
+    start: StartPlan
+    prefill: str | None
+    inside_because: str | None
+
+    @property
+    def how(self) -> str:
+        return self.start.how
+
+    @property
+    def inside(self) -> bool:
+        return self.start.inside
+
+    def describe(self) -> str:
+        return self.start.describe()
 
 
 @dataclass
@@ -94,12 +117,9 @@ class FlowContext:
     upstream: str | None = None         # where the flow went (the learner's key, with the model)
     client: str | None = None           # who sent it (the learner's key too: addon.client_key)
     finish: str | None = None           # how the output ended (STOP, OTHER), once a response says
-    # Why the output starts inside a reasoning block: "option", "profile", "learned", "prefill",
-    # "server template", "server model identity"; None when it starts in the answer.
-    inside_because: str | None = None
     # What the flow's server said of its start (serverstart.Told), when it said in time.
     told: Told | None = None
-    plan: StartPlan | None = None       # (set with the rules)
+    plan: FlowPlan | None = None        # decided once, on first use of the rules (`rules`)
     tagged: bool = False                # a tag or marker was removed (or a stray closing tag seen)
     # thinkwire.written.Memory: the markup each split output was written with, for the way back
     # of surfaces where no mark carries it (None: not kept).
@@ -107,27 +127,36 @@ class FlowContext:
     _transcripts: list[_written.Transcript] = field(default_factory=list)
     written_puts: list[tuple[str, bytes]] = field(default_factory=list)   # layouts for the shared store, once recorded
     _recall: _written.Recall | None = None
-    _profile: Profile | None = None
-    _rules: Rules | None = None
-    _prefill: str | None = None
     _splitters: list[Splitter] = field(default_factory=list)
 
     def rules(self, response_model: object = None) -> Rules:
         """The flow's splitting rules: its model's profile (the request's model name, else the
         response's, else the real model its server names), and where the output starts (the
-        start plan, see `_start`)."""
-        if self._rules is None:
-            profile, by_server = self._pick_profile(response_model)
-            self._profile = profile
-            s = self.settings
-            self.plan = plan = self._start(profile, by_server)
-            pairs = profile.pairs
-            if plan.pair is not None and all((q.open, q.close) != (plan.pair.open, plan.pair.close) for q in pairs):
-                pairs = (plan.pair, *pairs)   # the pair the server's template opens (by its tags: a
-                # Written pair is no TagPair to ==)
-            self._rules = _rules(pairs, s.trim, s.tags_anywhere, plan.inside, profile.strip, profile.ends,
-                                 profile.start_pairs, profile.start_ends, profile.resumes, profile.tools)
-        return self._rules
+        start plan, see `_start`). Decided on the first call, with what is known then; later
+        calls get the same plan."""
+        plan = self.plan
+        if plan is None:
+            self.plan = plan = self._plan(response_model)
+        return plan.rules
+
+    def _plan(self, response_model: object) -> FlowPlan:
+        profile, by_server = self._pick_profile(response_model)
+        s, f = self.settings, self.facts or _NO_FACTS
+        start = self._decide(profile, by_server, s, f)
+        pairs = profile.pairs
+        if start.pair is not None and all((q.open, q.close) != (start.pair.open, start.pair.close) for q in pairs):
+            pairs = (start.pair, *pairs)   # the pair the server's template opens (by its tags: a
+            # Written pair is no TagPair to ==)
+        rules = _rules(pairs, s.trim, s.tags_anywhere, start.inside, profile.strip, profile.ends,
+                       profile.start_pairs, profile.start_ends, profile.resumes, profile.tools)
+        return FlowPlan(profile, rules, start, f.prefill, self._inside_because(start, profile, f.prefill))
+
+    @property
+    def inside_because(self) -> str | None:
+        """Why the output starts inside a reasoning block: "option", "profile", "learned",
+        "prefill", "server template", "server model identity"; None when it starts in the answer
+        (or nothing decided yet)."""
+        return self.plan.inside_because if self.plan is not None else None
 
     def _pick_profile(self, response_model: object) -> tuple[Profile, bool]:
         """The profile, and whether it is the one of the real model the server named."""
@@ -150,7 +179,19 @@ class FlowContext:
                 return by_server, True
         return p, False
 
-    def _start(self, p: Profile, by_server: bool) -> StartPlan:
+    def _inside_because(self, plan: StartPlan, p: Profile, prefill: str | None) -> str | None:
+        if plan.inside:
+            return plan.how
+        if plan.how == PREFILL and prefill is not None:
+            s = self.settings
+            sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
+                                 p.resumes, p.tools))
+            sp.resume(prefill)
+            if sp.inside:
+                return PREFILL
+        return None
+
+    def _decide(self, p: Profile, by_server: bool, s: Settings, f: Facts) -> StartPlan:
         """Where the output starts, as the prompt left it. In order: a prefill continues from the
         state its own text leaves (from the answer: the template adds no generation prompt); a
         request for structured output is constrained from the first token, so it starts in the
@@ -159,22 +200,7 @@ class FlowContext:
         profile (with the switches its template reads, else its default; the profile of the
         real model the server names, where the client sent an alias), and what was learned of
         the model."""
-        s, f = self.settings, self.facts or _NO_FACTS
-        self._prefill = prefill = f.prefill
-        self.inside_because = None
-        plan = self._decide(p, by_server, s, f)
-        if plan.inside:
-            self.inside_because = plan.how
-        elif plan.how == PREFILL and prefill is not None:
-            sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
-                                 p.resumes, p.tools))
-            sp.resume(prefill)
-            if sp.inside:
-                self.inside_because = PREFILL
-        return plan
-
-    def _decide(self, p: Profile, by_server: bool, s: Settings, f: Facts) -> StartPlan:
-        if self._prefill is not None:
+        if f.prefill is not None:
             return StartPlan(False, None, p, PREFILL)   # the prefill's own text leaves its state
         if f.structured:
             return StartPlan(False, None, p, STRUCTURED)
@@ -196,16 +222,21 @@ class FlowContext:
     @property
     def profile(self) -> Profile:
         self.rules()
-        assert self._profile is not None   # (rules() picks it)
-        return self._profile
+        assert self.plan is not None   # (rules() decides it)
+        return self.plan.profile
+
+    @property
+    def prefill(self) -> str | None:
+        """The text the output continues (the request's prefill), once the plan is decided."""
+        return self.plan.prefill if self.plan is not None else None
 
     def splitter(self, response_model: object = None, starts_inside: bool | None = None) -> Splitter:
         """A stream's splitter. starts_inside None: the output's start (prefill included);
         False: a later text block of the same output (Messages), which starts in the answer."""
         rules = self.rules(response_model)
         sp = (Splitter if self.written is None else _written.RecordingSplitter)(rules, starts_inside)
-        if starts_inside is None and self._prefill is not None:
-            sp.resume(self._prefill)
+        if starts_inside is None and self.prefill is not None:
+            sp.resume(self.prefill)
         self._splitters.append(sp)
         return sp
 
@@ -218,9 +249,10 @@ class FlowContext:
         rules = self.rules(response_model)
         first = starts_inside is None
         inside = rules.starts_inside if starts_inside is None else starts_inside
-        prefilled = first and self._prefill is not None
+        prefill = self.prefill
+        prefilled = first and prefill is not None
         cut = finish == LENGTH
-        pieces, sp = self._run(text, rules, inside, self._prefill if prefilled else None, cut)
+        pieces, sp = self._run(text, rules, inside, prefill if prefilled else None, cut)
         strays, tagged = sp.stray_closes, sp.markup_chars > 0 or sp.stray_closes > 0
         counts = sp
         if strays and not prefilled:

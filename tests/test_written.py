@@ -204,6 +204,20 @@ DROPPED = [
     ("granite-3.3-8b", False, "<think>\nr\n</think>\n\n<response>\nhi\n</response>", ("r", "hi\n"), None),
     ("apriel-15b", False, "Here are my reasoning steps:\nr\n[BEGIN FINAL RESPONSE]\nhi\n[END FINAL RESPONSE]\n<|end|>",
      ("r", "hi\n\n"), None),
+    # ... with no block before them: the output is remembered all the same (issue 32).
+    ("hunyuan-a13b", False, "<answer>hi</answer>", ("", "hi"), None),
+    ("hunyuan-a13b", False, "<answer>\nhi\n</answer>\n", ("", "hi\n\n"), None),
+    ("hunyuan-a13b", False, "  <answer> hi</answer> ", ("", "  hi"), None),
+    ("hunyuan-a13b", False, "hi</answer>", ("", "hi"), None),
+    ("granite-3.3-8b", False, "<response>\nhi\n</response>", ("", "hi\n"), None),
+    # A stray closing tag (or a wrapper's) right before a block: the line break put after it
+    # goes before the block, and out of the layout too (issue 32).
+    ("m", False, "<think>a</think>b</think><think>c</think>d", ("a\n\nc", "b\nd"), None),
+    ("m", False, "<think>a</think>b</think></think><think>c</think>d", ("a\n\nc", "b\nd"), None),
+    ("hunyuan-a13b", False, "<think>r</think>b<answer><think>s</think>c", ("r\n\ns", "b\nc"), None),
+    # ... or at the output's end, with the whitespace between them.
+    ("hunyuan-a13b", False, "<think>a</think>b<answer></answer>", ("a", "b"), None),
+    ("hunyuan-a13b", False, "<think>a</think>b</answer> \t</answer>", ("a", "b"), None),
 ]
 
 
@@ -216,14 +230,46 @@ def test_dropped_markup_comes_back_as_the_model_wrote_it_at_every_chunking(model
     assert new().recall.written(*read) == (back or text)
 
 
-def test_a_layout_that_does_not_give_the_text_back_is_not_remembered():
-    """`b</think><think>c` in a body: the line break put after the stray tag goes before the
-    block, so the answer has none: the layout cannot place it, and the turn is a miss."""
+# A closing tag at the output's start, where the output starts in the answer: a body splits
+# again from inside the block (the template opened it), so it goes back behind the template's tag;
+# a stream, which cannot, drops the tag and keeps it for the way back (issue 32).
+STRAY_AT_START = [
+    ("</think>Hello", ("", "Hello"), ("", "Hello")),
+    ("</think>\n\nHello", ("", "Hello"), ("", "Hello")),
+    ("\n</think>\n\nHello", ("", "Hello"), ("", "\nHello")),
+    ("</think></think>Hello", ("", "Hello"), ("", "Hello")),
+]
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 5, 64])
+@pytest.mark.parametrize("text,body_read,stream_read", STRAY_AT_START)
+def test_a_stray_closing_tag_at_the_start_comes_back_at_every_chunking(text, body_read, stream_read, size):
     mem = written.Memory()
-    text = "<think>a</think>b</think><think>c</think>d"
-    read = split_with(ctx_for(mem), text, 0)
-    assert read == ("a\n\nc", "b\nd") and len(mem) == 0
-    assert ctx_for(mem).recall.written(*read) is None
+    read = split_with(ctx_for(mem), text, size)
+    assert read == (body_read if size == 0 else stream_read)
+    assert ctx_for(mem).recall.written(*read) == ("<think>" + text if size == 0 else text)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 5, 64])
+def test_a_layout_that_does_not_give_the_text_back_is_not_remembered(size):
+    """`b</answer>\n<think>b</think> <answer>`: the wrapper's opening tag is written after the
+    block, but the space before it waits for the answer's next text, and the END's markup does
+    not say where it stood: the layout gives back as many characters, not the same ones. In a
+    body the text says so; in a stream, whose text is not kept, the fingerprints do (a length
+    alone took it). Not remembered: the turn is a miss (the guess), not a wrong text."""
+    mem = written.Memory()
+    text = "b</answer>\n<think>b</think> <answer>"
+    ctx = ctx_for(mem, model="hunyuan-a13b")
+    read = split_with(ctx, text, size)
+    assert read == ("b", "b") and len(mem) == 0
+    assert ctx_for(mem, model="hunyuan-a13b").recall.written(*read) is None
+    sp = written.RecordingSplitter(ctx.rules())
+    for k in range(0, len(text), size or len(text)):
+        sp.feed(text[k:k + (size or len(text))])
+    sp.finish()
+    wrong = written.rebuild(sp.transcript.layout(), *read)
+    assert wrong == "b</answer>\n<think>b</think><answer> " and len(wrong) == len(text) == sp.fed
+    assert sp.transcript.over
 
 
 def test_every_real_output_remembered_comes_back_exactly():
@@ -264,3 +310,34 @@ def test_a_layout_with_edits_goes_to_bytes_and_back():
     for garbage in (b'[[0,1,"","",0,[[0]]]]', b'[[0,1,"","",0,[["0","",0]]]]', b'[[0,1,"","",0,7]]',
                     b'[[0,1,"","",0,[[-1,"",0]]]]', b'[[0,1,"","",0,[[0,"",0,9]]]]'):
         assert written.load(garbage) is None
+
+
+def test_fingerprints_compose_as_the_texts_do():
+    """thinkwire.fingerprint: a text's from its parts' (any cut, non-ASCII and lone surrogates
+    too), a part's from the prefixes a Running kept; another text of the same length differs."""
+    import random
+    from thinkwire import fingerprint as fp
+    rnd = random.Random(7)
+    for _ in range(300):
+        text = "".join(rnd.choice("ab <>/\n\té漢\U0001F600\udc80") for _ in range(rnd.randint(0, 40)))
+        cut = rnd.randint(0, len(text))
+        assert fp.cat(fp.of(text[:cut]), fp.of(text[cut:])) == fp.of(text)
+        want = sorted(rnd.sample(range(len(text) + 1), min(4, len(text) + 1)))
+        r = fp.Running()
+        k = 0
+        while k < len(text):
+            n = rnd.randint(1, 5)
+            r.add(text[k:k + n], want)
+            k += n
+        assert r.fp == fp.of(text) and r.chars == len(text)
+        for x in want:
+            for y in want:
+                if x <= y:
+                    assert r.part(x, y) == fp.of(text[x:y])
+        missed = next((x for x in range(1, len(text)) if x not in want), None)
+        if missed is not None:
+            assert r.part(0, missed) is None   # (a place not asked for was not kept)
+        if text:
+            other = text[:-1] + ("a" if text[-1] != "a" else "b")
+            assert fp.of(other) != fp.of(text)
+    assert fp.Q.bit_length() == 127 and pow(3, fp.Q - 1, fp.Q) == 1   # (Fermat: a prime's test)

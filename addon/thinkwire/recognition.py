@@ -243,6 +243,8 @@ class Recognition(Whitespace):
             self._emit_kept(kept, out, buf[i:j])
             if self._pend:
                 self._w_close += tag   # (written after the block: the way back has it)
+            else:
+                self._dropped(out, False, tag, 0, len(self._gap))
             self._skip_ws = self.rules.trim
             return RETURN, j + len(tag)
         return self._removed(buf, i, j, tag, kept, out, final)
@@ -307,6 +309,7 @@ class Recognition(Whitespace):
             self.stray_after_text += 1
             return SKIP, j + len(tag)
         self._emit_kept(kept, out, buf[i:j])
+        self._dropped(out, False, tag, 0, len(self._gap))
         self.markup_chars += len(tag)
         self._new_line()
         self._skip_ws = self.rules.trim

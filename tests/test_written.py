@@ -340,4 +340,9 @@ def test_fingerprints_compose_as_the_texts_do():
         if text:
             other = text[:-1] + ("a" if text[-1] != "a" else "b")
             assert fp.of(other) != fp.of(text)
+    long = "".join(rnd.choice("ab\né") for _ in range(3 * fp.FOLD + 5))   # folded in several times
+    r = fp.Running()
+    for k in range(0, len(long), 7):
+        r.add(long[k:k + 7], [fp.FOLD + 3, 2 * fp.FOLD + 1])
+    assert r.fp == fp.of(long) and r.part(fp.FOLD + 3, 2 * fp.FOLD + 1) == fp.of(long[fp.FOLD + 3:2 * fp.FOLD + 1])
     assert fp.Q.bit_length() == 127 and pow(3, fp.Q - 1, fp.Q) == 1   # (Fermat: a prime's test)

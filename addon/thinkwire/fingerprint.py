@@ -69,16 +69,33 @@ def between(x: Fp, y: Fp) -> Fp:
     return (y[0] - x[0] * pow(256, n, Q)) % Q, n
 
 
+FOLD = 4096   # characters a Running (and the recorder's fingerprint of what the model wrote) holds before folding them in
+
+
 class Running:
     """A growing text's fingerprint, and its prefixes' at the character offsets asked for
-    (`add`'s `want`) as the text goes past them."""
+    (`add`'s `want`) as the text goes past them. Texts are folded in a few Ki characters at a
+    time (FOLD): a token's cost is a list append."""
 
-    __slots__ = ("fp", "chars", "at")
+    __slots__ = ("_fp", "chars", "at", "_buf", "_held")
 
     def __init__(self) -> None:
-        self.fp = EMPTY
+        self._fp = EMPTY
         self.chars = 0
         self.at: dict[int, Fp] = {}
+        self._buf: list[str] = []
+        self._held = 0   # characters in _buf
+
+    @property
+    def fp(self) -> Fp:
+        self._fold()
+        return self._fp
+
+    def _fold(self) -> None:
+        if self._buf:
+            self._fp = cat(self._fp, of("".join(self._buf)))
+            self._buf.clear()
+            self._held = 0
 
     def add(self, text: str, want: list[int]) -> None:
         """`text` appended; `want` sorted: the prefixes at its offsets that `text` reaches are kept."""
@@ -86,18 +103,23 @@ class Running:
         n1 = n0 + len(text)
         k = bisect_left(want, n0)
         if k == len(want) or want[k] > n1:
-            self.fp = cat(self.fp, of(text))
+            self._buf.append(text)
+            self._held += len(text)
+            if self._held >= FOLD:
+                self._fold()
         else:
             pos = n0
             for w in want[k:]:
                 if w > n1:
                     break
                 if w > pos:
-                    self.fp = cat(self.fp, of(text[pos - n0:w - n0]))
+                    self._buf.append(text[pos - n0:w - n0])
                     pos = w
-                self.at[w] = self.fp
+                self._fold()
+                self.at[w] = self._fp
             if pos < n1:
-                self.fp = cat(self.fp, of(text[pos - n0:]))
+                self._buf.append(text[pos - n0:])
+                self._held += n1 - pos
         self.chars = n1
 
     def prefix(self, chars: int) -> Fp | None:

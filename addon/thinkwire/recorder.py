@@ -29,7 +29,7 @@ class Transcript:
     reasoning and answer hashed (as the client will send them back), and the layout."""
 
     __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over", "recorded",
-                 "_edits", "_inner", "_added", "fed", "_fa", "_fb", "_texts", "_want", "_iwant")
+                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant")
 
     def __init__(self) -> None:
         self._r, self._a = hashlib.sha256(), hashlib.sha256()
@@ -44,7 +44,7 @@ class Transcript:
         self._added = 0            # line breaks put in, in all (for `length`)
         # The stream's check (thinkwire.fingerprint): what the model wrote, the answer (with its
         # prefixes at the layout's places in it), each block's text (at its edits' places).
-        self.fed = fingerprint.EMPTY
+        self.wrote = fingerprint.Running()
         self._fa = fingerprint.Running()
         self._fb = fingerprint.Running()
         self._texts: list[fingerprint.Running] = []
@@ -298,8 +298,7 @@ class RecordingSplitter(Splitter):
         if not self._quiet:
             self.fed += len(text)
             if not self.transcript.over:
-                t = self.transcript
-                t.fed = fingerprint.cat(t.fed, fingerprint.of(text))
+                self.transcript.wrote.add(text, _NONE)
             if out:
                 self.transcript.note(out)
         return out
@@ -308,9 +307,8 @@ class RecordingSplitter(Splitter):
         piece = super().plain(text)
         if piece is not None:
             self.fed += len(text)
-            t = self.transcript
-            if not t.over:
-                t.fed = fingerprint.cat(t.fed, fingerprint.of(text))
+            if not self.transcript.over:
+                self.transcript.wrote.add(text, _NONE)
             self.transcript.note((piece,))
         return piece
 
@@ -329,7 +327,7 @@ class RecordingSplitter(Splitter):
         if extra != 0 and not (self._lead and t.blocks and 0 < extra <= len(t.blocks[0].open)):
             t.over = True
         if not t.over and (t.blocks or t._edits):
-            wrote = t.fed if extra == 0 else fingerprint.cat(fingerprint.of(t.blocks[0].open[:extra]), t.fed)
+            wrote = t.wrote.fp if extra == 0 else fingerprint.cat(fingerprint.of(t.blocks[0].open[:extra]), t.wrote.fp)
             if t.rebuilt() != wrote:
                 t.over = True
         return out

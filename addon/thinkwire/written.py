@@ -16,6 +16,9 @@ conversation after it on every turn. So the proxy remembers, for each output it 
 - and, per client, upstream and model, the markup of the **last block seen**: the best guess for
   a turn whose layout is not remembered (a restart, another replica, an evicted entry).
 
+The response side (reading an output's pieces into its layout, and the check of the layout
+before it is kept: exact for a body, by fingerprints for a stream) is thinkwire.recorder.
+
 The store is `Memory`, in-process, bounded in entries, bytes and age (docs/budget.md). When the
 reasoning memory's store is a file or a Redis (`think_memory_store`), layouts go there too
 (`Memory.shared`, thinkwire.memory.layouts), as `dump` gives them, under keys of the client's

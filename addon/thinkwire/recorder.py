@@ -29,7 +29,7 @@ class Transcript:
     reasoning and answer hashed (as the client will send them back), and the layout."""
 
     __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over", "recorded",
-                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant")
+                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant", "_cuts")
 
     def __init__(self) -> None:
         self._r, self._a = hashlib.sha256(), hashlib.sha256()
@@ -50,6 +50,9 @@ class Transcript:
         self._texts: list[fingerprint.Running] = []
         self._want: list[int] = []                 # the answer's places the layout names, sorted
         self._iwant: dict[int, list[int]] = {}     # block index -> the places in its text
+        # Edits of the answer made while the block before them had not ended: (the block's index,
+        # the edit's, the length of what the block's END held after its text then).
+        self._cuts: list[tuple[int, int, int]] = []
 
     def dropped(self, reasoning: bool, after: int, at: int, markup: str, added: int) -> None:
         """The splitter dropped `markup` and put in `added` line breaks: in block `after`'s text at
@@ -215,12 +218,32 @@ class Transcript:
         if len(self.blocks) >= BLOCKS_MAX or self._markup > LAYOUT_MAX:
             self.over = True
         elif not self.over:
-            self.blocks.append(Block(self._alen, self._block, pair.open, pair.close, added))
+            close = self._split_close(pair.close, self._alen + added)
+            self.blocks.append(Block(self._alen, self._block, pair.open, close, added))
             self._texts.append(self._fb)
             insort(self._want, self._alen)
             insort(self._want, self._alen + added)
         self._fb = fingerprint.Running()
         self._block = 0
+
+    def _split_close(self, close: str, end: int) -> str:
+        """A block's markup after its text, less what was written after the edits made while it
+        had not ended (`_cuts`): each edit is followed by its part, and stands after the line
+        breaks put in after the block (`end`: where they end; they are taken out all the same)."""
+        i = len(self.blocks)
+        cuts = [(k, c) for b, k, c in self._cuts if b == i]
+        self._cuts = [x for x in self._cuts if x[0] > i]
+        if not cuts:
+            return close
+        if any(c > len(close) for _, c in cuts) or any(x[1] > y[1] for x, y in zip(cuts, cuts[1:])):
+            self.over = True
+            return close
+        for j, (k, c) in enumerate(cuts):
+            after, e = self._edits[k]
+            self._edits[k] = (after, e._replace(at=max(e.at, end),
+                                                open=e.open + close[c:cuts[j + 1][1] if j + 1 < len(cuts) else None]))
+        self._places()
+        return close[:cuts[0][1]]
 
     def key(self, client: str | None) -> bytes:
         return _key(client, self._r.digest(), self._a.digest())
@@ -292,6 +315,10 @@ class RecordingSplitter(Splitter):
             chars += len(p) if isinstance(p, str) else len(p[0])
         self._kept_n = (len(kept or ()), chars)
         t.dropped(False, self.blocks, t._alen + a + gap + chars, markup, added)
+        if self._pend and added >= 0 and not t.over:
+            # The block before it has not ended yet: what it writes after its closing tag from
+            # here on was written after this markup (`_end`).
+            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._w_close)))
 
     def feed(self, text: str) -> list[Any]:
         out = super().feed(text)

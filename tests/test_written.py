@@ -150,6 +150,11 @@ def test_an_output_with_more_than_LAYOUT_MAX_of_markup_is_not_remembered():
     text = "<think>" + "\n" * (written.LAYOUT_MAX + 1) + "x</think>y"
     reasoning, answer = stream(mem, text, 7)
     assert (reasoning, answer) == ("x", "y") and len(mem) == 0
+    # ... whitespace left between removed tags at the output's end too.
+    text = "<think>x</think>y</think>" + "\n" * written.LAYOUT_MAX + "</think>"
+    assert split_with(ctx_for(mem), text, 0) == ("x", "y") and len(mem) == 0
+    text = "<think>x</think>y</think>" + "\n" * 100 + "</think>"
+    assert ctx_for(mem).recall.written(*split_with(ctx_for(mem), text, 7)) == text
 
 
 def test_a_layout_goes_to_bytes_and_back_for_another_store():

@@ -124,6 +124,9 @@ class Transcript:
                 return
             self._edits.append((len(self.blocks), Block(end, 0, gap[cur:], "", 0)))
             self._markup += len(gap) - cur
+        if self._markup > LAYOUT_MAX:
+            self.over = True   # (whitespace past the bound, at the end: not remembered)
+            return
         self._places()
 
     def layout(self) -> Layout:

@@ -8,11 +8,13 @@ fingerprints (`cat`), and that of a run of a growing text from the prefixes' (`R
 recorder compares the fingerprint of what the layout gives back with that of what the model wrote.
 
 The fingerprint of a text is (its UTF-8 bytes read as a base-256 number, modulo Q; the count of
-bytes). Q is a prime of 127 bits drawn at random once a process, so two different texts of n
-bytes agree with a probability of at most n / 2**120 whatever their bytes are (the difference
-of two texts, a number of at most 8n bits, has at most 8n/120 prime factors of 120 bits or more,
-and Q is one of about 2**120 such primes): a layout that does not give the text back is a miss,
-never a wrong text, but for that chance. O(1) memory for the text; linear time.
+bytes). Q is a prime of 127 bits (in [2**126, 2**127)) drawn at random once a process, so two
+different texts of n bytes agree with a chance under n / 2**119 whatever their bytes are: they
+agree when Q divides the difference of the two numbers, a number under 2**(8n) with at most
+8n / 126 prime factors that large, and there are about 2**119.5 primes to draw from. (The
+upstream that writes the text does not know Q.) So a layout that does not give the text back
+is a miss, never a wrong text, but for that chance. The text is not kept: a fingerprint is two
+numbers; time is linear in the text.
 """
 
 from __future__ import annotations

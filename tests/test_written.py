@@ -283,12 +283,15 @@ def test_a_layout_that_does_not_give_the_text_back_is_not_remembered(size):
 
 
 def test_every_real_output_remembered_comes_back_exactly():
-    """tests/realworld: a body and streams at several chunkings; every layout kept gives the
-    output back as the model wrote it (behind the template's tag where the block starts inside),
-    and every output whose split changed it is kept (no miss)."""
+    """tests/realworld and the designed cases (tests/cases_designed.json): a body and streams at
+    several chunkings; every layout kept gives the output back as the model wrote it (behind the
+    template's tag where the block starts inside), and every output whose split changed it is
+    kept (no miss)."""
     import json
     from pathlib import Path
-    cases = json.loads((Path(__file__).parent / "realworld" / "cases.json").read_text(encoding="utf-8"))["cases"]
+    here = Path(__file__).parent
+    cases = [c for f in (here / "realworld" / "cases.json", here / "cases_designed.json")
+             for c in json.loads(f.read_text(encoding="utf-8"))["cases"]]
     kept = 0
     for c in cases:
         for size in (0, 1, 3, 64):
@@ -300,7 +303,7 @@ def test_every_real_output_remembered_comes_back_exactly():
                 kept += 1
                 assert got is not None and got.endswith(c["output"]), (c["id"], size, got)
                 assert len(got) - len(c["output"]) in (0, len("<think>"), len("<|channel>thought")), (c["id"], size)
-    assert kept >= 160
+    assert kept >= 320
 
 
 def test_at_most_EDITS_MAX_drops_are_kept_for_one_output():

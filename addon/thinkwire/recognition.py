@@ -227,8 +227,11 @@ class Recognition(Whitespace):
         last = kept[-1] if kept else None
         if last is not None and not isinstance(last, str) and last.added:
             kept.pop()   # (no line break put before it: a header is no word to keep apart)
+            self._dropped(out, False, "", -last.added, len(self._gap), kept)
         self._emit_kept(kept, out, buf[i:j])
         if self._gap_added:
+            if not self._pend:
+                self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
             self._gap, self._gap_added = "", 0
         self._tool = self.rules._tool_of[tag]
         self._go(Event.TOOL_HEAD)

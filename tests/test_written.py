@@ -225,6 +225,10 @@ DROPPED = [
     ("hunyuan-a13b", False, "Hi<think>r</think></think><answer>hi</answer>", ("r", "Hi\n\nhi"), None),
     ("hunyuan-a13b", False, "Sure.<think>r</think></think></answer>\n", ("r", "Sure."), None),
     ("hunyuan-a13b", False, " b<think></think></think></think></answer>\t", ("", " b"), None),
+    # ... a wrapper's opening tag right after a block, the whitespace before it waiting for the
+    # answer's next text.
+    ("hunyuan-a13b", False, "b</answer>\n<think>b</think> <answer>", ("b", "b"), None),
+    ("hunyuan-a13b", False, "b<think>x</think> <answer>\n", ("x", "b"), None),
     # ... or at the output's end, with the whitespace between them.
     ("hunyuan-a13b", False, "<think>a</think>b<answer></answer>", ("a", "b"), None),
     ("hunyuan-a13b", False, "<think>a</think>b</answer> \t</answer>", ("a", "b"), None),
@@ -260,26 +264,33 @@ def test_a_stray_closing_tag_at_the_start_comes_back_at_every_chunking(text, bod
     assert ctx_for(mem).recall.written(*read) == ("<think>" + text if size == 0 else text)
 
 
+class Misplacing(written.RecordingSplitter):
+    """A splitter that reports each markup it drops in the answer one character too late: a
+    layout that gives back as many characters as the model wrote, not the same ones."""
+
+    def _dropped(self, out, reasoning, markup, added=0, gap=0, kept=None):
+        super()._dropped(out, reasoning, markup, added, gap + 1 if markup and not reasoning else gap, kept)
+
+
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 5, 64])
 def test_a_layout_that_does_not_give_the_text_back_is_not_remembered(size):
-    """`b</answer>\n<think>b</think> <answer>`: the wrapper's opening tag is written after the
-    block, but the space before it waits for the answer's next text, and the END's markup does
-    not say where it stood: the layout gives back as many characters, not the same ones. In a
-    body the text says so; in a stream, whose text is not kept, the fingerprints do (a length
-    alone took it). Not remembered: the turn is a miss (the guess), not a wrong text."""
+    """Checked before it is kept: a body's by its text, a stream's, whose text is not kept, by
+    fingerprints (thinkwire.fingerprint; a count of characters took this one). Not remembered:
+    the turn is a miss (the guess), not a wrong text."""
+    text = "<think>a</think>bc</think>\n\nd"
+    sp = Misplacing(ctx_for(written.Memory()).rules())
+    step = size or len(text)
+    pieces = [p for k in range(0, len(text), step) for p in sp.feed(text[k:k + step])] + sp.finish()
+    read = ("\n\n".join(Split(merge(pieces), 0).reasoning), Split(merge(pieces), 0).content)
+    if size == 0:
+        written.checked(sp, text, *read)
+    t = sp.transcript
+    assert read == ("a", "bc\n\nd") and t.length() == sp.fed == len(text)
+    assert written.rebuild(t.layout(), *read) == "<think>a</think>bc\n</think>\nd"
+    assert t.over
     mem = written.Memory()
-    text = "b</answer>\n<think>b</think> <answer>"
-    ctx = ctx_for(mem, model="hunyuan-a13b")
-    read = split_with(ctx, text, size)
-    assert read == ("b", "b") and len(mem) == 0
-    assert ctx_for(mem, model="hunyuan-a13b").recall.written(*read) is None
-    sp = written.RecordingSplitter(ctx.rules())
-    for k in range(0, len(text), size or len(text)):
-        sp.feed(text[k:k + (size or len(text))])
-    sp.finish()
-    wrong = written.rebuild(sp.transcript.layout(), *read)
-    assert wrong == "b</answer>\n<think>b</think><answer> " and len(wrong) == len(text) == sp.fed
-    assert sp.transcript.over
+    written.record(mem, t, "client A", ("client A", None, None))
+    assert len(mem) == 0
 
 
 def test_every_real_output_remembered_comes_back_exactly():

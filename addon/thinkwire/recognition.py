@@ -245,6 +245,8 @@ class Recognition(Whitespace):
         if self._boundary:  # a wrapper opening the answer: trim after it as after a block
             self._emit_kept(kept, out, buf[i:j])
             if self._pend:
+                if self._gap and not self._gap_added:   # (whitespace written before it, waiting for the answer's next text)
+                    self._dropped(out, False, "", 0, len(self._gap))
                 self._w_close += tag   # (written after the block: the way back has it)
             else:
                 self._dropped(out, False, tag, 0, len(self._gap))

@@ -2,6 +2,7 @@
 way back where no mark carries it; its bounds (docs/budget.md) and what a miss gives."""
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from conftest import make_settings
 from thinkwire import engine, written
@@ -372,3 +373,25 @@ def test_fingerprints_compose_as_the_texts_do():
         r.add(long[k:k + 7], [fp.FOLD + 3, 2 * fp.FOLD + 1])
     assert r.fp == fp.of(long) and r.part(fp.FOLD + 3, 2 * fp.FOLD + 1) == fp.of(long[fp.FOLD + 3:2 * fp.FOLD + 1])
     assert fp.Q.bit_length() == 127 and pow(3, fp.Q - 1, fp.Q) == 1   # (Fermat: a prime's test)
+
+
+_TOKENS = ["<think>", "</think>", "a", "b", "\n", " ", "\t", "\n\n", "    ", "`", "```\n", "<answer>", "</answer>",
+           "<response>", "</response>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>",
+           "<|channel|>analysis<|message|>", "[BEGIN FINAL RESPONSE]", "é"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(model=st.sampled_from(["m", "hunyuan-a13b", "granite-3.3-8b", "gpt-oss-20b", "apriel-15b"]),
+       inside=st.booleans(), parts=st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=12),
+       size=st.sampled_from([0, 1, 3]))
+def test_property_a_remembered_layout_gives_back_exactly_what_the_model_wrote(model, inside, parts, size):
+    """Markup of every family, whitespace and code mixed at random, a body or a stream: a turn
+    is a miss or comes back as the model wrote it (behind the template's opening tag where the
+    output is read as starting inside a block), never as another text."""
+    text = "".join(parts)
+    mem = written.Memory()
+    new = (lambda: inside_ctx(mem, model)) if inside else (lambda: ctx_for(mem, model=model))
+    read = split_with(new(), text, size)
+    got = new().recall.written(*read)
+    opens = {p.open for p in new().rules().pairs} | {p.open for p in new().rules().start_pairs}
+    assert got is None or got == text or got.endswith(text) and got[:len(got) - len(text)] in opens

@@ -365,7 +365,9 @@ def test_the_response_still_reads_the_think_the_client_sent():
     ({"model": "m", "think": True}, True), ({"model": "m", "think": "low"}, True),
     ({"model": "m", "think": False}, False), ({"model": "m"}, False),
     ({"model": "m", "messages": [{"role": "assistant", "content": "x", "thinking": "y"}]}, True),
-    ({"model": "m", "messages": [{"role": "assistant", "content": "x", "thinking": ""}]}, False),
+    ({"model": "m", "messages": [{"role": "assistant", "content": "x", "thinking": ""}]}, True),   # (a layout's)
+    ({"model": "m", "messages": [{"role": "assistant", "content": "x"}]}, True),
+    ({"model": "m", "messages": [{"role": "assistant", "content": "", "thinking": ""}]}, False),
     ({"model": "m", "messages": [{"role": "user", "content": "x", "thinking": "y"}]}, False)])
 def test_the_capabilities_are_asked_only_when_the_way_back_depends_on_them(request_, want):
     assert ollama.wants_capabilities(request_) is want

@@ -14,13 +14,14 @@ import anthropic
 import httpx2
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from conftest import make_ctx
+from conftest import make_ctx, make_settings
 from harness import as_written
 from thinkwire.keys import KEY_FILE, KeyConfig, load, own_key
 from thinkwire.marks import Sealer
 from thinkwire.rules import TagPair, Written
+from thinkwire.splitter import split_text
 from thinkwire.surfaces import chat, messages, responses
 
 SEALER = Sealer(b"test key")
@@ -587,17 +588,29 @@ def codex_echo(item: dict) -> dict:
     (None, "on", False, True),       # no mark: our ids, echoed with them (the SDK way)
     ("auto", "on", False, True),
 ])
+@pytest.mark.parametrize("remembered", [False, True], ids=["no-layouts", "layouts"])
 @settings(max_examples=60, deadline=None)
 @given(text=model_text(), with_tool=st.booleans(), blank_visible=st.booleans())
+@example(text="<think>\n\t0 </think>0", with_tool=False, blank_visible=False)
+@example(text="<think>\n\t0 </think>0", with_tool=True, blank_visible=True)
 def test_property_responses_echo_of_a_rewritten_response_restores_what_the_model_wrote(
-        summary, content, include, ids, text, with_tool, blank_visible):
+        summary, content, include, ids, remembered, text, with_tool, blank_visible):
+    """`remembered`: the proxy's memory of the layouts it split (thinkwire.written), as the
+    addon always has: the echo goes back byte for byte, mark or none. Without it (a restart,
+    another replica without a shared store), the marks alone hold what the model wrote."""
+    from thinkwire import engine, written
     ask = {"model": "qwen3", "input": [USER], "store": False}
     if summary:
         ask["reasoning"] = {"summary": summary}
     if include:
         ask["include"] = ["reasoning.encrypted_content"]
-    rewritten = responses.rewrite_body(_r_upstream_body(text, with_tool),
-                                       make_ctx(ask, SEALER, responses_content=content))
+    mem = written.Memory() if remembered else None
+
+    def ctx_of(request, **values):
+        return engine.new_context(make_settings(**values), request, SEALER, client="client A", written=mem)
+    rctx = ctx_of(ask, responses_content=content)
+    rewritten = responses.rewrite_body(_r_upstream_body(text, with_tool), rctx)
+    rctx.tally()
     assert rewritten is not None
     client, sent = _mock("openai", rewritten)
     got = client.responses.create(**ask)
@@ -614,24 +627,61 @@ def test_property_responses_echo_of_a_rewritten_response_restores_what_the_model
                                            if with_tool else []))
     client.responses.create(**nxt)
     data = sent[-1]
-    new = responses.restore_request(data, make_ctx(json.loads(data), SEALER))
+    new = responses.restore_request(data, ctx_of(json.loads(data)))
     assert new is not None
     items = json.loads(new)["input"]
     assert not any(it.get("type") == "reasoning" for it in items)
     said = "".join(p["text"] for it in items if it.get("role") == "assistant" for p in it["content"])
-    # Reasoning with no assistant turn after it (only reasoning at the end, no tool call) is dropped.
+    # Reasoning with no assistant turn after it (only reasoning at the end, no tool call) is
+    # dropped, unless the layout gives back the whole message the upstream wrote.
     expect = text if with_tool else re.sub(r"([ \t\r\n\f\v]*<think>[^<]*</think>[ \t\r\n\f\v]*)+\Z", "", text)
-    if include:
-        assert said == expect   # the mark holds the markup as written: byte for byte
+    if remembered or include and with_tool:
+        assert said == text   # the layout, or the marks, hold the markup as written: byte for byte
+    elif include:
+        # Byte for byte up to the reasoning dropped at the end, which holds no answer. (A block's
+        # text may hold its closing tag, in code, and the last block be left open by it.)
+        assert text.startswith(said)
+        dropped = split_text(text[len(said):], make_ctx(ask).rules())
+        assert dropped.content.strip(" \t\r\n\f\v") == "" and (said == text or dropped.reasoning)
     elif "</think>" not in "".join(p.get("text", "") for it in got.to_dict()["output"] if it["type"] == "reasoning"
                                    for p in it.get("content") or []):
-        # (No mark and no layout memory here: a block whose text holds its own closing tag, in
-        # code, as `<think>\n\t0 </think>0` does, reads back as closed, `<think>\t0 </think>0</think>`:
-        # nothing in the turn says it was left open; only thinkwire.written's layouts can say.)
+        # (No mark and no layout: a block whose text holds its own closing tag in code cannot be
+        # told apart from a closed one. `<think>\n\t0 </think>0` (the tag in indented code: the
+        # block is left open) and `<think>\n\t0 </think>0\n</think>` (closed on the next line)
+        # give the same items, reasoning `\t0 </think>0` and no answer; the way back writes the
+        # block closed, as most are: `<think>\t0 </think>0</think>`. docs/way-back.md.)
         assert as_written(said) == as_written(expect)
     if with_tool:
         kinds = [it.get("type") for it in items]
         assert kinds[-2:] == ["function_call", "function_call_output"]
+
+
+@pytest.mark.parametrize("text", ["<think>\n\t0 </think>0", "<think>\n\t0 </think>0\n</think>"])
+def test_a_block_whose_closing_tag_is_in_code_comes_back_from_its_layout(text):
+    """Issue 32: `<think>\n\t0 </think>0` leaves its block open (the closing tag is in indented
+    code), `<think>\n\t0 </think>0\n</think>` closes it on the next line; both give the client
+    the same reasoning item, no message, and the tool call. Codex echoes them without
+    `encrypted_content` and without ids: the layout gives each back as written. Without a layout
+    (echoed with their ids, the SDK way), nothing can tell the two apart, and both go back as
+    the guess, closed."""
+    from thinkwire import engine, written
+    ask = {"model": "qwen3", "input": [USER], "store": False}
+    call = {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"}
+    result = {"type": "function_call_output", "call_id": "call_1", "output": "ok"}
+    for mem, back in ((written.Memory(), text), (None, "<think>\t0 </think>0</think>")):
+        def ctx_of(request):
+            return engine.new_context(make_settings(), request, SEALER, client="client A", written=mem)
+        rctx = ctx_of(ask)
+        out = json.loads(responses.rewrite_body(_r_upstream_body(text, True), rctx))["output"]
+        rctx.tally()
+        assert out == [{"id": "rs_1_0", "type": "reasoning", "status": "completed",
+                        "summary": [{"type": "summary_text", "text": "\t0 </think>0"}]},
+                       dict(call, id="fc_1", status="completed")]
+        echo = dict(ask, input=[USER] + [codex_echo(it) if mem is not None else it for it in out] + [result])
+        new = json.loads(responses.restore_request(json.dumps(echo).encode(), ctx_of(echo)))
+        assert [codex_echo(it) for it in new["input"]] == [
+            USER, {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": back}]},
+            call, result]
 
 
 def test_a_restored_request_keeps_its_numbers_as_the_client_wrote_them():

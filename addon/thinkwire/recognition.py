@@ -227,8 +227,11 @@ class Recognition(Whitespace):
         last = kept[-1] if kept else None
         if last is not None and not isinstance(last, str) and last.added:
             kept.pop()   # (no line break put before it: a header is no word to keep apart)
+            self._dropped(out, False, "", -last.added, len(self._gap), kept)
         self._emit_kept(kept, out, buf[i:j])
         if self._gap_added:
+            if not self._pend:
+                self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
             self._gap, self._gap_added = "", 0
         self._tool = self.rules._tool_of[tag]
         self._go(Event.TOOL_HEAD)
@@ -242,7 +245,11 @@ class Recognition(Whitespace):
         if self._boundary:  # a wrapper opening the answer: trim after it as after a block
             self._emit_kept(kept, out, buf[i:j])
             if self._pend:
+                if self._gap and not self._gap_added:   # (whitespace written before it, waiting for the answer's next text)
+                    self._dropped(out, False, "", 0, len(self._gap))
                 self._w_close += tag   # (written after the block: the way back has it)
+            else:
+                self._dropped(out, False, tag, 0, len(self._gap))
             self._skip_ws = self.rules.trim
             return RETURN, j + len(tag)
         return self._removed(buf, i, j, tag, kept, out, final)
@@ -307,6 +314,7 @@ class Recognition(Whitespace):
             self.stray_after_text += 1
             return SKIP, j + len(tag)
         self._emit_kept(kept, out, buf[i:j])
+        self._dropped(out, False, tag, 0, len(self._gap))
         self.markup_chars += len(tag)
         self._new_line()
         self._skip_ws = self.rules.trim

@@ -112,6 +112,8 @@ class Whitespace(Fields):
 
     def _block_opens(self, out: list[Piece], tag: str) -> None:
         """A block opens after `tag` as written: what was trimmed ahead of it is its markup."""
+        if self._gap_added and not self._pend:
+            self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
         self._flush_end(out)
         # (Whitespace between two blocks is trimmed: the model's part of it, not a line break put there.)
         self._w_open = self._lead_ws + ("" if self._gap_added else self._gap) + tag
@@ -194,11 +196,11 @@ class Whitespace(Fields):
         # Right after a block, where the answer so far is empty or ends in whitespace: trimmed as
         # after the block itself (only whitespace was kept since).
         at_start = self._boundary and self._answer_ws and not self._gap
+        lead = ""   # (at the start: the whitespace kept before the tag, and the tag, go)
         if at_start:
+            lead = "".join(p if isinstance(p, str) else p.text for p in kept) + tag
             if self._pend:   # right after a block: what is dropped here is written after it
-                self._w_close += "".join(p if isinstance(p, str) else p.text for p in kept) + tag
-            else:
-                self._dropped(out, False, tag, 0, -1)
+                self._w_close += lead
             kept.clear()
         elif isinstance(kept[-1], Gap) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
             self._dropped(out, False, tag, 0, gap, kept)
@@ -209,6 +211,8 @@ class Whitespace(Fields):
             k += 1
         if at_start and self._pend and (k < n or final):
             self._w_close += buf[end:k]
+        elif at_start and not self._pend:
+            self._dropped(out, False, lead + (buf[end:k] if k < n or final else ""))
         if not at_start:
             self._dropped(out, False, tag + (buf[end:k] if k == n and final else ""),
                           len(SEPARATOR) if k == end < n else 0, gap, kept)
@@ -230,7 +234,8 @@ class Whitespace(Fields):
         """A hook (thinkwire.written records the way back's layout with it; nothing here): `markup`
         went, and `added` line breaks were put in, in the open block's text (`reasoning`) or the
         answer, after what `out` (and the pieces before it) holds, then `gap` characters and the
-        texts in `kept` still to go out (gap -1: the place is not known)."""
+        texts in `kept` still to go out (gap -1: the place is not known; added < 0: that many
+        line breaks put in there went again, before a block)."""
 
     def _emit_kept(self, kept: Kept, out: list[Piece], rest: str = "", before_block: bool = False) -> None:
         """The answer's text kept since the last emission and `rest`, with the gaps `_remove`
@@ -256,6 +261,8 @@ class Whitespace(Fields):
             self._gap_added += gap.added
         elif not gap.added:
             self._gap += gap.text   # the model's whitespace before the block: its markup (`_block_opens`)
+        else:
+            self._dropped(out, False, "", -gap.added, len(self._gap))
 
     def _emit_content(self, text: str, out: list[Piece], before_block: bool) -> None:
         if not text:

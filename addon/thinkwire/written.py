@@ -16,6 +16,9 @@ conversation after it on every turn. So the proxy remembers, for each output it 
 - and, per client, upstream and model, the markup of the **last block seen**: the best guess for
   a turn whose layout is not remembered (a restart, another replica, an evicted entry).
 
+The response side (reading an output's pieces into its layout, and the check of the layout
+before it is kept: exact for a body, by fingerprints for a stream) is thinkwire.recorder.
+
 The store is `Memory`, in-process, bounded in entries, bytes and age (docs/budget.md). When the
 reasoning memory's store is a file or a Redis (`think_memory_store`), layouts go there too
 (`Memory.shared`, thinkwire.memory.layouts), as `dump` gives them, under keys of the client's
@@ -30,11 +33,10 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .rules import Rules, TagPair, Written
-from .splitter import CONTENT, END, REASONING, Splitter
+from .rules import TagPair
 
 if TYPE_CHECKING:
     from .memory.layouts import Shared
@@ -166,226 +168,6 @@ class Memory:
 
     def __len__(self) -> int:
         return len(self._layouts)
-
-
-# -- the response side: what one output's split wrote ------------------------------------------
-class Transcript:
-    """One output's pieces as they go to the client, folded into what `Memory` keeps: the
-    reasoning and answer hashed (as the client will send them back), and the layout."""
-
-    __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over", "recorded",
-                 "_edits", "_inner", "_added")
-
-    def __init__(self) -> None:
-        self._r, self._a = hashlib.sha256(), hashlib.sha256()
-        self._alen = self._rlen = self._block = 0
-        self._had = False          # a block with text went before (the next is joined with JOIN)
-        self.blocks: list[Block] = []
-        self._markup = 0
-        self.over = False          # too many blocks or too much markup: not remembered
-        self.recorded = False      # `record` took it (once)
-        self._edits: list[tuple[int, Block]] = []   # (blocks before it, a block of no text), in order
-        self._inner: dict[int, list[tuple[int, str, int]]] = {}   # block index -> edits in its text
-        self._added = 0            # line breaks put in, in all (for `length`)
-
-    def dropped(self, reasoning: bool, after: int, at: int, markup: str, added: int) -> None:
-        """The splitter dropped `markup` and put in `added` line breaks: in block `after`'s text at
-        offset `at` (`reasoning`), else in the answer at `at`, after `after` blocks."""
-        self._markup += len(markup)
-        self._added += added
-        n = len(self._edits) + sum(len(v) for v in self._inner.values())
-        if n >= EDITS_MAX or self._markup > LAYOUT_MAX:
-            self.over = True
-        elif reasoning:
-            self._inner.setdefault(after, []).append((at, markup, added))
-        else:
-            self._edits.append((after, Block(at, 0, markup, "", added)))
-
-    def layout(self) -> Layout:
-        """The blocks, with the edits in their texts and the answer's among them."""
-        blocks = [b._replace(inner=tuple(self._inner[i])) if i in self._inner else b for i, b in enumerate(self.blocks)]
-        out: list[Block] = []
-        k = 0
-        for after, b in self._edits:
-            out += blocks[k:after]
-            k = max(k, after)
-            out.append(b)
-        return tuple(out + blocks[k:])
-
-    def length(self) -> int:
-        """The characters the layout gives back (the texts, the markup, less what was put in)."""
-        markup = sum(len(b.open) + len(b.close) for b in self.blocks) + \
-            sum(len(b.open) for _, b in self._edits) + sum(len(e[1]) for v in self._inner.values() for e in v)
-        return self._alen + self._rlen + markup - self._added - sum(b.added for b in self.blocks)
-
-    def note(self, pieces: Sequence[tuple[int, Any]]) -> None:
-        for kind, value in pieces:
-            if kind == CONTENT:
-                self._a.update(value.encode("utf-8", "surrogatepass"))
-                self._alen += len(value)
-            elif kind == REASONING:
-                if not self._block and self._had:
-                    self._r.update(JOIN.encode())
-                self._r.update(value.encode("utf-8", "surrogatepass"))
-                self._block += len(value)
-                self._rlen += len(value)
-            elif kind == END:
-                self._end(value)
-
-    def _end(self, pair: TagPair) -> None:
-        if self._block:
-            self._had = True
-        added = pair.added if isinstance(pair, Written) else 0
-        self._markup += len(pair.open) + len(pair.close)
-        if len(self.blocks) >= BLOCKS_MAX or self._markup > LAYOUT_MAX:
-            self.over = True
-        elif not self.over:
-            self.blocks.append(Block(self._alen, self._block, pair.open, pair.close, added))
-        self._block = 0
-
-    def key(self, client: str | None) -> bytes:
-        return _key(client, self._r.digest(), self._a.digest())
-
-    def shared_key(self, binding: bytes) -> str:
-        from .memory.layouts import _key as shared
-        return shared(b"layout", binding, self._r.digest(), self._a.digest())
-
-
-def _step(a: int, b: int, e: int, piece: tuple[int, Any]) -> tuple[int, int, int]:
-    """(answer characters, block text since the last END, ENDs) after one more piece."""
-    kind, value = piece
-    if kind == CONTENT:
-        return a + len(value), b, e
-    if kind == REASONING:
-        return a, b + len(value), e
-    return (a, 0, e + 1) if kind == END else (a, b, e)
-
-
-class RecordingSplitter(Splitter):
-    """A Splitter whose pieces a Transcript reads: every piece leaves through `feed`, `plain`
-    (the byte path's, and `took`'s for what C took) or `finish`. A prefill's (`resume`) is the
-    client's own and is not read."""
-
-    __slots__ = ("transcript", "_quiet", "finished", "fed", "_out", "_upto", "_acc", "_kept", "_kept_n", "_lead")
-
-    def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
-        super().__init__(rules, starts_inside)
-        self.transcript = Transcript()
-        self._quiet = False
-        self.finished = False   # its output is over: its transcript is whole
-        self.fed = 0            # characters of the model's output read (not a prefill's)
-        self._out: list[Any] | None = None   # the pieces list being filled, read up to _upto (_acc)
-        self._upto = 0
-        self._acc = (0, 0, 0)   # in _out[:_upto]: answer characters, block text since the last END, ENDs
-        self._lead = self.inside   # started inside a block (its opening tag may be the prompt's)
-        self._kept: list[Any] | None = None  # the answer texts the splitter holds to send, read up to _kept_n
-        self._kept_n = (0, 0)
-
-    def _dropped(self, out: list[Any], reasoning: bool, markup: str, added: int = 0, gap: int = 0,
-                 kept: list[Any] | None = None) -> None:
-        """Where the splitter drops markup no END carries: its place, as if `out` were read (each
-        list read once: linear in the pieces)."""
-        t = self.transcript
-        if t.over:
-            return
-        if gap < 0:
-            t.over = True   # (a place the splitter cannot say: not remembered)
-            return
-        if out is not self._out:
-            self._out, self._upto, self._acc = out, 0, (0, 0, 0)
-        a, b, e = self._acc
-        for piece in out[self._upto:len(out) - 1]:   # (the last piece may still grow)
-            a, b, e = _step(a, b, e, piece)
-        self._upto = max(self._upto, len(out) - 1)
-        self._acc = (a, b, e)
-        if out:
-            a, b, e = _step(a, b, e, out[-1])
-        if reasoning:
-            t.dropped(True, len(t.blocks) + e, t._block + b if e == 0 else b, markup, added)
-            return
-        if kept is not self._kept or len(kept or ()) < self._kept_n[0]:
-            self._kept, self._kept_n = kept, (0, 0)
-        n, chars = self._kept_n
-        for p in (kept or ())[n:]:
-            chars += len(p) if isinstance(p, str) else len(p[0])
-        self._kept_n = (len(kept or ()), chars)
-        t.dropped(False, self.blocks, t._alen + a + gap + chars, markup, added)
-
-    def feed(self, text: str) -> list[Any]:
-        out = super().feed(text)
-        if not self._quiet:
-            self.fed += len(text)
-            if out:
-                self.transcript.note(out)
-        return out
-
-    def plain(self, text: str) -> tuple[int, str] | None:
-        piece = super().plain(text)
-        if piece is not None:
-            self.fed += len(text)
-            self.transcript.note((piece,))
-        return piece
-
-    def finish(self, cut_off: bool = False) -> list[Any]:
-        out = super().finish(cut_off)
-        if out:
-            self.transcript.note(out)
-        self.finished = True
-        t = self.transcript
-        # A check of the whole: the layout gives back as many characters as the model wrote (a
-        # template's opening tag, which the prompt holds, besides); else it is not remembered.
-        extra = t.length() - self.fed
-        if extra != 0 and not (self._lead and t.blocks and 0 < extra <= len(t.blocks[0].open)):
-            t.over = True
-        return out
-
-    def resume(self, text: str) -> None:
-        self._quiet = True
-        try:
-            super().resume(text)
-        finally:
-            self._quiet = False
-        self._lead = True   # (a prefill's markup is in the layout, not in what the model wrote)
-
-
-def checked(sp: RecordingSplitter, text: str, reasoning: str, answer: str) -> Transcript:
-    """A whole body's transcript, its layout checked against the text the model wrote: one that
-    does not give it back (a template's opening tag besides) is not remembered."""
-    t = sp.transcript
-    if not t.over and (t.blocks or t._edits):
-        got = rebuild(t.layout(), reasoning, answer)
-        lead = len(t.blocks[0].open) if sp._lead and t.blocks else 0
-        if got is None or not got.endswith(text) or len(got) - len(text) > lead:
-            t.over = True
-    return t
-
-
-def record(memory: Memory, transcript: Transcript, client: str | None, scope: Scope,
-           binding: bytes = b"") -> list[tuple[str, bytes]]:
-    """After an output: its layout remembered (when it had a block), and its markup as the guess
-    for `scope` (client, upstream, model). What to write to the shared store, when there is one
-    (keyed by `binding`, the client's credential hash: the same on every replica)."""
-    if transcript.recorded:
-        return []
-    transcript.recorded = True
-    if not transcript.blocks and not transcript.over:
-        return []
-    from .memory.layouts import dump_pair, last_key
-    puts: list[tuple[str, bytes]] = []
-    # The guess for later turns: the first block the model closed (a block cut off at the
-    # token limit has no closing tag to guess from).
-    closed = next((b for b in transcript.blocks if b.close), None)
-    if closed is not None:
-        pair = TagPair(closed.open, closed.close)
-        memory.note_last(scope, pair)
-        if memory.shared is not None and len(pair.open) + len(pair.close) <= LAYOUT_MAX:
-            puts.append((last_key(binding, scope[1], scope[2]), dump_pair(pair)))
-    if not transcript.over:
-        layout = transcript.layout()
-        memory.remember(transcript.key(client), layout)
-        if memory.shared is not None and _cost(layout) <= memory.max_bytes:
-            puts.append((transcript.shared_key(binding), dump(layout)))
-    return puts
 
 
 # -- the way back -------------------------------------------------------------------------------
@@ -542,3 +324,10 @@ def recall_runs(seq: list[Any], unmarked: Callable[[object], bool], recalled: Ca
             out.append(part)
     flush()
     return out, n
+
+
+# The response side (what one output's split wrote, checked), in thinkwire.recorder.
+from .recorder import RecordingSplitter, Transcript, checked, record  # noqa: E402
+
+__all__ = ["Block", "Layout", "Memory", "Recall", "RecordingSplitter", "Transcript", "checked", "dump", "key",
+           "load", "rebuild", "recall_runs", "record"]

@@ -389,15 +389,17 @@ def _specs(head: tuple[bytes, ...], after: bytes, rules) -> tuple[tuple, tuple]:
 # -- the way back ---------------------------------------------------------------------------
 def wants_capabilities(request: dict | None) -> bool:
     """Whether the way back depends on the model's capabilities: the request asks for thinking
-    (`think` truthy), or sends an assistant turn's thinking back."""
+    (`think` truthy), or sends an assistant turn back with its thinking, or with an answer alone
+    (the output it came from may have had markup dropped and no block: an answer wrapper, a
+    stray closing tag, which a remembered layout puts back, thinkwire.written)."""
     if not isinstance(request, dict):
         return False
     if _asks_thinking(request):
         return True
     messages = request.get("messages")
     return isinstance(messages, list) and any(
-        isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get(_THINK), str) and m[_THINK]
-        for m in messages)
+        isinstance(m, dict) and m.get("role") == "assistant" and any(
+            isinstance(m.get(k), str) and m[k] for k in (_THINK, "content")) for m in messages)
 
 
 def _asks_thinking(request: dict) -> bool:

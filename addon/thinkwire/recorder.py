@@ -1,0 +1,411 @@
+"""The response side of thinkwire.written: what one output's split wrote, as its pieces go to
+the client, folded into the layout `Memory` keeps, and checked before it is kept.
+
+A `RecordingSplitter` reads every piece its split gives (and, through the splitter's `_dropped`
+hook, the markup dropped where no END piece holds it) into a `Transcript`: the reasoning and
+answer hashed as the client will send them back, and the layout. At the output's end the layout
+is checked: a body's by rebuilding the body's text (`checked`), a stream's, whose text is not
+kept, by fingerprints (thinkwire.fingerprint) of what the model wrote and of what the layout
+gives back from the texts that went by. One that fails is not kept (`over`): a miss, never a
+wrong text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import insort
+from collections.abc import Sequence
+from typing import Any
+
+from . import fingerprint
+from .rules import WS, Rules, TagPair, Written
+from .splitter import CONTENT, END, REASONING, Splitter
+from .written import BLOCKS_MAX, EDITS_MAX, JOIN, LAYOUT_MAX, Block, Layout, Memory, Scope, _cost, _key, dump, rebuild
+
+
+# -- the response side: what one output's split wrote ------------------------------------------
+class Transcript:
+    """One output's pieces as they go to the client, folded into what `Memory` keeps: the
+    reasoning and answer hashed (as the client will send them back), and the layout."""
+
+    __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over", "recorded",
+                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant", "_cuts")
+
+    def __init__(self) -> None:
+        self._r, self._a = hashlib.sha256(), hashlib.sha256()
+        self._alen = self._rlen = self._block = 0
+        self._had = False          # a block with text went before (the next is joined with JOIN)
+        self.blocks: list[Block] = []
+        self._markup = 0
+        self.over = False          # too many blocks or too much markup: not remembered
+        self.recorded = False      # `record` took it (once)
+        self._edits: list[tuple[int, Block]] = []   # (blocks before it, a block of no text), in order
+        self._inner: dict[int, list[tuple[int, str, int]]] = {}   # block index -> edits in its text
+        self._added = 0            # line breaks put in, in all (for `length`)
+        # The stream's check (thinkwire.fingerprint): what the model wrote, the answer (with its
+        # prefixes at the layout's places in it), each block's text (at its edits' places).
+        self.wrote = fingerprint.Running()
+        self._fa = fingerprint.Running()
+        self._fb = fingerprint.Running()
+        self._texts: list[fingerprint.Running] = []
+        self._want: list[int] = []                 # the answer's places the layout names, sorted
+        self._iwant: dict[int, list[int]] = {}     # block index -> the places in its text
+        # Edits of the answer made while the block before them had not ended: (the block's index,
+        # the edit's, the length of what the block's END held after its text then).
+        self._cuts: list[tuple[int, int, int]] = []
+
+    def dropped(self, reasoning: bool, after: int, at: int, markup: str, added: int) -> None:
+        """The splitter dropped `markup` and put in `added` line breaks: in block `after`'s text at
+        offset `at` (`reasoning`), else in the answer at `at`, after `after` blocks."""
+        if added < 0:
+            self._take_back(at, -added)
+            return
+        self._markup += len(markup)
+        self._added += added
+        n = len(self._edits) + sum(len(v) for v in self._inner.values())
+        if n >= EDITS_MAX or self._markup > LAYOUT_MAX:
+            self.over = True
+        elif reasoning:
+            self._inner.setdefault(after, []).append((at, markup, added))
+            want = self._iwant.setdefault(after, [])
+            insort(want, at)
+            insort(want, at + added)
+        else:
+            self._edits.append((after, Block(at, 0, markup, "", added)))
+            insort(self._want, at)
+            insort(self._want, at + added)
+
+    def _take_back(self, at: int, n: int) -> None:
+        """The `n` line breaks put in the answer at `at` went again (before a block): the edit
+        that put them in puts in fewer, and the answer's later edits move back."""
+        for k in range(len(self._edits) - 1, -1, -1):
+            after, b = self._edits[k]
+            if b.at <= at < b.at + b.added:
+                if at + n > b.at + b.added:
+                    break
+                self._edits[k] = (after, b._replace(added=b.added - n))
+                self._edits[k + 1:] = [(x, e._replace(at=e.at - n)) for x, e in self._edits[k + 1:]]
+                self._added -= n
+                self._places()
+                return
+            if b.at < at:
+                break
+        self.over = True   # (not one this recorder put in: not remembered)
+
+    def _places(self) -> None:
+        """The answer's places the layout names, again (after an edit moved)."""
+        self._want = sorted({x for b in self.blocks for x in (b.at, b.at + b.added)} |
+                            {x for _, b in self._edits for x in (b.at, b.at + b.added)})
+
+    def _trailing(self, gap: str, added: int) -> None:
+        """At the output's end, `gap` (what was to go in front of the answer's next text, `added`
+        characters of it put in) went: the model's whitespace in it is markup of the edits at the
+        answer's end, the line breaks they put in it are taken out again (a block's, which no
+        edit holds, go first)."""
+        end = self._alen
+        k = next((k for k, (_, b) in enumerate(self._edits) if b.at + b.added > end), len(self._edits))
+        cur = added - sum(b.added for _, b in self._edits[k:])   # (put in after the last block: first)
+        if cur < 0 or gap[:cur] != "\n" * cur:
+            self.over = True
+            return
+        for x in range(k, len(self._edits)):
+            after, b = self._edits[x]
+            p = b.at - end
+            if p < cur or gap[p:p + b.added] != "\n" * b.added:
+                self.over = True
+                return
+            self._edits[x] = (after, Block(end, 0, gap[cur:p] + b.open, "", 0))
+            self._markup += p - cur
+            self._added -= b.added
+            cur = p + b.added
+        if cur < len(gap):
+            if gap[cur:].strip(WS) or len(self._edits) >= EDITS_MAX:
+                self.over = True
+                return
+            self._edits.append((len(self.blocks), Block(end, 0, gap[cur:], "", 0)))
+            self._markup += len(gap) - cur
+        if self._markup > LAYOUT_MAX:
+            self.over = True   # (whitespace past the bound, at the end: not remembered)
+            return
+        self._places()
+
+    def layout(self) -> Layout:
+        """The blocks, with the edits in their texts and the answer's among them."""
+        return tuple(b for b, _ in self._walk())
+
+    def _walk(self) -> list[tuple[Block, int | None]]:
+        """The layout's blocks, each with its index among the blocks (None: an edit of the answer)."""
+        blocks = [b._replace(inner=tuple(self._inner[i])) if i in self._inner else b for i, b in enumerate(self.blocks)]
+        out: list[tuple[Block, int | None]] = []
+        k = 0
+        for after, b in self._edits:
+            out += [(x, i) for i, x in enumerate(blocks[k:after], k)]
+            k = max(k, after)
+            out.append((b, None))
+        return out + [(x, i) for i, x in enumerate(blocks[k:], k)]
+
+    def rebuilt(self) -> fingerprint.Fp | None:
+        """The fingerprint of what the layout gives back of the texts that went by, as `rebuild`
+        gives it (None: a place it needs went by unmarked, or the texts do not fit it)."""
+        fa = self._fa
+        out = fingerprint.EMPTY
+        a = 0
+        for b, i in self._walk():
+            seg = fa.part(a, b.at)
+            if seg is None:
+                return None
+            out = fingerprint.cat(out, seg)
+            a = b.at
+            text = fingerprint.EMPTY
+            if i is not None:
+                got = self._text(i, b)
+                if got is None:
+                    return None
+                text = got
+            out = fingerprint.cat(fingerprint.cat(fingerprint.cat(out, fingerprint.of(b.open)), text),
+                                  fingerprint.of(b.close))
+            if b.added:
+                if fa.part(a, a + b.added) != fingerprint.of("\n" * b.added):
+                    return None
+                a += b.added
+        seg = fa.part(a, fa.chars)
+        return None if seg is None else fingerprint.cat(out, seg)
+
+    def _text(self, i: int, b: Block) -> fingerprint.Fp | None:
+        """Block i's text as the model wrote it (`_inner`), fingerprinted."""
+        if i >= len(self._texts) or self._texts[i].chars != b.length:
+            return None
+        r = self._texts[i]
+        if not b.inner:
+            return r.fp
+        out = fingerprint.EMPTY
+        k = 0
+        for at, markup, added in b.inner:
+            seg, put = r.part(k, at), r.part(at, at + added)
+            if seg is None or put != fingerprint.of("\n" * added):
+                return None
+            out = fingerprint.cat(fingerprint.cat(out, seg), fingerprint.of(markup))
+            k = at + added
+        seg = r.part(k, r.chars)
+        return None if seg is None else fingerprint.cat(out, seg)
+
+    def length(self) -> int:
+        """The characters the layout gives back (the texts, the markup, less what was put in)."""
+        markup = sum(len(b.open) + len(b.close) for b in self.blocks) + \
+            sum(len(b.open) for _, b in self._edits) + sum(len(e[1]) for v in self._inner.values() for e in v)
+        return self._alen + self._rlen + markup - self._added - sum(b.added for b in self.blocks)
+
+    def note(self, pieces: Sequence[tuple[int, Any]]) -> None:
+        for kind, value in pieces:
+            if kind == CONTENT:
+                self._a.update(value.encode("utf-8", "surrogatepass"))
+                self._alen += len(value)
+                if not self.over:
+                    self._fa.add(value, self._want)
+            elif kind == REASONING:
+                if not self._block and self._had:
+                    self._r.update(JOIN.encode())
+                self._r.update(value.encode("utf-8", "surrogatepass"))
+                self._block += len(value)
+                if not self.over:
+                    self._fb.add(value, self._iwant.get(len(self.blocks), _NONE))
+                self._rlen += len(value)
+            elif kind == END:
+                self._end(value)
+
+    def _end(self, pair: TagPair) -> None:
+        if self._block:
+            self._had = True
+        added = pair.added if isinstance(pair, Written) else 0
+        self._markup += len(pair.open) + len(pair.close)
+        if len(self.blocks) >= BLOCKS_MAX or self._markup > LAYOUT_MAX:
+            self.over = True
+        elif not self.over:
+            close = self._split_close(pair.close, self._alen + added)
+            self.blocks.append(Block(self._alen, self._block, pair.open, close, added))
+            self._texts.append(self._fb)
+            insort(self._want, self._alen)
+            insort(self._want, self._alen + added)
+        self._fb = fingerprint.Running()
+        self._block = 0
+
+    def _split_close(self, close: str, end: int) -> str:
+        """A block's markup after its text, less what was written after the edits made while it
+        had not ended (`_cuts`): each edit is followed by its part, and stands after the line
+        breaks put in after the block (`end`: where they end; they are taken out all the same)."""
+        i = len(self.blocks)
+        cuts = [(k, c) for b, k, c in self._cuts if b == i]
+        self._cuts = [x for x in self._cuts if x[0] > i]
+        if not cuts:
+            return close
+        if any(c > len(close) for _, c in cuts) or any(x[1] > y[1] for x, y in zip(cuts, cuts[1:])):
+            self.over = True
+            return close
+        for j, (k, c) in enumerate(cuts):
+            after, e = self._edits[k]
+            self._edits[k] = (after, e._replace(at=max(e.at, end),
+                                                open=e.open + close[c:cuts[j + 1][1] if j + 1 < len(cuts) else None]))
+        self._places()
+        return close[:cuts[0][1]]
+
+    def key(self, client: str | None) -> bytes:
+        return _key(client, self._r.digest(), self._a.digest())
+
+    def shared_key(self, binding: bytes) -> str:
+        from .memory.layouts import _key as shared
+        return shared(b"layout", binding, self._r.digest(), self._a.digest())
+
+
+_NONE: list[int] = []
+
+
+def _step(a: int, b: int, e: int, piece: tuple[int, Any]) -> tuple[int, int, int]:
+    """(answer characters, block text since the last END, ENDs) after one more piece."""
+    kind, value = piece
+    if kind == CONTENT:
+        return a + len(value), b, e
+    if kind == REASONING:
+        return a, b + len(value), e
+    return (a, 0, e + 1) if kind == END else (a, b, e)
+
+
+class RecordingSplitter(Splitter):
+    """A Splitter whose pieces a Transcript reads: every piece leaves through `feed`, `plain`
+    (the byte path's, and `took`'s for what C took) or `finish`. A prefill's (`resume`) is the
+    client's own and is not read."""
+
+    __slots__ = ("transcript", "_quiet", "finished", "fed", "_out", "_upto", "_acc", "_kept", "_kept_n", "_lead")
+
+    def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
+        super().__init__(rules, starts_inside)
+        self.transcript = Transcript()
+        self._quiet = False
+        self.finished = False   # its output is over: its transcript is whole
+        self.fed = 0            # characters of the model's output read (not a prefill's)
+        self._out: list[Any] | None = None   # the pieces list being filled, read up to _upto (_acc)
+        self._upto = 0
+        self._acc = (0, 0, 0)   # in _out[:_upto]: answer characters, block text since the last END, ENDs
+        self._lead = self.inside   # started inside a block (its opening tag may be the prompt's)
+        self._kept: list[Any] | None = None  # the answer texts the splitter holds to send, read up to _kept_n
+        self._kept_n = (0, 0)
+
+    def _dropped(self, out: list[Any], reasoning: bool, markup: str, added: int = 0, gap: int = 0,
+                 kept: list[Any] | None = None) -> None:
+        """Where the splitter drops markup no END carries: its place, as if `out` were read (each
+        list read once: linear in the pieces)."""
+        t = self.transcript
+        if t.over:
+            return
+        if gap < 0:
+            t.over = True   # (a place the splitter cannot say: not remembered)
+            return
+        if out is not self._out:
+            self._out, self._upto, self._acc = out, 0, (0, 0, 0)
+        a, b, e = self._acc
+        for piece in out[self._upto:len(out) - 1]:   # (the last piece may still grow)
+            a, b, e = _step(a, b, e, piece)
+        self._upto = max(self._upto, len(out) - 1)
+        self._acc = (a, b, e)
+        if out:
+            a, b, e = _step(a, b, e, out[-1])
+        if reasoning:
+            t.dropped(True, len(t.blocks) + e, t._block + b if e == 0 else b, markup, added)
+            return
+        if kept is not self._kept or len(kept or ()) < self._kept_n[0]:
+            self._kept, self._kept_n = kept, (0, 0)
+        n, chars = self._kept_n
+        for p in (kept or ())[n:]:
+            chars += len(p) if isinstance(p, str) else len(p[0])
+        self._kept_n = (len(kept or ()), chars)
+        t.dropped(False, self.blocks, t._alen + a + gap + chars, markup, added)
+        if self._pend and added >= 0 and not t.over:
+            # The block before it has not ended yet: what it writes after its closing tag from
+            # here on was written after this markup (`_end`).
+            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._w_close)))
+
+    def feed(self, text: str) -> list[Any]:
+        out = super().feed(text)
+        if not self._quiet:
+            self.fed += len(text)
+            if not self.transcript.over:
+                self.transcript.wrote.add(text, _NONE)
+            if out:
+                self.transcript.note(out)
+        return out
+
+    def plain(self, text: str) -> tuple[int, str] | None:
+        piece = super().plain(text)
+        if piece is not None:
+            self.fed += len(text)
+            if not self.transcript.over:
+                self.transcript.wrote.add(text, _NONE)
+            self.transcript.note((piece,))
+        return piece
+
+    def finish(self, cut_off: bool = False) -> list[Any]:
+        out = super().finish(cut_off)
+        if out:
+            self.transcript.note(out)
+        self.finished = True
+        t = self.transcript
+        if self._gap and not t.over:
+            t._trailing(self._gap, self._gap_added)
+        # A check of the whole: the layout gives back what the model wrote (a template's opening
+        # tag, which the prompt holds, besides), as fingerprints tell (thinkwire.fingerprint: the
+        # text is not kept); else it is not remembered.
+        extra = t.length() - self.fed
+        if extra != 0 and not (self._lead and t.blocks and 0 < extra <= len(t.blocks[0].open)):
+            t.over = True
+        if not t.over and (t.blocks or t._edits):
+            wrote = t.wrote.fp if extra == 0 else fingerprint.cat(fingerprint.of(t.blocks[0].open[:extra]), t.wrote.fp)
+            if t.rebuilt() != wrote:
+                t.over = True
+        return out
+
+    def resume(self, text: str) -> None:
+        self._quiet = True
+        try:
+            super().resume(text)
+        finally:
+            self._quiet = False
+        self._lead = True   # (a prefill's markup is in the layout, not in what the model wrote)
+
+
+def checked(sp: RecordingSplitter, text: str, reasoning: str, answer: str) -> Transcript:
+    """A whole body's transcript, its layout checked against the text the model wrote: one that
+    does not give it back (a template's opening tag besides) is not remembered."""
+    t = sp.transcript
+    if not t.over and (t.blocks or t._edits):
+        got = rebuild(t.layout(), reasoning, answer)
+        lead = len(t.blocks[0].open) if sp._lead and t.blocks else 0
+        if got is None or not got.endswith(text) or len(got) - len(text) > lead:
+            t.over = True
+    return t
+
+
+def record(memory: Memory, transcript: Transcript, client: str | None, scope: Scope,
+           binding: bytes = b"") -> list[tuple[str, bytes]]:
+    """After an output: its layout remembered (when it had a block), and its markup as the guess
+    for `scope` (client, upstream, model). What to write to the shared store, when there is one
+    (keyed by `binding`, the client's credential hash: the same on every replica)."""
+    if transcript.recorded:
+        return []
+    transcript.recorded = True
+    if not transcript.blocks and not transcript._edits:
+        return []   # (nothing was dropped: the texts go back as they are)
+    from .memory.layouts import dump_pair, last_key
+    puts: list[tuple[str, bytes]] = []
+    # The guess for later turns: the first block the model closed (a block cut off at the
+    # token limit has no closing tag to guess from).
+    closed = next((b for b in transcript.blocks if b.close), None)
+    if closed is not None:
+        pair = TagPair(closed.open, closed.close)
+        memory.note_last(scope, pair)
+        if memory.shared is not None and len(pair.open) + len(pair.close) <= LAYOUT_MAX:
+            puts.append((last_key(binding, scope[1], scope[2]), dump_pair(pair)))
+    if not transcript.over:
+        layout = transcript.layout()
+        memory.remember(transcript.key(client), layout)
+        if memory.shared is not None and _cost(layout) <= memory.max_bytes:
+            puts.append((transcript.shared_key(binding), dump(layout)))
+    return puts

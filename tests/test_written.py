@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import make_settings
-from thinkwire import engine, written
+from thinkwire import engine, recorder, written
 from thinkwire.rules import TagPair
 from thinkwire.splitter import Split, merge
 
@@ -265,7 +265,7 @@ def test_a_stray_closing_tag_at_the_start_comes_back_at_every_chunking(text, bod
     assert ctx_for(mem).recall.written(*read) == ("<think>" + text if size == 0 else text)
 
 
-class Misplacing(written.RecordingSplitter):
+class Misplacing(recorder.RecordingSplitter):
     """A splitter that reports each markup it drops in the answer one character too late: a
     layout that gives back as many characters as the model wrote, not the same ones."""
 
@@ -284,13 +284,13 @@ def test_a_layout_that_does_not_give_the_text_back_is_not_remembered(size):
     pieces = [p for k in range(0, len(text), step) for p in sp.feed(text[k:k + step])] + sp.finish()
     read = ("\n\n".join(Split(merge(pieces), 0).reasoning), Split(merge(pieces), 0).content)
     if size == 0:
-        written.checked(sp, text, *read)
+        recorder.checked(sp, text, *read)
     t = sp.transcript
     assert read == ("a", "bc\n\nd") and t.length() == sp.fed == len(text)
     assert written.rebuild(t.layout(), *read) == "<think>a</think>bc\n</think>\nd"
     assert t.over
     mem = written.Memory()
-    written.record(mem, t, "client A", ("client A", None, None))
+    recorder.record(mem, t, "client A", ("client A", None, None))
     assert len(mem) == 0
 
 

@@ -15,7 +15,7 @@ from .settings import Settings
 from .rules import Rules, TagPair
 from .splitter import CONTENT, END, Split, Splitter, merge
 from .tagsets import MODEL_CHARS, Profile
-from . import written as _written
+from . import recorder, written as _written
 
 # How an output ended, as each surface says it: an answer given in full, or something else (cut
 # off at the token limit, a tool call, a filter). Only a complete answer tells a tagless output
@@ -124,7 +124,7 @@ class FlowContext:
     # thinkwire.written.Memory: the markup each split output was written with, for the way back
     # of surfaces where no mark carries it (None: not kept).
     written: _written.Memory | None = None
-    _transcripts: list[_written.Transcript] = field(default_factory=list)
+    _transcripts: list[recorder.Transcript] = field(default_factory=list)
     written_puts: list[tuple[str, bytes]] = field(default_factory=list)   # layouts for the shared store, once recorded
     _recall: _written.Recall | None = None
     _splitters: list[Splitter] = field(default_factory=list)
@@ -234,7 +234,7 @@ class FlowContext:
         """A stream's splitter. starts_inside None: the output's start (prefill included);
         False: a later text block of the same output (Messages), which starts in the answer."""
         rules = self.rules(response_model)
-        sp = (Splitter if self.written is None else _written.RecordingSplitter)(rules, starts_inside)
+        sp = (Splitter if self.written is None else recorder.RecordingSplitter)(rules, starts_inside)
         if starts_inside is None and self.prefill is not None:
             sp.resume(self.prefill)
         self._splitters.append(sp)
@@ -268,9 +268,9 @@ class FlowContext:
             result = Split([(CONTENT, "\n\n".join(result.reasoning))], strays)
         if not count:
             return result
-        if self.written is not None and isinstance(sp, _written.RecordingSplitter):
+        if self.written is not None and isinstance(sp, recorder.RecordingSplitter):
             split = Split(pieces, 0)
-            self._transcripts.append(_written.checked(sp, text, "\n\n".join(split.reasoning), split.content))
+            self._transcripts.append(recorder.checked(sp, text, "\n\n".join(split.reasoning), split.content))
         if finish is not None:
             self.finish = finish
         self.tagged |= tagged
@@ -285,7 +285,7 @@ class FlowContext:
              cut: bool = False) -> tuple[list[Any], Splitter]:
         """The split pieces (splitter's `(kind, value)`s) and the splitter; `prefill`: the text
         the output continues, resumed first. A recording splitter where layouts are kept."""
-        sp = (Splitter if self.written is None else _written.RecordingSplitter)(rules, inside)
+        sp = (Splitter if self.written is None else recorder.RecordingSplitter)(rules, inside)
         if prefill is not None:
             sp.resume(prefill)
         return merge(sp.feed(text) + sp.finish(cut)), sp
@@ -333,9 +333,9 @@ class FlowContext:
         splitter finished, all of them when `final`); what to write to the shared store."""
         if self.written is None or self.stats.fell_back:
             return []
-        ts = self._transcripts + [sp.transcript for sp in self._splitters if isinstance(sp, _written.RecordingSplitter)
+        ts = self._transcripts + [sp.transcript for sp in self._splitters if isinstance(sp, recorder.RecordingSplitter)
                                   and (final or sp.finished)]
-        return [put for t in ts for put in _written.record(self.written, t, self.client, self.scope, self.binding)]
+        return [put for t in ts for put in recorder.record(self.written, t, self.client, self.scope, self.binding)]
 
     @property
     def binding(self) -> bytes:

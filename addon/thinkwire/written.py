@@ -326,8 +326,4 @@ def recall_runs(seq: list[Any], unmarked: Callable[[object], bool], recalled: Ca
     return out, n
 
 
-# The response side (what one output's split wrote, checked), in thinkwire.recorder.
-from .recorder import RecordingSplitter, Transcript, checked, record  # noqa: E402
-
-__all__ = ["Block", "Layout", "Memory", "Recall", "RecordingSplitter", "Transcript", "checked", "dump", "key",
-           "load", "rebuild", "recall_runs", "record"]
+__all__ = ["Block", "Layout", "Memory", "Recall", "dump", "key", "load", "rebuild", "recall_runs"]

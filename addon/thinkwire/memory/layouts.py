@@ -37,7 +37,7 @@ WRITES_MAX = 256                  # writes under way at once; past it, a layout 
 
 def layout_key(binding: bytes, reasoning: str, answer: str) -> str:
     """A layout's key: the client's credential hash and the texts' digests (as a Transcript has
-    them: written.Transcript.shared_key)."""
+    them: recorder.Transcript.shared_key)."""
     return _key(b"layout", binding, written._digest(reasoning), written._digest(answer))
 
 

@@ -15,18 +15,36 @@ path's `plain`/`steady`/`took`).
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 from .lines import Lines
 from .rules import Rules, TagPair, _Scan
 
-# The kinds of piece (`Piece`: (REASONING, text), (CONTENT, text), (END, TagPair)).
-REASONING = 0
-CONTENT = 1
-END = 2
+# The kinds of piece (`Piece`), its first field: a reader tells them apart by it (mypy narrows
+# `piece.kind == END` to an `End`).
+REASONING: Final = 0
+CONTENT: Final = 1
+END: Final = 2
 
-# (kind, value): value a str for REASONING and CONTENT, a TagPair (or thinkwire.rules.Written) for END.
-Piece = tuple[int, Any]
+
+class Text(NamedTuple):
+    """Reasoning (REASONING) or answer (CONTENT) text, in order."""
+
+    kind: Literal[0, 1]
+    text: str
+
+
+class End(NamedTuple):
+    """A reasoning block ended (closed, or cut off by the end of the output): the markup as the
+    model wrote it on each side of the block's text, for the way back (a thinkwire.rules.Written
+    where the answer after it starts with line breaks thinkwire put there)."""
+
+    kind: Literal[2]
+    pair: TagPair
+
+
+# What the splitter gives: `kind, value = piece` reads either.
+Piece = Text | End
 
 
 class Mode(enum.Enum):

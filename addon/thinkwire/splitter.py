@@ -12,11 +12,11 @@ recognition of tags by kind (thinkwire.recognition), the whitespace policy that 
 (thinkwire.whitespace). This module is the face the surfaces use: `feed`, `finish`, `resume`, and
 the fast path's `plain`, `steady`, `held_ws` and `took`.
 
-Pieces are tuples `(kind, value)`:
-  (REASONING, text)  reasoning text, in order
-  (CONTENT, text)    answer text, in order
-  (END, TagPair)     a reasoning block ended (closed, or cut off by the end of output): the
-                     markup as the model wrote it on each side of the block's text, for the way back
+Pieces are records (thinkwire.modes), read as `kind, value = piece` or by name:
+  Text(REASONING, text)  reasoning text, in order
+  Text(CONTENT, text)    answer text, in order
+  End(END, TagPair)      a reasoning block ended (closed, or cut off by the end of output): the
+                         markup as the model wrote it on each side of the block's text, for the way back
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .lines import Lines
-from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, Event, Mode, Piece, SplitterError
+from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, End, Event, Mode, Piece, SplitterError, Text
 from .recognition import PAIR_ON_LINE, Recognition, answer_kinds, block_kinds
 from .rules import WS, Rules, TagPair
 from .whitespace import HELD_WS
 
-__all__ = ["CONTENT", "END", "PAIR_ON_LINE", "REASONING", "Mode", "Piece", "Rules", "Split", "Splitter",
-           "SplitterError", "merge", "split_text"]
+__all__ = ["CONTENT", "END", "PAIR_ON_LINE", "REASONING", "End", "Mode", "Piece", "Rules", "Split", "Splitter",
+           "SplitterError", "Text", "merge", "split_text"]
 
 
 class Splitter(Recognition):
@@ -108,7 +108,7 @@ class Splitter(Recognition):
             elif not self._at_start and not self._gap and not self._pend:
                 if self.rules._plain_re.search(text) is None:
                     self._plain_answer(text)
-                    return [(CONTENT, text)]
+                    return [Text(CONTENT, text)]
         elif self._ws_hold and not text.strip(WS):
             self._ws_more.append(text)
             return []
@@ -144,7 +144,7 @@ class Splitter(Recognition):
         self._w_close = self._lead_ws = ""
         self.reasoning_chars = self.stray_closes = self.stray_after_text = self.markup_chars = self.added_chars = 0
 
-    def plain(self, text: str) -> tuple[int, str] | None:
+    def plain(self, text: str) -> Text | None:
         """`feed(text)` for a non-empty text with no character that could start any tag or
         marker of the rules (`Rules.may_hold_tag`; the byte fast path checks that): the one
         piece it gives, with the state `feed` leaves. None, with nothing changed, where `feed`
@@ -156,7 +156,7 @@ class Splitter(Recognition):
             if self._held or self._at_start or self._gap or self._pend:
                 return None
             self._plain_answer(text)
-            return (CONTENT, text)
+            return Text(CONTENT, text)
         if self._pair in self.rules.start_pairs or self._rsep:
             return None       # its tags are words: no character tells them apart; a line break may go first
         trim = self.rules.trim
@@ -210,15 +210,15 @@ class Splitter(Recognition):
         the step `feed` takes for a plain text, which leaves the same state for texts joined as
         one after the other (a line reads the same wherever it was cut)."""
         piece = self.plain(text)
-        if piece is None or piece[0] != kind:
+        if piece is None or piece.kind != kind:
             raise ValueError("took: a text the splitter must decide, or not of the steady kind")
-        return piece[1]
+        return piece.text
 
-    def _plain_reasoning(self, text: str) -> tuple[int, str]:
+    def _plain_reasoning(self, text: str) -> Text:
         self.reasoning_chars += len(text)
         self._fresh = False
         self._reasoning_ws = text[-1] in WS
-        return (REASONING, text)
+        return Text(REASONING, text)
 
     def _plain_answer(self, text: str) -> None:
         self._ln.read(text)   # only the line and code state move
@@ -237,7 +237,7 @@ class Splitter(Recognition):
             self._run(held, out, final=True)
         self._flush_end(out)
         if self._mode.inside:   # cut off: no closing tag was written
-            out.append((END, TagPair(self._w_open, self._w_close)))
+            out.append(End(END, TagPair(self._w_open, self._w_close)))
             self._go(Event.CUT_OFF)
         return out
 
@@ -269,11 +269,11 @@ class Split:
         blocks: list[str] = []
         cur: list[str] = []
         open_ = False
-        for kind, value in self.pieces:
-            if kind == REASONING:
-                cur.append(value)
+        for p in self.pieces:
+            if p.kind == REASONING:
+                cur.append(p.text)
                 open_ = True
-            elif kind == END:
+            elif p.kind == END:
                 if open_:
                     blocks.append("".join(cur))
                 cur, open_ = [], False
@@ -281,7 +281,7 @@ class Split:
 
     @property
     def content(self) -> str:
-        return "".join(v for k, v in self.pieces if k == CONTENT)
+        return "".join(p.text for p in self.pieces if p.kind == CONTENT)
 
 
 def split_text(text: str, rules: Rules) -> Split:
@@ -296,8 +296,9 @@ def merge(pieces: list[Piece]) -> list[Piece]:
     """Join adjacent pieces of the same text kind."""
     out: list[Piece] = []
     for p in pieces:
-        if out and p[0] != END and out[-1][0] == p[0]:
-            out[-1] = (p[0], out[-1][1] + p[1])
+        last = out[-1] if out else None
+        if p.kind != END and last is not None and last.kind != END and last.kind == p.kind:
+            out[-1] = Text(p.kind, last.text + p.text)
         else:
             out.append(p)
     return out

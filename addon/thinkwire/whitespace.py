@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .lines import Lines, indent
-from .modes import CONTENT, END, REASONING, Fields, Gap, Piece
+from .modes import CONTENT, END, REASONING, End, Fields, Gap, Piece, Text
 from .rules import WS, TagPair, Written
 
 SEPARATOR = "\n"   # between answer pieces that meet across a removed block or tag with no whitespace
@@ -124,18 +124,19 @@ class Whitespace(Fields):
         (`added`: the characters put in front of the answer's text that follows)."""
         if self._pend:
             self._pend = False
-            out.append((END, Written(self._w_open, self._w_close, added) if added
-                        else TagPair(self._w_open, self._w_close)))
+            out.append(End(END, Written(self._w_open, self._w_close, added) if added
+                           else TagPair(self._w_open, self._w_close)))
 
     def _emit_reasoning(self, text: str, out: list[Piece]) -> None:
         if text:
             self._fresh = False
             self._reasoning_ws = text[-1] in WS
             self.reasoning_chars += len(text)
-            if out and out[-1][0] == REASONING:
-                out[-1] = (REASONING, out[-1][1] + text)
+            last = out[-1] if out else None
+            if last is not None and last.kind == REASONING:
+                out[-1] = Text(REASONING, last.text + text)
             else:
-                out.append((REASONING, text))
+                out.append(Text(REASONING, text))
 
     # -- in the answer ----------------------------------------------------------------------------
     def _after_block(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
@@ -272,10 +273,11 @@ class Whitespace(Fields):
             self.added_chars += self._gap_added
             self._gap, self._gap_added = "", 0
         self._answer_ws = text[-1] in WS
-        if out and out[-1][0] == CONTENT:
-            out[-1] = (CONTENT, out[-1][1] + text)
+        last = out[-1] if out else None
+        if last is not None and last.kind == CONTENT:
+            out[-1] = Text(CONTENT, last.text + text)
         else:
-            out.append((CONTENT, text))
+            out.append(Text(CONTENT, text))
 
     def _answer_tail(self, buf: str, rest_start: int, cut: int, kept: Kept, out: list[Piece], final: bool,
                      before: Lines | None) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .rules import Rules, TagPair, Written
-from .splitter import CONTENT, END, REASONING, Splitter
+from .splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 
 if TYPE_CHECKING:
     from .memory.layouts import Shared
@@ -218,19 +218,19 @@ class Transcript:
             sum(len(b.open) for _, b in self._edits) + sum(len(e[1]) for v in self._inner.values() for e in v)
         return self._alen + self._rlen + markup - self._added - sum(b.added for b in self.blocks)
 
-    def note(self, pieces: Sequence[tuple[int, Any]]) -> None:
-        for kind, value in pieces:
-            if kind == CONTENT:
-                self._a.update(value.encode("utf-8", "surrogatepass"))
-                self._alen += len(value)
-            elif kind == REASONING:
+    def note(self, pieces: Sequence[Piece]) -> None:
+        for p in pieces:
+            if p.kind == CONTENT:
+                self._a.update(p.text.encode("utf-8", "surrogatepass"))
+                self._alen += len(p.text)
+            elif p.kind == REASONING:
                 if not self._block and self._had:
                     self._r.update(JOIN.encode())
-                self._r.update(value.encode("utf-8", "surrogatepass"))
-                self._block += len(value)
-                self._rlen += len(value)
-            elif kind == END:
-                self._end(value)
+                self._r.update(p.text.encode("utf-8", "surrogatepass"))
+                self._block += len(p.text)
+                self._rlen += len(p.text)
+            elif p.kind == END:
+                self._end(p.pair)
 
     def _end(self, pair: TagPair) -> None:
         if self._block:
@@ -251,14 +251,13 @@ class Transcript:
         return shared(b"layout", binding, self._r.digest(), self._a.digest())
 
 
-def _step(a: int, b: int, e: int, piece: tuple[int, Any]) -> tuple[int, int, int]:
+def _step(a: int, b: int, e: int, piece: Piece) -> tuple[int, int, int]:
     """(answer characters, block text since the last END, ENDs) after one more piece."""
-    kind, value = piece
-    if kind == CONTENT:
-        return a + len(value), b, e
-    if kind == REASONING:
-        return a, b + len(value), e
-    return (a, 0, e + 1) if kind == END else (a, b, e)
+    if piece.kind == CONTENT:
+        return a + len(piece.text), b, e
+    if piece.kind == REASONING:
+        return a, b + len(piece.text), e
+    return a, 0, e + 1
 
 
 class RecordingSplitter(Splitter):
@@ -307,7 +306,7 @@ class RecordingSplitter(Splitter):
             self._kept, self._kept_n = kept, (0, 0)
         n, chars = self._kept_n
         for p in (kept or ())[n:]:
-            chars += len(p) if isinstance(p, str) else len(p[0])
+            chars += len(p) if isinstance(p, str) else len(p.text)
         self._kept_n = (len(kept or ()), chars)
         t.dropped(False, self.blocks, t._alen + a + gap + chars, markup, added)
 
@@ -319,7 +318,7 @@ class RecordingSplitter(Splitter):
                 self.transcript.note(out)
         return out
 
-    def plain(self, text: str) -> tuple[int, str] | None:
+    def plain(self, text: str) -> Text | None:
         piece = super().plain(text)
         if piece is not None:
             self.fed += len(text)

@@ -35,7 +35,7 @@ from ...context import LENGTH, OTHER, STOP, FlowContext
 from ...jsonio import OUT, dumps
 from ...jsonnum import loads
 from ...rules import TagPair
-from ...splitter import END, REASONING
+from ...splitter import END, REASONING, Piece
 
 NAME = "messages"
 SHAPE = "'content' block list (type 'message') or message_start/content_block events"
@@ -129,25 +129,25 @@ def ended(stop_reason: object) -> str | None:
             else LENGTH if stop_reason == "max_tokens" else OTHER)
 
 
-def _blocks(pieces: list[tuple[int, Any]], template: dict[str, Any], m: str,
+def _blocks(pieces: list[Piece], template: dict[str, Any], m: str,
             ctx: FlowContext) -> list[dict[str, Any]]:
     """One split text block as thinking and text blocks (never an empty one, unless all is)."""
     out: list[dict[str, Any]] = []
     reasoning: list[str] = []
     last_text: dict[str, Any] | None = None
-    for kind, value in pieces:
-        if kind == REASONING:
-            reasoning.append(value)
-        elif kind == END:
+    for p in pieces:
+        if p.kind == END:
             text = "".join(reasoning)
             reasoning = []
             if text:
-                out.append(_thinking_block(text, value, m, ctx))
+                out.append(_thinking_block(text, p.pair, m, ctx))
                 last_text = None
+        elif p.kind == REASONING:
+            reasoning.append(p.text)
         elif last_text is not None:
-            last_text["text"] += value
+            last_text["text"] += p.text
         else:
-            last_text = dict(template, text=value)
+            last_text = dict(template, text=p.text)
             out.append(last_text)
     return out or [dict(template, text="")]
 

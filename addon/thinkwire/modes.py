@@ -46,6 +46,10 @@ class End(NamedTuple):
 # What the splitter gives: `kind, value = piece` reads either.
 Piece = Text | End
 
+# `make(Text, (kind, text))` is `Text(kind, text)` made by tuple's own constructor, without the
+# Python call NamedTuple's generated __new__ is: the splitter makes one for nearly every token.
+make = tuple.__new__
+
 
 class Mode(enum.Enum):
     """Where the splitter stands in the output."""

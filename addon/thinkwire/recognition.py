@@ -54,6 +54,7 @@ class Recognition:
     _ws: Whitespace            # the whitespace stage
     _mode: Mode
     _pair: TagPair | None      # the pair whose block is open (None: any close)
+    _bscan: _Scan              # in a block: its scan (`Rules.scan`), looked up as the block opens (`_go`)
     _tool: _Scan | None        # in a tool call: the scan for its end marker
     _resume: tuple[str, TagPair] | None   # (marker, pair): the reasoning goes on after that marker
     _ln: Lines                 # line and code state of the text read so far (afresh at each block's edge)
@@ -79,6 +80,8 @@ class Recognition:
         if to is None:
             raise SplitterError(f"{event.value}: no move from {self._mode.label}")
         self._mode = to
+        if to.inside:   # (the pair is set first)
+            self._bscan = self.rules.scan(self._pair, to is PROMPT_BLOCK)
 
     def _dropped(self, out: list[Piece], reasoning: bool, markup: str, added: int = 0, gap: int = 0,
                  kept: Kept | None = None) -> None:
@@ -96,7 +99,7 @@ class Recognition:
             if i < 0:
                 return -1
         rules = self.rules
-        scan = rules.scan(self._pair, self._mode is PROMPT_BLOCK)
+        scan = self._bscan
         kinds = self._block_kinds
         ln = self._ln
         pos = seen = i
@@ -379,8 +382,8 @@ class Recognition:
         """A block of `pair` opens after `tag`, as written ("": a marker that resumes reasoning;
         `lead`: the whitespace ahead of a start pair's tag at the output's start)."""
         self._ws._block_opens(out, tag, lead)
-        self._go(event)
         self._pair = pair
+        self._go(event)
         self._seen_tag = True
         self._literal.clear()
         self._resume = None
@@ -454,6 +457,8 @@ class Recognition:
 
 
 _END_ONLY: tuple[Handler, ...] = (Recognition._end_marker,)
+# `_bscan` before any block opened (never read: a block's scan is looked up as it opens).
+NO_SCAN = _Scan(re.compile("(?!)"), frozenset(), re.compile("(?!)"), 0)
 _NO_KEPT: Kept = []   # (a block's kinds keep no answer text)
 
 

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .lines import Lines
-from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, End, Event, Mode, Piece, SplitterError, Text
-from .recognition import PAIR_ON_LINE, Recognition, answer_kinds, block_kinds
+from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, End, Event, Mode, Piece, SplitterError, Text, make
+from .recognition import NO_SCAN, PAIR_ON_LINE, Recognition, answer_kinds, block_kinds
 from .rules import WS, Rules, TagPair
 from .whitespace import HELD_WS, Whitespace
 
@@ -41,7 +41,7 @@ class Splitter(Recognition):
     plain text, written out."""
 
     __slots__ = (
-        "rules", "_ws", "_mode", "_pair", "_tool", "_resume", "_ln", "_boundary", "_seen_tag", "_literal",
+        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_boundary", "_seen_tag", "_literal",
         "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
 
@@ -51,6 +51,7 @@ class Splitter(Recognition):
         # Starting inside, until the block closes: an opening tag written anyway is dropped.
         self._mode = PROMPT_BLOCK if inside else ANSWER
         self._pair = None
+        self._bscan = rules.scan(None, True) if inside else NO_SCAN
         self._boundary = True
         self._ln = Lines()
         self._ws = Whitespace(rules, inside, self._ln, self._dropped)
@@ -85,14 +86,14 @@ class Splitter(Recognition):
             # The common case, a token in the middle of a block or of the answer: nothing held,
             # no character that could start a tag: it goes out as it is.
             if self._mode.inside:
-                if (self.rules.scan(self._pair, self._mode is PROMPT_BLOCK).first.search(text) is None
+                if (self._bscan.first.search(text) is None
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
                     return [ws._plain_reasoning(text)]
             elif not ws._at_start and not ws._gap and not ws._pend:
                 if self.rules._plain_re.search(text) is None:
                     self._plain_answer(text)
-                    return [Text(CONTENT, text)]
+                    return [make(Text, (CONTENT, text))]
         elif ws._ws_hold and not text.strip(WS):
             ws._ws_more.append(text)
             return []
@@ -143,7 +144,7 @@ class Splitter(Recognition):
             if ws._held or ws._at_start or ws._gap or ws._pend:
                 return None
             self._plain_answer(text)
-            return Text(CONTENT, text)
+            return make(Text, (CONTENT, text))
         if self._pair in self.rules.start_pairs or ws._rsep:
             return None       # its tags are words: no character tells them apart; a line break may go first
         trim = self.rules.trim

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .lines import Lines, indent
-from .modes import CONTENT, END, REASONING, End, Gap, Piece, Text
+from .modes import CONTENT, END, REASONING, End, Gap, Piece, Text, make
 from .rules import WS, Rules, TagPair, Written
 
 SEPARATOR = "\n"   # between answer pieces that meet across a removed block or tag with no whitespace
@@ -203,7 +203,7 @@ class Whitespace:
         self.reasoning_chars += len(text)
         self._fresh = False
         self._reasoning_ws = text[-1] in WS
-        return Text(REASONING, text)
+        return make(Text, (REASONING, text))
 
     def _flush_end(self, out: list[Piece], added: int = 0) -> None:
         """The END of the block that closed, once what it dropped after its closing tag is known
@@ -220,9 +220,9 @@ class Whitespace:
             self.reasoning_chars += len(text)
             last = out[-1] if out else None
             if last is not None and last.kind == REASONING:
-                out[-1] = Text(REASONING, last.text + text)
+                out[-1] = make(Text, (REASONING, last.text + text))
             else:
-                out.append(Text(REASONING, text))
+                out.append(make(Text, (REASONING, text)))
 
     # -- in the answer ----------------------------------------------------------------------------
     def _after_block(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
@@ -356,9 +356,9 @@ class Whitespace:
         self._answer_ws = text[-1] in WS
         last = out[-1] if out else None
         if last is not None and last.kind == CONTENT:
-            out[-1] = Text(CONTENT, last.text + text)
+            out[-1] = make(Text, (CONTENT, last.text + text))
         else:
-            out.append(Text(CONTENT, text))
+            out.append(make(Text, (CONTENT, text)))
 
     def _answer_tail(self, buf: str, rest_start: int, cut: int, kept: Kept, out: list[Piece], final: bool,
                      before: Lines | None) -> None:

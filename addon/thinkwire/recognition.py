@@ -95,9 +95,11 @@ class Recognition:
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         ws = self._ws
         if ws._skip_ws or ws._rsep:   # (most scans start mid-block: no call)
-            i = ws._block_start(buf, i, out, final)
-            if i < 0:
+            at = ws._block_start(buf, i, out, final)
+            self._ln.read(buf, i, at if at >= 0 else len(buf) - len(ws._held))
+            if at < 0:
                 return -1
+            i = at
         rules = self.rules
         scan = self._bscan
         kinds = self._block_kinds
@@ -135,7 +137,8 @@ class Recognition:
                 self.markup_chars += hold
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
-        ws._block_tail(buf, i, seen, hold, out, final)
+        gone = ws._block_tail(buf, i, hold, out, final)
+        ln.read(buf, seen, max(seen, gone))   # (what is held is read when it goes out)
         return -1
 
     def _close(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
@@ -192,9 +195,11 @@ class Recognition:
         rules = self.rules
         ws = self._ws
         if ws._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
-            i = ws._after_block(buf, i, out, final)
-            if i < 0:
+            at = ws._after_block(buf, i, out, final)
+            self._ln.read(buf, i, at if at >= 0 else len(buf) - len(ws._held))
+            if at < 0:
                 return -1
+            i = at
         if rules.start_pairs and ws._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
@@ -227,8 +232,9 @@ class Recognition:
                     break
             if verdict == RETURN:
                 return at
-            if verdict == RESCAN:
-                i = pos = seen = at
+            if verdict == RESCAN:   # (the whitespace the tag's removal went past is read as text)
+                i = pos = at
+                seen = j + len(tag)
                 continue
             if verdict == HOLD:
                 cut = j
@@ -248,7 +254,9 @@ class Recognition:
             # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
             self._observe(buf, cut, n)
             cut = n
-        ws._answer_tail(buf, rest_start, cut, kept, out, final, ln0)
+        if ws._answer_tail(buf, rest_start, cut, kept, out, final):
+            assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
+            ln.restore(ln0)
         if final:
             self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
         return -1

@@ -11,17 +11,17 @@ byte for byte).
 The stage is its own object (`Whitespace`, one per splitter), with its own state: recognition
 calls its steps as it finds each tag and the text around it, and reads none of its fields but the
 gates named in thinkwire.splitter. It holds what the next feed reads again (`_held`: whitespace
-not yet decided, and with it the start of a tag recognition left undecided), and reads the text it
-trims into recognition's line state (`_ln`, given at its making), so that a line reads the same
-wherever it was trimmed. `_dropped` is the splitter's hook (thinkwire.written), called here as
-there.
+not yet decided, and with it the start of a tag recognition left undecided); recognition reads
+into its line state all the text up to what is held, trimmed or not (a step that consumes
+whitespace says where it goes on, or holds the rest). `_dropped` is the splitter's hook
+(thinkwire.written), called here as there.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from .lines import Lines, indent
+from .lines import indent
 from .modes import CONTENT, END, REASONING, End, Gap, Piece, Text, make
 from .rules import WS, Rules, TagPair, Written
 
@@ -41,13 +41,12 @@ class Dropped(Protocol):
 class Whitespace:
     """The whitespace stage of one splitter: its state and its steps."""
 
-    __slots__ = ("rules", "_ln", "_dropped", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
+    __slots__ = ("rules", "_dropped", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
                  "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_added", "_lead_ws", "_w_open",
                  "_w_close", "_pend", "reasoning_chars", "added_chars")
 
-    def __init__(self, rules: Rules, inside: bool, ln: Lines, dropped: Dropped) -> None:
+    def __init__(self, rules: Rules, inside: bool, dropped: Dropped) -> None:
         self.rules = rules
-        self._ln = ln              # recognition's line state: trimmed text is read into it too
         self._dropped = dropped
         self._held = ""            # undecided text, carried into the next feed (read again there)
         self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
@@ -119,10 +118,10 @@ class Whitespace:
     def _block_start(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         """A block's text begins at buf[i]: its leading whitespace trimmed (`_skip_ws`), and the
         line break put where an opening tag dropped between reasoning texts (`_rsep`). Where its
-        text starts, or -1: only whitespace so far."""
+        text starts, or -1: only whitespace so far (what is not held of it is read as text: trimmed,
+        it still ends a line, "\r~~~" is no fence)."""
         if self._skip_ws:
             j, keep = self._trim_end(buf, i, final)
-            self._ln.read(buf, i, keep)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
             self._w_open += buf[i:keep]
             if j == len(buf):
                 self._held = "" if final else buf[keep:]   # (perhaps the first line's indentation)
@@ -137,10 +136,11 @@ class Whitespace:
                 self.added_chars += len(SEPARATOR)
         return i
 
-    def _block_tail(self, buf: str, i: int, seen: int, hold: int, out: list[Piece], final: bool) -> None:
+    def _block_tail(self, buf: str, i: int, hold: int, out: list[Piece], final: bool) -> int:
         """No tag in buf[i:]: all of it goes out as reasoning but the last `hold` characters (a
         partial tag, held; at the end, markup cut off) and, trimming, the whitespace at its end
-        (held: it is dropped if the block ends next). The line state is read up to `seen`."""
+        (held: it is dropped if the block ends next). Where what went out ends (what is held is
+        read when it goes out)."""
         rules = self.rules
         rest = buf[i:]
         body = rest[: len(rest) - hold]
@@ -153,8 +153,8 @@ class Whitespace:
             body = kept
         else:
             self._held = "" if final else rest[len(body):]
-        self._ln.read(buf, seen, max(seen, i + len(body)))   # (what is held is read when it goes out)
         self._emit_reasoning(body, out)
+        return i + len(body)
 
     def _block_ends(self, text: str, out: list[Piece], tag: str) -> None:
         """The open block's last text, `text`, before `tag` (its closing tag; "" for a marker
@@ -229,7 +229,7 @@ class Whitespace:
         """Right after a block (or markup trimmed as one: `_skip_ws`): its whitespace trimmed,
         where the answer is empty or ends in whitespace; else kept whole between the answer's
         texts, or a line break put there. Where the answer goes on, or -1: only whitespace so far
-        (held, or at the end dropped)."""
+        (held, or at the end dropped). What it went past, and what is not held, is read as text."""
         n = len(buf)
         j, keep = self._trim_end(buf, i, final)
         if not self._answer_ws:
@@ -244,7 +244,6 @@ class Whitespace:
             self._held = buf[i:]
             self._ws_hold = not self.rules._ws_lead
             return -1
-        self._ln.read(buf, i, keep)   # (what is held is read when it goes out)
         if j == n:
             if not final and keep < n:
                 self._held = buf[keep:]   # perhaps the first line's indentation
@@ -303,13 +302,11 @@ class Whitespace:
                           len(SEPARATOR) if k == end < n else 0, gap, kept)
         if k == n:
             if final:
-                self._ln.read(buf, end, k)
                 return n
             self._held = buf[end:]   # (read when it goes out)
             self._ws_hold = bool(self._held) and not self.rules._ws_lead
             self._skip_ws = True
             return -1
-        self._ln.read(buf, end, k)
         if not at_start:
             kept.append(Gap(buf[end:k], 0) if k > end else Gap(SEPARATOR, len(SEPARATOR)))
         return k
@@ -360,22 +357,20 @@ class Whitespace:
         else:
             out.append(make(Text, (CONTENT, text)))
 
-    def _answer_tail(self, buf: str, rest_start: int, cut: int, kept: Kept, out: list[Piece], final: bool,
-                     before: Lines | None) -> None:
+    def _answer_tail(self, buf: str, rest_start: int, cut: int, kept: Kept, out: list[Piece], final: bool) -> bool:
         """The answer's text up to `cut` goes out (with `kept`); what follows is held. But at the
         output's start, while only whitespace came, all of it waits (it is dropped if a block opens
-        next), with the line state from before it (`before`)."""
+        next): True then (the line state goes back to where the scan began: it is read again)."""
         n = len(buf)
         if not final and self._at_start and self.rules.trim and buf[rest_start:cut].strip(WS) == "" and not any(
                 p.strip(WS) for p in kept if isinstance(p, str)):   # (at the start no gap is kept: the answer is empty)
-            assert before is not None   # (taken where the scan began at the start, trimming: the same test)
-            self._ln.restore(before)
             self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + buf[rest_start:]
             self._ws_hold = cut == n and bool(self._held) and not self.rules._ws_lead
-            return
+            return True
         self._emit_kept(kept, out, buf[rest_start:cut])
         if not final:
             self._held = buf[cut:]
+        return False
 
     def _tool_head(self, kept: Kept, out: list[Piece], text: str) -> None:
         """A tool call's header follows the answer's text `text`: what is kept goes out in front

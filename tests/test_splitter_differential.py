@@ -149,7 +149,19 @@ def _pieces(trace: list) -> list:
             out += step[1]
         elif step[0] in ("plain", "took") and step[1] is not None:
             out.append(step[1] if step[0] == "plain" else ("took", step[1]))
-    return current.merge([p for p in out if p[0] != "took"])
+    return _merge([p for p in out if p[0] != "took"])
+
+
+def _merge(pieces: list) -> list:
+    """Adjacent texts of a kind joined, as `merge` does, for either splitter's pieces (the frozen
+    one's are plain tuples)."""
+    out: list = []
+    for kind, value in pieces:
+        if out and kind != current.END and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + value)
+        else:
+            out.append((kind, value))
+    return out
 
 
 def cuts(text: str, seed: str, randoms: int = 3) -> dict[str, list[str]]:

@@ -13,7 +13,7 @@ from .serverstart import Told
 from .request import Facts
 from .settings import Settings
 from .rules import Rules, TagPair
-from .splitter import CONTENT, END, Split, Splitter, merge
+from .splitter import CONTENT, END, Piece, Split, Splitter, Text, merge
 from .tagsets import MODEL_CHARS, Profile
 from . import recorder, written as _written
 
@@ -265,7 +265,7 @@ class FlowContext:
         result = Split(pieces, strays)
         if first and (self.facts or _NO_FACTS).force_nonempty and result.reasoning and not result.content.strip():
             # force_nonempty_content: reasoning and no answer, so the reasoning is the answer.
-            result = Split([(CONTENT, "\n\n".join(result.reasoning))], strays)
+            result = Split([Text(CONTENT, "\n\n".join(result.reasoning))], strays)
         if not count:
             return result
         if self.written is not None and isinstance(sp, recorder.RecordingSplitter):
@@ -387,10 +387,10 @@ def shown_model(name: str | None) -> str:
     return f"{name[:SHOWN_CHARS]!r}... (a name of more than {SHOWN_CHARS} characters)"
 
 
-def _unclosed(pieces: list[Any]) -> bool:
+def _unclosed(pieces: list[Piece]) -> bool:
     """Split pieces of an output that started inside and never left its block (one END, last)."""
-    ends = [k for k, _ in pieces if k == END]
-    return len(ends) == 1 and pieces[-1][0] == END
+    ends = [p for p in pieces if p.kind == END]
+    return len(ends) == 1 and pieces[-1].kind == END
 
 
 @lru_cache(maxsize=256)

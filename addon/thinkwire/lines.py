@@ -66,6 +66,11 @@ class Lines:
             setattr(other, k, getattr(self, k))
         return other
 
+    def restore(self, other: Lines) -> None:
+        """Back to the state `other` (a `copy`) holds."""
+        for k in self.__slots__:
+            setattr(self, k, getattr(other, k))
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Lines) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
 

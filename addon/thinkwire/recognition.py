@@ -6,7 +6,12 @@ decides (a block opens or closes, the tag is removed, the text waits for more) o
 next kind; a tag no kind takes is text. Where a tag counts depends on the line and code state
 (thinkwire.lines): never in code, some only at a line's start or glued to the text before them,
 as a model writes markup and prose does not. The text between tags goes to the whitespace stage
-(thinkwire.whitespace), which makes the pieces.
+(thinkwire.whitespace, its own object: `_ws`), which makes the pieces: recognition calls its steps
+and reads only its gates (`_skip_ws`, `_rsep`, `_at_start`), never sets its fields.
+
+Recognition's state (the Splitter's slots, declared here): the mode (thinkwire.modes), the open
+block's pair, the tool call's and resume marker's scans, the line and code state, where an opening
+tag counts, and the counts.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from .modes import PROMPT_BLOCK, TOOL_CALL, Event, Piece
-from .rules import WS, Rules, TagPair, cut_off_marker, partial_tag_len
+from .lines import Lines
+from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError
+from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
 from .whitespace import Kept, Whitespace
 
 # After a first block, an opening tag mid-line whose closing tag follows on its line within this
@@ -43,22 +49,60 @@ _HOLD: Verdict = (HOLD, 0)
 Handler = Callable[["Recognition", str, int, int, str, Kept, list[Piece], bool], Verdict]
 
 
-class Recognition(Whitespace):
+class Recognition:
+    rules: Rules
+    _ws: Whitespace            # the whitespace stage
+    _mode: Mode
+    _pair: TagPair | None      # the pair whose block is open (None: any close)
+    _bscan: _Scan              # in a block: its scan (`Rules.scan`), looked up as the block opens (`_go`)
+    _tool: _Scan | None        # in a tool call: the scan for its end marker
+    _resume: tuple[str, TagPair] | None   # (marker, pair): the reasoning goes on after that marker
+    _ln: Lines                 # line and code state of the text read so far (afresh at each block's edge)
+    _boundary: bool            # start of output or just after a block: an opening tag counts here
+    _seen_tag: bool            # a block was opened or closed: a stray closing tag no longer counts
+    _literal: dict[str, int]   # closing tag -> opening tags of its pair kept as text
+    _cut_off: bool             # finishing an output cut off at the token limit (`finish`)
     # The rules' tables (`answer_kinds`, `block_kinds`), looked up once per splitter.
     _answer_kinds: dict[str, tuple[Handler, ...]]
     _block_kinds: dict[str, tuple[Handler, ...]]
+    # Counts.
+    blocks: int
+    stray_closes: int
+    stray_after_text: int
+    markup_chars: int
 
     if not TYPE_CHECKING:   # (no instance dict: the Splitter's slots hold the state; hidden from mypy,
         __slots__ = ()      # which reads an empty __slots__ as allowing no attribute)
 
+    def _go(self, event: Event) -> None:
+        """Move by the transition table."""
+        to = TRANSITIONS[self._mode].get(event)
+        if to is None:
+            raise SplitterError(f"{event.value}: no move from {self._mode.label}")
+        self._mode = to
+        if to.inside:   # (the pair is set first)
+            self._bscan = self.rules.scan(self._pair, to is PROMPT_BLOCK)
+
+    def _dropped(self, out: list[Piece], reasoning: bool, markup: str, added: int = 0, gap: int = 0,
+                 kept: Kept | None = None) -> None:
+        """A hook (thinkwire.written records the way back's layout with it; nothing here): `markup`
+        went, and `added` line breaks were put in, in the open block's text (`reasoning`) or the
+        answer, after what `out` (and the pieces before it) holds, then `gap` characters and the
+        texts in `kept` still to go out (gap -1: the place is not known; added < 0: that many
+        line breaks put in there went again, before a block). The whitespace stage calls it as
+        its own `_dropped`."""
+
     # -- inside a reasoning block ---------------------------------------------------------------
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
-        if self._skip_ws or self._rsep:   # (most scans start mid-block: no call)
-            i = self._block_start(buf, i, out, final)
-            if i < 0:
+        ws = self._ws
+        if ws._skip_ws or ws._rsep:   # (most scans start mid-block: no call)
+            at = ws._block_start(buf, i, out, final)
+            self._ln.read(buf, i, at if at >= 0 else len(buf) - len(ws._held))
+            if at < 0:
                 return -1
+            i = at
         rules = self.rules
-        scan = rules.scan(self._pair, self._mode is PROMPT_BLOCK)
+        scan = self._bscan
         kinds = self._block_kinds
         ln = self._ln
         pos = seen = i
@@ -94,7 +138,8 @@ class Recognition(Whitespace):
                 self.markup_chars += hold
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
-        self._block_tail(buf, i, seen, hold, out, final)
+        gone = ws._block_tail(buf, i, hold, out, final)
+        ln.read(buf, seen, max(seen, gone))   # (what is held is read when it goes out)
         return -1
 
     def _close(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
@@ -115,19 +160,8 @@ class Recognition(Whitespace):
             return _PASS
         if not self._opening_counts(tag):
             return _TEXT
-        rules = self.rules
-        self._emit_reasoning(buf[i:j], out)
-        self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
-        if self._fresh:
-            # The model's own tag goes back in place of the one the prompt was taken
-            # to hold: where a model writes it, its template most often did not (Ollama's).
-            t = rules.pairs[0].open
-            self._w_open = (self._w_open[len(t):] if self._w_open.startswith(t) else self._w_open) + tag
-        # Reasoning on both sides with no whitespace between gets a line break.
-        self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
-        if not self._fresh:
-            self._dropped(out, True, tag)
-        self._pair = rules._by_open[tag]
+        self._ws._own_open(buf[i:j], out, tag)
+        self._pair = self.rules._by_open[tag]
         self._go(Event.OWN_OPEN)
         self.markup_chars += len(tag)
         return RETURN, j + len(tag)
@@ -151,7 +185,7 @@ class Recognition(Whitespace):
     def _end_block(self, text: str, out: list[Piece], event: Event, tag: str = "") -> None:
         """The open block ends before `tag` (its closing tag; "" for a marker that stays in the
         output), `text` its last text."""
-        self._block_ends(text, out, tag)
+        self._ws._block_ends(text, out, tag)
         self._go(event)
         self._pair = None
         self._seen_tag = True
@@ -160,11 +194,14 @@ class Recognition(Whitespace):
     # -- in the answer --------------------------------------------------------------------------
     def _content(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         rules = self.rules
-        if self._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
-            i = self._after_block(buf, i, out, final)
-            if i < 0:
+        ws = self._ws
+        if ws._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
+            at = ws._after_block(buf, i, out, final)
+            self._ln.read(buf, i, at if at >= 0 else len(buf) - len(ws._held))
+            if at < 0:
                 return -1
-        if rules.start_pairs and self._at_start and not self._seen_tag:
+            i = at
+        if rules.start_pairs and ws._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
                 return got
@@ -172,7 +209,7 @@ class Recognition(Whitespace):
         kinds = self._answer_kinds
         ln = self._ln
         # (Whitespace held at the start is read again when it goes out: the state from before it.)
-        ln0 = ln.copy() if self._at_start and rules.trim and not final else None
+        ln0 = ln.copy() if ws._at_start and rules.trim and not final else None
         pos = i
         seen = i       # line and code state are up to date to here
         kept: Kept = []
@@ -196,8 +233,9 @@ class Recognition(Whitespace):
                     break
             if verdict == RETURN:
                 return at
-            if verdict == RESCAN:
-                i = pos = seen = at
+            if verdict == RESCAN:   # (the whitespace the tag's removal went past is read as text)
+                i = pos = at
+                seen = j + len(tag)
                 continue
             if verdict == HOLD:
                 cut = j
@@ -217,22 +255,18 @@ class Recognition(Whitespace):
             # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
             self._observe(buf, cut, n)
             cut = n
-        self._answer_tail(buf, rest_start, cut, kept, out, final, ln0)
+        if ws._answer_tail(buf, rest_start, cut, kept, out, final):
+            assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
+            ln.restore(ln0)
+        if final:
+            self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
         return -1
 
     def _tool_head(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
         """A tool call's header: the call goes out as written, up to its end marker."""
         if not self._opening_counts(tag):
             return _PASS
-        last = kept[-1] if kept else None
-        if last is not None and not isinstance(last, str) and last.added:
-            kept.pop()   # (no line break put before it: a header is no word to keep apart)
-            self._dropped(out, False, "", -last.added, len(self._gap), kept)
-        self._emit_kept(kept, out, buf[i:j])
-        if self._gap_added:
-            if not self._pend:
-                self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
-            self._gap, self._gap_added = "", 0
+        self._ws._tool_head(kept, out, buf[i:j])
         self._tool = self.rules._tool_of[tag]
         self._go(Event.TOOL_HEAD)
         return RETURN, j
@@ -243,21 +277,14 @@ class Recognition(Whitespace):
             return _PASS
         self.markup_chars += len(tag)
         if self._boundary:  # a wrapper opening the answer: trim after it as after a block
-            self._emit_kept(kept, out, buf[i:j])
-            if self._pend:
-                if self._gap and not self._gap_added:   # (whitespace written before it, waiting for the answer's next text)
-                    self._dropped(out, False, "", 0, len(self._gap))
-                self._w_close += tag   # (written after the block: the way back has it)
-            else:
-                self._dropped(out, False, tag, 0, len(self._gap))
-            self._skip_ws = self.rules.trim
+            self._ws._wrapper(kept, out, buf[i:j], tag)
             return RETURN, j + len(tag)
         return self._removed(buf, i, j, tag, kept, out, final)
 
     def _removed(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
-        at = self._remove(buf, i, j, tag, kept, final, out)
+        at = self._ws._remove(buf, i, j, tag, kept, final, out, self._boundary)
         if at < 0:
-            self._emit_kept(kept, out)
+            self._ws._emit_kept(kept, out)
             return RETURN, -1
         return RESCAN, at
 
@@ -266,7 +293,7 @@ class Recognition(Whitespace):
         if self._resume is None or tag != self._resume[0] or self._ln.in_code():
             return _PASS
         end = j + len(tag)
-        self._emit_kept(kept, out, buf[i:end], before_block=True)
+        self._ws._emit_kept(kept, out, buf[i:end], before_block=True)
         self._open_block(self._resume[1], out, "", Event.RESUME)
         return RETURN, end
 
@@ -279,7 +306,7 @@ class Recognition(Whitespace):
         if whole is None:
             return _HOLD                 # a pair after a first block? what follows decides: wait
         if whole or self._opening_counts(tag):
-            self._emit_kept(kept, out, buf[i:j], before_block=True)
+            self._ws._emit_kept(kept, out, buf[i:j], before_block=True)
             self._open_block(pair, out, tag, Event.OPEN)
             self.markup_chars += len(tag)
             return RETURN, j + len(tag)
@@ -307,17 +334,15 @@ class Recognition(Whitespace):
         # A closing tag with no opening tag: the block was opened in the prompt.
         self.stray_closes += 1
         self._seen_tag = True
-        if not self._at_start or buf[i:j].strip(WS) or any(isinstance(p, str) and p.strip(WS) for p in kept):
+        if self._ws._answered(kept, buf[i:j]):
             # The text before it went out as answer (a stream cannot take it back): the tag
             # stays, as written, where the reasoning ended (a body re-splits from inside:
             # thinkwire.context). Removed, the two would run together.
             self.stray_after_text += 1
             return SKIP, j + len(tag)
-        self._emit_kept(kept, out, buf[i:j])
-        self._dropped(out, False, tag, 0, len(self._gap))
+        self._ws._wrapper(kept, out, buf[i:j], tag)
         self.markup_chars += len(tag)
         self._new_line()
-        self._skip_ws = self.rules.trim
         return RETURN, j + len(tag)
 
     def _tool_call(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
@@ -331,7 +356,7 @@ class Recognition(Whitespace):
         if m is not None:
             end = m.end()
             self._observe(buf, i, end)
-            self._emit_content(buf[i:end], out, False)
+            self._ws._emit_content(buf[i:end], out, False)
             self._tool = None
             self._go(Event.TOOL_END)
             self._ln.reset()   # (a backtick in the call's arguments opens no code span after it)
@@ -339,8 +364,8 @@ class Recognition(Whitespace):
         n = len(buf)
         cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
         self._observe(buf, i, cut)
-        self._emit_content(buf[i:cut], out, False)
-        self._held = buf[cut:]
+        self._ws._emit_content(buf[i:cut], out, False)
+        self._ws._hold(buf[cut:])
         return -1
 
     def _start_pair(self, buf: str, i: int, out: list[Piece], final: bool) -> int | None:
@@ -354,21 +379,20 @@ class Recognition(Whitespace):
             return None
         for pair in self.rules.start_pairs:
             if rest.startswith(pair.open):
-                self._lead_ws = buf[i:j]
-                self._open_block(pair, out, pair.open, Event.OPEN)
+                self._open_block(pair, out, pair.open, Event.OPEN, buf[i:j])
                 self.markup_chars += len(pair.open)
                 return j + len(pair.open)
         if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
-            self._held = buf[i:]   # (what is held at the start is read again: linear, it is short)
+            self._ws._hold(buf[i:])   # (what is held at the start is read again: linear, it is short)
             return -1
         return None
 
-    def _open_block(self, pair: TagPair, out: list[Piece], tag: str, event: Event) -> None:
-        """A block of `pair` opens after `tag`, as written ("": a marker that resumes reasoning)."""
-        self._block_opens(out, tag)
-        self._go(event)
+    def _open_block(self, pair: TagPair, out: list[Piece], tag: str, event: Event, lead: str | None = None) -> None:
+        """A block of `pair` opens after `tag`, as written ("": a marker that resumes reasoning;
+        `lead`: the whitespace ahead of a start pair's tag at the output's start)."""
+        self._ws._block_opens(out, tag, lead)
         self._pair = pair
-        self._fresh = True
+        self._go(event)
         self._seen_tag = True
         self._literal.clear()
         self._resume = None
@@ -442,6 +466,8 @@ class Recognition(Whitespace):
 
 
 _END_ONLY: tuple[Handler, ...] = (Recognition._end_marker,)
+# `_bscan` before any block opened (never read: a block's scan is looked up as it opens).
+NO_SCAN = _Scan(re.compile("(?!)"), frozenset(), re.compile("(?!)"), 0)
 _NO_KEPT: Kept = []   # (a block's kinds keep no answer text)
 
 

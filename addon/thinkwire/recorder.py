@@ -19,7 +19,7 @@ from typing import Any
 
 from . import fingerprint
 from .rules import WS, Rules, TagPair, Written
-from .splitter import CONTENT, END, REASONING, Splitter
+from .splitter import CONTENT, REASONING, Piece, Splitter, Text
 from .written import BLOCKS_MAX, EDITS_MAX, JOIN, LAYOUT_MAX, Block, Layout, Memory, Scope, _cost, _key, dump, rebuild
 
 
@@ -195,14 +195,16 @@ class Transcript:
             sum(len(b.open) for _, b in self._edits) + sum(len(e[1]) for v in self._inner.values() for e in v)
         return self._alen + self._rlen + markup - self._added - sum(b.added for b in self.blocks)
 
-    def note(self, pieces: Sequence[tuple[int, Any]]) -> None:
-        for kind, value in pieces:
-            if kind == CONTENT:
+    def note(self, pieces: Sequence[Piece]) -> None:
+        for p in pieces:
+            if p.kind == CONTENT:
+                value = p.text
                 self._a.update(value.encode("utf-8", "surrogatepass"))
                 self._alen += len(value)
                 if not self.over:
                     self._fa.add(value, self._want)
-            elif kind == REASONING:
+            elif p.kind == REASONING:
+                value = p.text
                 if not self._block and self._had:
                     self._r.update(JOIN.encode())
                 self._r.update(value.encode("utf-8", "surrogatepass"))
@@ -210,8 +212,8 @@ class Transcript:
                 if not self.over:
                     self._fb.add(value, self._iwant.get(len(self.blocks), _NONE))
                 self._rlen += len(value)
-            elif kind == END:
-                self._end(value)
+            else:
+                self._end(p.pair)
 
     def _end(self, pair: TagPair) -> None:
         if self._block:
@@ -259,14 +261,13 @@ class Transcript:
 _NONE: list[int] = []
 
 
-def _step(a: int, b: int, e: int, piece: tuple[int, Any]) -> tuple[int, int, int]:
+def _step(a: int, b: int, e: int, piece: Piece) -> tuple[int, int, int]:
     """(answer characters, block text since the last END, ENDs) after one more piece."""
-    kind, value = piece
-    if kind == CONTENT:
-        return a + len(value), b, e
-    if kind == REASONING:
-        return a, b + len(value), e
-    return (a, 0, e + 1) if kind == END else (a, b, e)
+    if piece.kind == CONTENT:
+        return a + len(piece.text), b, e
+    if piece.kind == REASONING:
+        return a, b + len(piece.text), e
+    return a, 0, e + 1
 
 
 class RecordingSplitter(Splitter):
@@ -315,13 +316,13 @@ class RecordingSplitter(Splitter):
             self._kept, self._kept_n = kept, (0, 0)
         n, chars = self._kept_n
         for p in (kept or ())[n:]:
-            chars += len(p) if isinstance(p, str) else len(p[0])
+            chars += len(p) if isinstance(p, str) else len(p.text)
         self._kept_n = (len(kept or ()), chars)
         t.dropped(False, self.blocks, t._alen + a + gap + chars, markup, added)
-        if self._pend and added >= 0 and not t.over:
+        if self._ws._pend and added >= 0 and not t.over:
             # The block before it has not ended yet: what it writes after its closing tag from
             # here on was written after this markup (`_end`).
-            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._w_close)))
+            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close)))
 
     def feed(self, text: str) -> list[Any]:
         out = super().feed(text)
@@ -333,7 +334,7 @@ class RecordingSplitter(Splitter):
                 self.transcript.note(out)
         return out
 
-    def plain(self, text: str) -> tuple[int, str] | None:
+    def plain(self, text: str) -> Text | None:
         piece = super().plain(text)
         if piece is not None:
             self.fed += len(text)
@@ -348,8 +349,8 @@ class RecordingSplitter(Splitter):
             self.transcript.note(out)
         self.finished = True
         t = self.transcript
-        if self._gap and not t.over:
-            t._trailing(self._gap, self._gap_added)
+        if self._ws._gap and not t.over:
+            t._trailing(self._ws._gap, self._ws._gap_added)
         # A check of the whole: the layout gives back what the model wrote (a template's opening
         # tag, which the prompt holds, besides), as fingerprints tell (thinkwire.fingerprint: the
         # text is not kept); else it is not remembered.

@@ -12,11 +12,11 @@ recognition of tags by kind (thinkwire.recognition), the whitespace policy that 
 (thinkwire.whitespace). This module is the face the surfaces use: `feed`, `finish`, `resume`, and
 the fast path's `plain`, `steady`, `held_ws` and `took`.
 
-Pieces are tuples `(kind, value)`:
-  (REASONING, text)  reasoning text, in order
-  (CONTENT, text)    answer text, in order
-  (END, TagPair)     a reasoning block ended (closed, or cut off by the end of output): the
-                     markup as the model wrote it on each side of the block's text, for the way back
+Pieces are records (thinkwire.modes), read as `kind, value = piece` or by name:
+  Text(REASONING, text)  reasoning text, in order
+  Text(CONTENT, text)    answer text, in order
+  End(END, TagPair)      a reasoning block ended (closed, or cut off by the end of output): the
+                         markup as the model wrote it on each side of the block's text, for the way back
 """
 
 from __future__ import annotations
@@ -25,102 +25,87 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .lines import Lines
-from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, Event, Mode, Piece, SplitterError
-from .recognition import PAIR_ON_LINE, Recognition, answer_kinds, block_kinds
+from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, End, Event, Mode, Piece, SplitterError, Text, make
+from .recognition import NO_SCAN, PAIR_ON_LINE, Recognition, answer_kinds, block_kinds
 from .rules import WS, Rules, TagPair
-from .whitespace import HELD_WS
+from .whitespace import HELD_WS, Whitespace
 
-__all__ = ["CONTENT", "END", "PAIR_ON_LINE", "REASONING", "Mode", "Piece", "Rules", "Split", "Splitter",
-           "SplitterError", "merge", "split_text"]
+__all__ = ["CONTENT", "END", "PAIR_ON_LINE", "REASONING", "End", "Mode", "Piece", "Rules", "Split", "Splitter",
+           "SplitterError", "Text", "merge", "split_text"]
 
 
 class Splitter(Recognition):
-    """Incremental splitter for one stream of model output text (a body is one `feed`)."""
+    """Incremental splitter for one stream of model output text (a body is one `feed`): the
+    recognition stage (thinkwire.recognition: its state is this object's) and the whitespace stage
+    (thinkwire.whitespace, its own object, `_ws`). The fast path below is both stages' step for a
+    plain text, written out."""
 
     __slots__ = (
-        "rules", "_mode", "_held", "_pair", "_skip_ws", "_at_start", "_boundary", "_ln", "_answer_ws", "_gap",
-        "_gap_added", "added_chars", "_rsep", "_reasoning_ws", "_resume",
-        "_seen_tag", "_fresh", "_literal",
-        "blocks", "reasoning_chars", "stray_closes", "stray_after_text", "markup_chars", "_ws_hold", "_ws_more",
-        "_w_open", "_w_close", "_pend", "_lead_ws", "_ws_nl", "_tool", "_cut_off", "_answer_kinds", "_block_kinds",
+        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_boundary", "_seen_tag", "_literal",
+        "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
         self.rules = rules
         inside = rules.starts_inside if starts_inside is None else starts_inside
-        self._held = ""
         # Starting inside, until the block closes: an opening tag written anyway is dropped.
         self._mode = PROMPT_BLOCK if inside else ANSWER
         self._pair = None
-        self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
-        self._at_start = not inside
+        self._bscan = rules.scan(None, True) if inside else NO_SCAN
         self._boundary = True
         self._ln = Lines()
-        self._answer_ws = True   # the answer so far is empty or ends in whitespace
-        self._gap = ""           # whitespace after a block, kept for the answer's next text (no glued words)
-        self._gap_added = 0      # ... of which line breaks put there (the model wrote no whitespace)
-        self._reasoning_ws = True   # the reasoning so far is empty or ends in whitespace
-        self._rsep = False       # a line break goes in front of the reasoning's next text, if not whitespace
+        self._ws = Whitespace(rules, inside, self._dropped)
         self._resume = None
         self._seen_tag = inside
-        self._fresh = inside
         self._literal = {}
         self.blocks = 1 if inside else 0
-        self.reasoning_chars = 0
         self.stray_closes = 0
         self.stray_after_text = 0   # ... of which with text before them (what learning counts)
         self.markup_chars = 0    # characters of tags removed (for accounting: nothing else goes)
-        self.added_chars = 0     # line breaks put between answer text that would run together (trimming)
-        # Only whitespace is held, and more whitespace would only be held too (trimming: at the
-        # start of the output, or at the end of a reasoning block so far). More whitespace then
-        # goes to _ws_more without re-reading what is held: linear in a long whitespace run.
-        self._ws_hold = False
-        self._ws_more = []
-        # The way back, byte for byte: what the model wrote before the open block's text that does
-        # not go out (the whitespace trimmed ahead of it at the output's start, its opening tag, the
-        # whitespace trimmed after it), and, once it closed, what it wrote after the text (the
-        # whitespace trimmed before the closing tag, the tag, the whitespace trimmed after it). The
-        # END piece carries both as a TagPair; it goes out once the answer's next text (or a block,
-        # or the end) says no more whitespace is trimmed (`_pend`). A block the template opened
-        # starts with the pair's opening tag, which the prompt holds.
-        self._w_open = rules.pairs[0].open if inside else ""
-        self._w_close = ""
-        self._pend = False
-        self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
-        self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
         self._tool = None
         self._cut_off = False
         self._answer_kinds = answer_kinds(rules)
         self._block_kinds = block_kinds(rules)
 
+    @property
+    def reasoning_chars(self) -> int:
+        """Characters of reasoning given."""
+        return self._ws.reasoning_chars
+
+    @property
+    def added_chars(self) -> int:
+        """Line breaks put between answer text that would run together (trimming)."""
+        return self._ws.added_chars
+
     # -- public API ---------------------------------------------------------------------
     def feed(self, text: str) -> list[Piece]:
         if not text:
             return []
-        if not self._held and not self._skip_ws and not self._rsep:
+        ws = self._ws
+        if not ws._held and not ws._skip_ws and not ws._rsep:
             # The common case, a token in the middle of a block or of the answer: nothing held,
             # no character that could start a tag: it goes out as it is.
             if self._mode.inside:
-                if (self.rules.scan(self._pair, self._mode is PROMPT_BLOCK).first.search(text) is None
+                if (self._bscan.first.search(text) is None
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
-                    return [self._plain_reasoning(text)]
-            elif not self._at_start and not self._gap and not self._pend:
+                    return [ws._plain_reasoning(text)]
+            elif not ws._at_start and not ws._gap and not ws._pend:
                 if self.rules._plain_re.search(text) is None:
                     self._plain_answer(text)
-                    return [(CONTENT, text)]
-        elif self._ws_hold and not text.strip(WS):
-            self._ws_more.append(text)
+                    return [make(Text, (CONTENT, text))]
+        elif ws._ws_hold and not text.strip(WS):
+            ws._ws_more.append(text)
             return []
         out: list[Piece] = []
-        held = self._take_held()
+        held = ws._take_held()
         self._run(held + text if held else text, out, final=False)
         return out
 
     def holds_tag(self) -> bool:
         """Whether what is held is more than whitespace (the start of a tag, or one undecided):
         what `finish` gives then depends on how the output ended."""
-        return bool(self._held) and not self._ws_hold
+        return bool(self._ws._held) and not self._ws._ws_hold
 
     @property
     def mode(self) -> Mode:
@@ -138,44 +123,47 @@ class Splitter(Recognition):
         open block carry over). What it leaves undecided is dropped: a tag cut at the prefill's
         end is not completed by the output."""
         self.feed(text)
-        self._take_held()
-        self._pend = False   # (the prefill's block, which the client has)
-        self._w_open = (self._pair or self.rules.pairs[0]).open if self._mode.inside else ""
-        self._w_close = self._lead_ws = ""
-        self.reasoning_chars = self.stray_closes = self.stray_after_text = self.markup_chars = self.added_chars = 0
+        ws = self._ws
+        ws._take_held()
+        ws._pend = False   # (the prefill's block, which the client has)
+        ws._w_open = (self._pair or self.rules.pairs[0]).open if self._mode.inside else ""
+        ws._w_close = ws._lead_ws = ""
+        ws.reasoning_chars = ws.added_chars = 0
+        self.stray_closes = self.stray_after_text = self.markup_chars = 0
 
-    def plain(self, text: str) -> tuple[int, str] | None:
+    def plain(self, text: str) -> Text | None:
         """`feed(text)` for a non-empty text with no character that could start any tag or
         marker of the rules (`Rules.may_hold_tag`; the byte fast path checks that): the one
         piece it gives, with the state `feed` leaves. None, with nothing changed, where `feed`
         must decide: text held other than trailing whitespace, whitespace being trimmed at a
         block's start or the output's, or nothing to give yet."""
-        if self._skip_ws:
+        ws = self._ws
+        if ws._skip_ws:
             return None
         if not self._mode.inside:
-            if self._held or self._at_start or self._gap or self._pend:
+            if ws._held or ws._at_start or ws._gap or ws._pend:
                 return None
             self._plain_answer(text)
-            return (CONTENT, text)
-        if self._pair in self.rules.start_pairs or self._rsep:
+            return make(Text, (CONTENT, text))
+        if self._pair in self.rules.start_pairs or ws._rsep:
             return None       # its tags are words: no character tells them apart; a line break may go first
         trim = self.rules.trim
-        if self._held:
-            if not self._ws_hold:
+        if ws._held:
+            if not ws._ws_hold:
                 return None   # a partial tag
             if trim and not text.strip(WS):
                 return None   # whitespace only: feed holds it and gives nothing
-            text = self._take_held() + text
+            text = ws._take_held() + text
         if trim:
             kept = text.rstrip(WS)
             if not kept:
                 return None
             if len(kept) < len(text):   # held for now: it is dropped if the block ends next
-                self._held = text[len(kept):]
-                self._ws_hold = not self.rules._ws_lead
+                ws._held = text[len(kept):]
+                ws._ws_hold = not self.rules._ws_lead
                 text = kept
         self._ln.read(text)
-        return self._plain_reasoning(text)
+        return ws._plain_reasoning(text)
 
     def steady(self) -> int | None:
         """CONTENT or REASONING when `plain` takes any plain text (one that holds no character a
@@ -184,21 +172,23 @@ class Splitter(Recognition):
         whitespace `held_ws` gives, which trimming holds again at the text's end; in the answer,
         nothing. thinkwire.hot takes such texts in C; `took` folds them in. None: `feed` decides
         each text."""
-        if self._skip_ws:
+        ws = self._ws
+        if ws._skip_ws:
             return None
         if self._mode.inside:
             # (A start pair's tags are words: no table of characters holds them.)
-            return None if self.held_ws() is None or self._pair in self.rules.start_pairs or self._rsep else REASONING
-        return None if self._at_start or self._held or self._gap or self._pend else CONTENT
+            return None if self.held_ws() is None or self._pair in self.rules.start_pairs or ws._rsep else REASONING
+        return None if ws._at_start or ws._held or ws._gap or ws._pend else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
         next text unless the block ends first ("" for none); None when something else is held
         (a partial tag, or more than a short run of whitespace)."""
-        if not self._held:
+        ws = self._ws
+        if not ws._held:
             return ""
-        ok = self._ws_hold and not self._ws_more and len(self._held) <= 32 and not self._held.strip(HELD_WS)
-        return self._held if ok else None
+        ok = ws._ws_hold and not ws._ws_more and len(ws._held) <= 32 and not ws._held.strip(HELD_WS)
+        return ws._held if ok else None
 
     def took(self, kind: int, text: str) -> str:
         """Plain texts taken elsewhere (thinkwire.hot, in C) in a steady state of `kind`
@@ -210,21 +200,15 @@ class Splitter(Recognition):
         the step `feed` takes for a plain text, which leaves the same state for texts joined as
         one after the other (a line reads the same wherever it was cut)."""
         piece = self.plain(text)
-        if piece is None or piece[0] != kind:
+        if piece is None or piece.kind != kind:
             raise ValueError("took: a text the splitter must decide, or not of the steady kind")
-        return piece[1]
-
-    def _plain_reasoning(self, text: str) -> tuple[int, str]:
-        self.reasoning_chars += len(text)
-        self._fresh = False
-        self._reasoning_ws = text[-1] in WS
-        return (REASONING, text)
+        return piece.text
 
     def _plain_answer(self, text: str) -> None:
         self._ln.read(text)   # only the line and code state move
         if self._boundary and text.strip(WS):
             self._boundary = False
-        self._answer_ws = text[-1] in WS
+        self._ws._answer_ws = text[-1] in WS
 
     def finish(self, cut_off: bool = False) -> list[Piece]:
         """The rest. `cut_off`: the output was cut at the token limit, so a tail that is only
@@ -232,12 +216,13 @@ class Splitter(Recognition):
         short, and goes (`_cut_tail`); otherwise only one that begins with a whole special token."""
         self._cut_off = cut_off
         out: list[Piece] = []
-        held = self._take_held()
+        ws = self._ws
+        held = ws._take_held()
         if held:
             self._run(held, out, final=True)
-        self._flush_end(out)
+        ws._flush_end(out)
         if self._mode.inside:   # cut off: no closing tag was written
-            out.append((END, TagPair(self._w_open, self._w_close)))
+            out.append(End(END, TagPair(ws._w_open, ws._w_close)))
             self._go(Event.CUT_OFF)
         return out
 
@@ -269,11 +254,11 @@ class Split:
         blocks: list[str] = []
         cur: list[str] = []
         open_ = False
-        for kind, value in self.pieces:
-            if kind == REASONING:
-                cur.append(value)
+        for p in self.pieces:
+            if p.kind == REASONING:
+                cur.append(p.text)
                 open_ = True
-            elif kind == END:
+            elif p.kind == END:
                 if open_:
                     blocks.append("".join(cur))
                 cur, open_ = [], False
@@ -281,7 +266,7 @@ class Split:
 
     @property
     def content(self) -> str:
-        return "".join(v for k, v in self.pieces if k == CONTENT)
+        return "".join(p.text for p in self.pieces if p.kind == CONTENT)
 
 
 def split_text(text: str, rules: Rules) -> Split:
@@ -296,8 +281,9 @@ def merge(pieces: list[Piece]) -> list[Piece]:
     """Join adjacent pieces of the same text kind."""
     out: list[Piece] = []
     for p in pieces:
-        if out and p[0] != END and out[-1][0] == p[0]:
-            out[-1] = (p[0], out[-1][1] + p[1])
+        last = out[-1] if out else None
+        if p.kind != END and last is not None and last.kind != END and last.kind == p.kind:
+            out[-1] = Text(p.kind, last.text + p.text)
         else:
             out.append(p)
     return out

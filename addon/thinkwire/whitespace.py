@@ -7,15 +7,23 @@ across a removed block or tag with no whitespace gets a line break (no glued wor
 that may turn out to sit at a block's edge is held until the next text tells. Whatever is dropped
 is recorded for the way back (the END piece's TagPair holds the markup as the model wrote it,
 byte for byte).
+
+The stage is its own object (`Whitespace`, one per splitter), with its own state: recognition
+calls its steps as it finds each tag and the text around it, and reads none of its fields but the
+gates named in thinkwire.splitter. It holds what the next feed reads again (`_held`: whitespace
+not yet decided, and with it the start of a tag recognition left undecided); recognition reads
+into its line state all the text up to what is held, trimmed or not (a step that consumes
+whitespace says where it goes on, or holds the rest). `_dropped` is the splitter's hook
+(thinkwire.written), called here as there.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .lines import Lines, indent
-from .modes import CONTENT, END, REASONING, Fields, Gap, Piece
-from .rules import WS, TagPair, Written
+from .lines import indent
+from .modes import CONTENT, END, REASONING, End, Gap, Piece, Text, make
+from .rules import WS, Rules, TagPair, Written
 
 SEPARATOR = "\n"   # between answer pieces that meet across a removed block or tag with no whitespace
 HELD_WS = " \t\r\n\f"
@@ -23,9 +31,58 @@ HELD_WS = " \t\r\n\f"
 Kept = list[str | Gap]   # answer text between removed markers, emitted as one piece, and the gaps between
 
 
-class Whitespace(Fields):
-    if not TYPE_CHECKING:   # (no instance dict: the Splitter's slots hold the state; hidden from mypy,
-        __slots__ = ()      # which reads an empty __slots__ as allowing no attribute)
+class Dropped(Protocol):
+    """The way back's hook (thinkwire.splitter.Splitter._dropped, which says what it reports)."""
+
+    def __call__(self, out: list[Piece], reasoning: bool, markup: str, added: int = 0, gap: int = 0,
+                 kept: Kept | None = None) -> None: ...
+
+
+class Whitespace:
+    """The whitespace stage of one splitter: its state and its steps."""
+
+    __slots__ = ("rules", "_dropped", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
+                 "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_added", "_lead_ws", "_w_open",
+                 "_w_close", "_pend", "reasoning_chars", "added_chars")
+
+    def __init__(self, rules: Rules, inside: bool, dropped: Dropped) -> None:
+        self.rules = rules
+        self._dropped = dropped
+        self._held = ""            # undecided text, carried into the next feed (read again there)
+        self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
+        self._at_start = not inside   # nothing but whitespace has been written to the answer yet
+        self._fresh = inside       # the open block has no text yet
+        self._answer_ws = True     # the answer so far is empty or ends in whitespace
+        self._gap = ""             # whitespace after a block, kept for the answer's next text (no glued words)
+        self._gap_added = 0        # ... of which line breaks put there (the model wrote no whitespace)
+        self._reasoning_ws = True  # the reasoning so far is empty or ends in whitespace
+        self._rsep = False         # a line break goes in front of the reasoning's next text, if not whitespace
+        self.reasoning_chars = 0
+        self.added_chars = 0       # line breaks put between answer text that would run together (trimming)
+        # Only whitespace is held, and more whitespace would only be held too (trimming: at the
+        # start of the output, or at the end of a reasoning block so far). More whitespace then
+        # goes to _ws_more without re-reading what is held: linear in a long whitespace run.
+        self._ws_hold = False
+        self._ws_more: list[str] = []
+        # The way back, byte for byte: what the model wrote before the open block's text that does
+        # not go out (the whitespace trimmed ahead of it at the output's start, its opening tag, the
+        # whitespace trimmed after it), and, once it closed, what it wrote after the text (the
+        # whitespace trimmed before the closing tag, the tag, the whitespace trimmed after it). The
+        # END piece carries both as a TagPair; it goes out once the answer's next text (or a block,
+        # or the end) says no more whitespace is trimmed (`_pend`). A block the template opened
+        # starts with the pair's opening tag, which the prompt holds.
+        self._w_open = rules.pairs[0].open if inside else ""
+        self._w_close = ""
+        self._pend = False
+        self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
+        self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
+
+    def __eq__(self, other: object) -> bool:
+        """The same state (the hook and the rules aside): what a splitter's state is compared by."""
+        return isinstance(other, Whitespace) and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__ if k not in ("rules", "_dropped"))
+
+    __hash__ = None   # type: ignore[assignment]  # (mutable; as thinkwire.lines.Lines)
 
     def _take_held(self) -> str:
         held = self._held
@@ -61,10 +118,10 @@ class Whitespace(Fields):
     def _block_start(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         """A block's text begins at buf[i]: its leading whitespace trimmed (`_skip_ws`), and the
         line break put where an opening tag dropped between reasoning texts (`_rsep`). Where its
-        text starts, or -1: only whitespace so far."""
+        text starts, or -1: only whitespace so far (what is not held of it is read as text: trimmed,
+        it still ends a line, "\r~~~" is no fence)."""
         if self._skip_ws:
             j, keep = self._trim_end(buf, i, final)
-            self._ln.read(buf, i, keep)   # (trimmed, but it still ends a line: "\r~~~" is no fence)
             self._w_open += buf[i:keep]
             if j == len(buf):
                 self._held = "" if final else buf[keep:]   # (perhaps the first line's indentation)
@@ -79,10 +136,11 @@ class Whitespace(Fields):
                 self.added_chars += len(SEPARATOR)
         return i
 
-    def _block_tail(self, buf: str, i: int, seen: int, hold: int, out: list[Piece], final: bool) -> None:
+    def _block_tail(self, buf: str, i: int, hold: int, out: list[Piece], final: bool) -> int:
         """No tag in buf[i:]: all of it goes out as reasoning but the last `hold` characters (a
         partial tag, held; at the end, markup cut off) and, trimming, the whitespace at its end
-        (held: it is dropped if the block ends next). The line state is read up to `seen`."""
+        (held: it is dropped if the block ends next). Where what went out ends (what is held is
+        read when it goes out)."""
         rules = self.rules
         rest = buf[i:]
         body = rest[: len(rest) - hold]
@@ -95,8 +153,8 @@ class Whitespace(Fields):
             body = kept
         else:
             self._held = "" if final else rest[len(body):]
-        self._ln.read(buf, seen, max(seen, i + len(body)))   # (what is held is read when it goes out)
         self._emit_reasoning(body, out)
+        return i + len(body)
 
     def _block_ends(self, text: str, out: list[Piece], tag: str) -> None:
         """The open block's last text, `text`, before `tag` (its closing tag; "" for a marker
@@ -110,8 +168,11 @@ class Whitespace(Fields):
             self._flush_end(out)   # nothing after it is trimmed
         self._skip_ws = self.rules.trim
 
-    def _block_opens(self, out: list[Piece], tag: str) -> None:
-        """A block opens after `tag` as written: what was trimmed ahead of it is its markup."""
+    def _block_opens(self, out: list[Piece], tag: str, lead: str | None = None) -> None:
+        """A block opens after `tag` as written: what was trimmed ahead of it is its markup
+        (`lead`: the whitespace ahead of a start pair's tag at the output's start)."""
+        if lead is not None:
+            self._lead_ws = lead
         if self._gap_added and not self._pend:
             self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
         self._flush_end(out)
@@ -120,31 +181,57 @@ class Whitespace(Fields):
         self._w_close = self._lead_ws = ""
         self._skip_ws = self.rules.trim
         self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
+        self._fresh = True
+
+    def _own_open(self, text: str, out: list[Piece], tag: str) -> None:
+        """The model's own opening tag in the block the template opened, dropped after the
+        block's text `text`: before any text, it is the block's written opening tag (in place of
+        the one the prompt was taken to hold) and what follows it is trimmed as at the start."""
+        rules = self.rules
+        self._emit_reasoning(text, out)
+        self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
+        if self._fresh:
+            # The model's own tag goes back in place of the one the prompt was taken
+            # to hold: where a model writes it, its template most often did not (Ollama's).
+            t = rules.pairs[0].open
+            self._w_open = (self._w_open[len(t):] if self._w_open.startswith(t) else self._w_open) + tag
+        # Reasoning on both sides with no whitespace between gets a line break.
+        self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
+        if not self._fresh:
+            self._dropped(out, True, tag)
+
+    def _plain_reasoning(self, text: str) -> Text:
+        """A plain text of the open block (not empty), as it is."""
+        self.reasoning_chars += len(text)
+        self._fresh = False
+        self._reasoning_ws = text[-1] in WS
+        return make(Text, (REASONING, text))
 
     def _flush_end(self, out: list[Piece], added: int = 0) -> None:
         """The END of the block that closed, once what it dropped after its closing tag is known
         (`added`: the characters put in front of the answer's text that follows)."""
         if self._pend:
             self._pend = False
-            out.append((END, Written(self._w_open, self._w_close, added) if added
-                        else TagPair(self._w_open, self._w_close)))
+            out.append(End(END, Written(self._w_open, self._w_close, added) if added
+                           else TagPair(self._w_open, self._w_close)))
 
     def _emit_reasoning(self, text: str, out: list[Piece]) -> None:
         if text:
             self._fresh = False
             self._reasoning_ws = text[-1] in WS
             self.reasoning_chars += len(text)
-            if out and out[-1][0] == REASONING:
-                out[-1] = (REASONING, out[-1][1] + text)
+            last = out[-1] if out else None
+            if last is not None and last.kind == REASONING:
+                out[-1] = make(Text, (REASONING, last.text + text))
             else:
-                out.append((REASONING, text))
+                out.append(make(Text, (REASONING, text)))
 
     # -- in the answer ----------------------------------------------------------------------------
     def _after_block(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         """Right after a block (or markup trimmed as one: `_skip_ws`): its whitespace trimmed,
         where the answer is empty or ends in whitespace; else kept whole between the answer's
         texts, or a line break put there. Where the answer goes on, or -1: only whitespace so far
-        (held, or at the end dropped)."""
+        (held, or at the end dropped). What it went past, and what is not held, is read as text."""
         n = len(buf)
         j, keep = self._trim_end(buf, i, final)
         if not self._answer_ws:
@@ -159,7 +246,6 @@ class Whitespace(Fields):
             self._held = buf[i:]
             self._ws_hold = not self.rules._ws_lead
             return -1
-        self._ln.read(buf, i, keep)   # (what is held is read when it goes out)
         if j == n:
             if not final and keep < n:
                 self._held = buf[keep:]   # perhaps the first line's indentation
@@ -180,12 +266,14 @@ class Whitespace(Fields):
         self._skip_ws = self._ws_nl = False
         return j
 
-    def _remove(self, buf: str, i: int, j: int, tag: str, kept: Kept, final: bool, out: list[Piece]) -> int:
+    def _remove(self, buf: str, i: int, j: int, tag: str, kept: Kept, final: bool, out: list[Piece],
+                boundary: bool) -> int:
         """A tag removed from the middle of the answer at buf[j], the text since i kept. Where the
         answer does not end in whitespace there (trimming), what follows the tag is as after a
         block: whitespace, or a line break where there is none, goes in front of the answer's
-        next text (a gap in `kept`), and is trimmed before a block or at the end. Returns where
-        the scan goes on, or -1: only whitespace follows yet, held for the next feed."""
+        next text (a gap in `kept`), and is trimmed before a block or at the end (`boundary`: at the
+        answer's start or right after a block, for recognition). Returns where the scan goes on,
+        or -1: only whitespace follows yet, held for the next feed."""
         if j > i:
             kept.append(buf[i:j])
         end = j + len(tag)
@@ -195,7 +283,7 @@ class Whitespace(Fields):
             return end
         # Right after a block, where the answer so far is empty or ends in whitespace: trimmed as
         # after the block itself (only whitespace was kept since).
-        at_start = self._boundary and self._answer_ws and not self._gap
+        at_start = boundary and self._answer_ws and not self._gap
         lead = ""   # (at the start: the whitespace kept before the tag, and the tag, go)
         if at_start:
             lead = "".join(p if isinstance(p, str) else p.text for p in kept) + tag
@@ -218,24 +306,14 @@ class Whitespace(Fields):
                           len(SEPARATOR) if k == end < n else 0, gap, kept)
         if k == n:
             if final:
-                self._ln.read(buf, end, k)
                 return n
             self._held = buf[end:]   # (read when it goes out)
             self._ws_hold = bool(self._held) and not self.rules._ws_lead
             self._skip_ws = True
             return -1
-        self._ln.read(buf, end, k)
         if not at_start:
             kept.append(Gap(buf[end:k], 0) if k > end else Gap(SEPARATOR, len(SEPARATOR)))
         return k
-
-    def _dropped(self, out: list[Piece], reasoning: bool, markup: str, added: int = 0, gap: int = 0,
-                 kept: Kept | None = None) -> None:
-        """A hook (thinkwire.written records the way back's layout with it; nothing here): `markup`
-        went, and `added` line breaks were put in, in the open block's text (`reasoning`) or the
-        answer, after what `out` (and the pieces before it) holds, then `gap` characters and the
-        texts in `kept` still to go out (gap -1: the place is not known; added < 0: that many
-        line breaks put in there went again, before a block)."""
 
     def _emit_kept(self, kept: Kept, out: list[Piece], rest: str = "", before_block: bool = False) -> None:
         """The answer's text kept since the last emission and `rest`, with the gaps `_remove`
@@ -279,26 +357,57 @@ class Whitespace(Fields):
             self.added_chars += self._gap_added
             self._gap, self._gap_added = "", 0
         self._answer_ws = text[-1] in WS
-        if out and out[-1][0] == CONTENT:
-            out[-1] = (CONTENT, out[-1][1] + text)
+        last = out[-1] if out else None
+        if last is not None and last.kind == CONTENT:
+            out[-1] = make(Text, (CONTENT, last.text + text))
         else:
-            out.append((CONTENT, text))
+            out.append(make(Text, (CONTENT, text)))
 
-    def _answer_tail(self, buf: str, rest_start: int, cut: int, kept: Kept, out: list[Piece], final: bool,
-                     before: Lines | None) -> None:
+    def _answer_tail(self, buf: str, rest_start: int, cut: int, kept: Kept, out: list[Piece], final: bool) -> bool:
         """The answer's text up to `cut` goes out (with `kept`); what follows is held. But at the
         output's start, while only whitespace came, all of it waits (it is dropped if a block opens
-        next), with the line state from before it (`before`)."""
+        next): True then (the line state goes back to where the scan began: it is read again)."""
         n = len(buf)
         if not final and self._at_start and self.rules.trim and buf[rest_start:cut].strip(WS) == "" and not any(
                 p.strip(WS) for p in kept if isinstance(p, str)):   # (at the start no gap is kept: the answer is empty)
-            assert before is not None   # (taken where the scan began at the start, trimming: the same test)
-            self._ln = before
             self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + buf[rest_start:]
             self._ws_hold = cut == n and bool(self._held) and not self.rules._ws_lead
-            return
+            return True
         self._emit_kept(kept, out, buf[rest_start:cut])
-        if final:
-            self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
-        else:
+        if not final:
             self._held = buf[cut:]
+        return False
+
+    def _tool_head(self, kept: Kept, out: list[Piece], text: str) -> None:
+        """A tool call's header follows the answer's text `text`: what is kept goes out in front
+        of it, without a line break put there."""
+        last = kept[-1] if kept else None
+        if last is not None and not isinstance(last, str) and last.added:
+            kept.pop()   # (no line break put before it: a header is no word to keep apart)
+            self._dropped(out, False, "", -last.added, len(self._gap), kept)
+        self._emit_kept(kept, out, text)
+        if self._gap_added:
+            if not self._pend:
+                self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
+            self._gap, self._gap_added = "", 0
+
+    def _wrapper(self, kept: Kept, out: list[Piece], text: str, tag: str) -> None:
+        """Markup that opens the answer (a strip marker at its start or right after a block, a
+        closing tag with no block open at the start), removed after the answer's text `text`:
+        what follows it is trimmed as after a block."""
+        self._emit_kept(kept, out, text)
+        if self._pend:
+            if self._gap and not self._gap_added:   # (whitespace written before it, waiting for the answer's next text)
+                self._dropped(out, False, "", 0, len(self._gap))
+            self._w_close += tag   # (written after the block: the way back has it)
+        else:
+            self._dropped(out, False, tag, 0, len(self._gap))
+        self._skip_ws = self.rules.trim
+
+    def _answered(self, kept: Kept, text: str) -> bool:
+        """Answer text other than whitespace went out, or waits (in `kept`, in `text`)."""
+        return not self._at_start or bool(text.strip(WS)) or any(isinstance(p, str) and p.strip(WS) for p in kept)
+
+    def _hold(self, text: str) -> None:
+        """`text`, undecided, is read again with the next feed."""
+        self._held = text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..jsonnum import loads
 from ..context import LENGTH, OTHER, STOP, FlowContext
-from ..splitter import CONTENT, REASONING
+from ..splitter import CONTENT, REASONING, Text
 from . import event_object, is_done, restore
 from ..again import Again
 from .textruns import BLOCK_JOIN, TextRuns
@@ -119,10 +119,10 @@ class StreamRewriter:
         if got[1] is not None:
             piece = st.splitter.plain(got[0])
             if piece is not None:
-                if piece[0] == CONTENT:
+                if piece.kind == CONTENT:
                     return [chunk]              # answer text as it came
                 # (runs() changes a block's first text only: skip it for the rest.)
-                text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
+                text = piece.text if st.block_has_text else st.runs([piece])[0].text
                 if st.again is not None and st.block_has_text:
                     st.again.said(REASONING, text)
                 return [literal_body(text, got).join(b[2])]
@@ -221,12 +221,13 @@ class StreamRewriter:
             return self._chunks(obj, ev, [self._emit(ch, ch["delta"], runs)])
         if not runs:
             return []   # all held back: no empty answer delta (every other part of the event is the learned one's)
-        if runs[0][0] == CONTENT:
-            if runs[0][1] == text:
+        run = runs[0]
+        if run.kind == CONTENT:
+            if run.text == text:
                 return [ev.raw]             # answer text as it came: the original bytes go out
-            value = dumps(runs[0][1])
+            value = dumps(run.text)
         else:
-            r = dumps(runs[0][1])
+            r = dumps(run.text)
             value = "null," + ",".join(f'"{f}":{r}' for f in self.fields)
         return [encode(before + value + after, ev.event, ev.eol)]
 
@@ -284,11 +285,11 @@ class StreamRewriter:
             runs += st.ended(how)   # the reasoning again, as the answer (thinkwire.again)
         if not runs and not (isinstance(content, str) and content):
             return unchanged   # (a block's end alone changes nothing a chat client sees)
-        if len(runs) == 1 and runs[0] == (CONTENT, content):
+        if len(runs) == 1 and runs[0] == Text(CONTENT, content):
             return unchanged  # answer text as it came: the original bytes go out
         return self._emit(ch, delta, runs)
 
-    def _emit(self, ch: dict, delta: dict, runs: list) -> list[dict]:
+    def _emit(self, ch: dict, delta: dict, runs: list[Text]) -> list[dict]:
         """The choice as one dict per run; the last keeps every other field of the original."""
         if not runs:  # all of it held back for now: no answer delta (an empty one reads as the answer starting)
             if len(delta) == 1 and all(v is None for k, v in ch.items() if k not in ("index", "delta")):

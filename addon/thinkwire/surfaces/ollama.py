@@ -31,7 +31,7 @@ from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..jsonio import OUT, dumps
 from ..fastpath import ByteShape, key_pattern, learn_literal, literal_body, slot_text, text_slot
 from ..ndjson import NDJSONParser
-from ..splitter import CONTENT, REASONING
+from ..splitter import CONTENT, REASONING, Text
 from ..events import Event
 from . import event_object
 from ..again import Again
@@ -238,8 +238,8 @@ class StreamRewriter:
         if not runs:
             if not text:
                 return [ev.raw]
-            runs = [(CONTENT, "")]          # all of it held back for now
-        elif len(runs) == 1 and runs[0] == (CONTENT, text):
+            runs = [Text(CONTENT, "")]      # all of it held back for now
+        elif len(runs) == 1 and runs[0] == Text(CONTENT, text):
             return [ev.raw]                 # answer text as it came: the original bytes go out
         out = [self._line(self._standalone(obj, holder, key, kind, t)) for kind, t in runs[:-1]]
         kind, t = runs[-1]
@@ -299,14 +299,14 @@ class StreamRewriter:
         piece = st.splitter.plain(got[0])
         if piece is None:
             return None
-        if piece[0] == CONTENT:
+        if piece.kind == CONTENT:
             return [chunk]
         if st.block_has_text:
-            text = piece[1]
+            text = piece.text
             if st.again is not None:
                 st.again.said(REASONING, text)
         else:
-            text = st.runs([piece])[0][1]
+            text = st.runs([piece])[0].text
         g = g if m[g] is not None else g + 1
         return [b"".join((chunk[:m.start(g)], _THINKING, _go_body(literal_body(text, got)), chunk[m.end(g):]))]
 

@@ -4,10 +4,10 @@ reasoning field per message)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from ..again import Again
-from ..splitter import CONTENT, END, REASONING, Splitter
+from ..splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 
 BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
 
@@ -27,30 +27,31 @@ class TextRuns:
         self.had_reasoning = False   # an earlier block put text out (join the next with a blank line)
         self.block_has_text = False
 
-    def runs(self, pieces: list[tuple[int, Any]]) -> list[tuple[int, str]]:
-        """Pieces to (kind, text) runs, joining blocks with BLOCK_JOIN."""
-        runs: list[tuple[int, str]] = []
-        for kind, value in pieces:
-            if kind == END:
+    def runs(self, pieces: Sequence[Piece]) -> list[Text]:
+        """Pieces to text runs (no END; adjacent texts of a kind joined), joining blocks with
+        BLOCK_JOIN."""
+        runs: list[Text] = []
+        for p in pieces:
+            if p.kind == END:
                 if self.block_has_text:
                     self.had_reasoning = True
                 self.block_has_text = False
                 continue
-            if kind == REASONING and not self.block_has_text:
+            if p.kind == REASONING and not self.block_has_text:
                 self.block_has_text = True
                 if self.had_reasoning:
-                    value = BLOCK_JOIN + value
-            if runs and runs[-1][0] == kind:
-                runs[-1] = (kind, runs[-1][1] + value)
+                    p = Text(REASONING, BLOCK_JOIN + p.text)
+            if runs and runs[-1].kind == p.kind:
+                runs[-1] = Text(p.kind, runs[-1].text + p.text)
             else:
-                runs.append((kind, value))
+                runs.append(p)
         if self.again is not None:
             for kind, value in runs:
                 self.again.said(kind, value)
         return runs
 
-    def ended(self, finish: str | None) -> list[tuple[int, str]]:
+    def ended(self, finish: str | None) -> list[Text]:
         """At the text's end (its splitter finished): the answer run to send, when the reasoning
         that went out is to be sent again as the answer (thinkwire.again)."""
         text = self.again.text(self.splitter, finish) if self.again is not None else None
-        return [] if text is None else [(CONTENT, text)]
+        return [] if text is None else [Text(CONTENT, text)]

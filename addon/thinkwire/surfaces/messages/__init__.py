@@ -35,7 +35,7 @@ from typing import Any
 from ...context import FlowContext
 from ...jsonio import OUT, dumps
 from ...jsonnum import loads
-from ...splitter import END, REASONING
+from ...splitter import END, REASONING, Piece
 from .blocks import _DELTA as _DELTA, _NATIVE, STREAM_TYPES, ended, mode as mode, thinking_block
 from .restore import restore_request as restore_request  # (the way back)
 from .stream import HOLD_MAX as HOLD_MAX, StreamRewriter as StreamRewriter  # (streams)
@@ -88,25 +88,25 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     return dumps(obj).encode("utf-8", OUT)
 
 
-def _blocks(pieces: list[tuple[int, Any]], template: dict[str, Any], m: str,
+def _blocks(pieces: list[Piece], template: dict[str, Any], m: str,
             ctx: FlowContext) -> list[dict[str, Any]]:
     """One split text block as thinking and text blocks (never an empty one, unless all is)."""
     out: list[dict[str, Any]] = []
     reasoning: list[str] = []
     last_text: dict[str, Any] | None = None
-    for kind, value in pieces:
-        if kind == REASONING:
-            reasoning.append(value)
-        elif kind == END:
+    for p in pieces:
+        if p.kind == END:
             text = "".join(reasoning)
             reasoning = []
             if text:
-                out.append(thinking_block(text, value, m, ctx))
+                out.append(thinking_block(text, p.pair, m, ctx))
                 last_text = None
+        elif p.kind == REASONING:
+            reasoning.append(p.text)
         elif last_text is not None:
-            last_text["text"] += value
+            last_text["text"] += p.text
         else:
-            last_text = dict(template, text=value)
+            last_text = dict(template, text=p.text)
             out.append(last_text)
     return out or [dict(template, text="")]
 

@@ -10,7 +10,7 @@ from ...fastpath import (canonical_head, key_pattern, learn_literal, literal_bod
                          read_literal, slot_text)
 from ...jsonio import dumps
 from ...jsonnum import loads
-from ...splitter import CONTENT, END, REASONING, Splitter
+from ...splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 from ...sse import encode
 from ...again import Again
 from .. import event_object
@@ -259,10 +259,10 @@ class StreamRewriter:
         """A text_delta of the text block `st` (upstream index `u`), fed to its splitter once."""
         return self._pieces(ev.raw, st, u, st.splitter.feed(text), text, literal)
 
-    def _pieces(self, raw: bytes, st: _TextBlock, u: int, pieces: list, text: str,
+    def _pieces(self, raw: bytes, st: _TextBlock, u: int, pieces: list[Piece], text: str,
                 literal: str | None) -> list[bytes]:
         """The events for the pieces of a text_delta whose bytes are `raw`."""
-        if pieces == [(CONTENT, text)] and st.kind != _THINK:
+        if pieces == [Text(CONTENT, text)] and st.kind != _THINK:
             out = [] if st.kind == _TEXT else self._open(st, _TEXT)
             if st.index == u:
                 return out + [raw]  # the same text into the same block: as it came
@@ -295,13 +295,18 @@ class StreamRewriter:
         return self._finish_text(st, stop, cut)
 
     # -- one split text block -----------------------------------------------------------
-    def _emit(self, st: _TextBlock, pieces: list, text: str | None = None,
+    def _emit(self, st: _TextBlock, pieces: list[Piece], text: str | None = None,
               literal: str | None = None) -> list[bytes]:
         """Output events for split pieces. `literal`: the JSON literal of `text`, reused for a
         piece that is all of it."""
         out: list[bytes] = []
-        for kind, value in pieces:
-            if self.again is not None and kind != END:
+        for p in pieces:
+            if p.kind == END:
+                if st.kind == _THINK:
+                    out += self._close_block(st, p.pair)
+                continue
+            kind, value = p
+            if self.again is not None:
                 self.again[0].said(kind, value)
             if kind == REASONING:
                 if st.kind != _THINK:
@@ -311,9 +316,6 @@ class StreamRewriter:
                     out.append(self._delta_event(st.index, _THINKING_DELTA, lit))
                 if self._sealed:
                     out += self._hold(st, value, lit[1:-1])
-            elif kind == END:
-                if st.kind == _THINK:
-                    out += self._close_block(st, value)
             else:
                 if st.kind != _TEXT:
                     out += self._open(st, _TEXT)

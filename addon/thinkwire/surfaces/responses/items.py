@@ -11,12 +11,11 @@ from typing import Any, Callable, Protocol, TypeGuard
 from ...context import LENGTH, OTHER, STOP, FlowContext
 from ...events import Event
 from ...rules import TagPair
-from ...splitter import CONTENT, END, REASONING, Splitter
+from ...splitter import CONTENT, END, REASONING, Piece, Splitter
 from .held import HeldText
 
 Obj = dict[str, Any]       # a JSON object: an event, an item, a part
 Src = tuple[Event, Obj]    # an upstream event and its parse, for reuse as it came
-Piece = tuple[int, Any]    # what Splitter.feed gives: (REASONING or CONTENT, text) or (END, its pair)
 
 _SUMMARY_ASKED = frozenset({"auto", "concise", "detailed"})
 
@@ -363,16 +362,16 @@ class _Message:
 
     # -- pieces of text ------------------------------------------------------------------------
     def pieces(self, pieces: list[Piece], obj: Obj | None, src: Src | None) -> None:
-        for kind, value in pieces:
-            if kind == REASONING:
+        for p in pieces:
+            if p.kind == REASONING:
                 self.part.reasoned = True   # type: ignore[union-attr]  # (pieces come from the part being read)
                 if not isinstance(self.cur, _ReasoningItem):
                     self._open_reason()
-                self._reason_delta(value)
-            elif kind == CONTENT:
-                self._content(value, obj, src)
-            elif kind == END and isinstance(self.cur, _ReasoningItem):
-                self._close_reason(value)
+                self._reason_delta(p.text)
+            elif p.kind == CONTENT:
+                self._content(p.text, obj, src)
+            elif p.kind == END and isinstance(self.cur, _ReasoningItem):
+                self._close_reason(p.pair)
 
     # -- message pieces ------------------------------------------------------------------------
     def _emit_on(self, seg: _MessagePiece, obj: Obj, src: Src | None, **fields: Any) -> None:

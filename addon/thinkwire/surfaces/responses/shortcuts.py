@@ -14,7 +14,7 @@ from ... import hot
 from ...events import Event
 from ...fastpath import ASCII_SLOT, NUMBER_SLOT, SHAPE_MAX, ByteShape, canonical_head, slot_text, text_slot
 from ...jsonio import OUT, dumps
-from ...splitter import CONTENT, REASONING, Rules, Splitter
+from ...splitter import CONTENT, END, REASONING, Rules, Splitter
 from .items import _OutputPart, _ev, _MessagePiece, _ReasoningItem
 
 
@@ -196,11 +196,11 @@ class Shortcuts:
             # the parse it spares. One piece of the plan's kind goes on below.
             pieces = splitter.feed(text)
             piece = pieces[0] if len(pieces) == 1 else None
-        if piece is None or piece[0] != kind:   # a block opened or closed: the message decides
+        if piece is None or piece.kind != kind or piece.kind == END:   # a block opened or closed: the message decides
             self._plan = None
             vals = _slot_values(shape, m, groups, text)
             return self._pieces(Event(chunk, shape.event, None), shape, vals, pieces if piece is None else [piece])
-        value = piece[1]
+        value = piece.text
         add(value)
         if self._again is not None:   # (what goes out, for thinkwire.again)
             self._again[0].said(kind, value)
@@ -338,7 +338,7 @@ class Shortcuts:
         self.eol = ev.eol
         p.fed = p.fed or bool(text)
         cur = m.cur   # type: ignore[union-attr]
-        if len(pieces) == 1:
+        if len(pieces) == 1 and pieces[0].kind != END:
             kind, value = pieces[0]
             if kind == CONTENT and type(cur) is _MessagePiece and cur.dpart is not None and cur.dpart.upart is p:
                 dp = cur.dpart

@@ -229,18 +229,21 @@ def _route(shape: Shape, lane: Lane, took: Said | None, seq: Numbering | None) -
 
 
 # -- the interpreter -----------------------------------------------------------------------------
+PLANS_MAX = 16   # plans a rewriter keeps (one per state it was in, while its shape stays)
+
+
 class Plan(NamedTuple):
     """What the fast path does in the surface's state now (`FastPath._make_plan`): the splitter
     the texts go to; for each kind (CONTENT, REASONING) the Python route and C's spec, or None
     (the surface decides); `settled(kind, got, text, literal)` folds in what C took (`text`: what
-    the splitter gave for it; `literal`, with `literal` true: its JSON literal's body)."""
+    the splitter gave for it; `literal`, for the kinds in `literal`: its JSON literal's body)."""
     splitter: Splitter
     answer: Route | None
     reasoning: Route | None
     answer_spec: hot.Spec | None
     reasoning_spec: hot.Spec | None
     settled: Callable[[int, Taken, str, str | None], None]
-    literal: bool = False
+    literal: tuple[int, ...] = ()   # the kinds whose literal `settled` takes
     numbering: Numbering | None = None
 
 
@@ -323,5 +326,5 @@ class FastPath:
         seq = plan.numbering
         if seq is not None:
             seq.offset, seq.last = got.offset, got.last
-        text, lit = hot.fold(plan.splitter, kind, got, plan.literal)
+        text, lit = hot.fold(plan.splitter, kind, got, kind in plan.literal)
         plan.settled(kind, got, text, lit)

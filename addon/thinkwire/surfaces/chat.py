@@ -20,7 +20,7 @@ from .textruns import BLOCK_JOIN, TextRuns, plan
 from .. import hot
 from ..jsonio import OUT, dumps
 from ..fastpath import canonical_head, key_pattern, learn_literal, read_literal
-from ..shapes import TEXT, Delta, FastPath, Lane, Plan, Shape
+from ..shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
 from ..events import Event
 from ..sse import encode
 
@@ -105,6 +105,7 @@ class StreamRewriter(FastPath):
         self._shape_c: Shape | None = None
         self._cut: list[bytes] = []
         self._plan: Plan | None = None
+        self._plans: dict[tuple[Shape, TextRuns, bool], Plan] = {}   # made for a state, kept
         self._armed: tuple[Plan, int] | None = None
 
     # -- the fast path's plan (thinkwire.shapes) --------------------------------------------
@@ -116,7 +117,14 @@ class StreamRewriter(FastPath):
         if shape is None or st is None or st.native or st.done:
             return None
 
-        return plan(self, st, shape, Lane(hot.template(self._cut), reasoning=True, held=()))
+        key = (shape, st, st.block_has_text)
+        p = self._plans.get(key)
+        if p is None:
+            if len(self._plans) >= PLANS_MAX:
+                self._plans.clear()
+            p = self._plans[key] = plan(self, st, shape, Lane(hot.template(self._cut), reasoning=True, held=()))
+        self._plan = p
+        return p
 
     def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
                 piece: tuple[int, str] | None) -> list[bytes] | None:

@@ -31,7 +31,7 @@ from ..jsonnum import loads
 from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..jsonio import OUT, dumps
 from ..fastpath import key_pattern, learn_literal, scanstring
-from ..shapes import TEXT, Delta, FastPath, Lane, Plan, Shape, String
+from ..shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape, String
 from ..ndjson import NDJSONParser
 from ..splitter import CONTENT
 from ..events import Event
@@ -192,6 +192,7 @@ class StreamRewriter(FastPath):
         self._shape_c: Shape | None = None     # the token line's (thinkwire.shapes)
         self._reasoning = Lane()               # ... and its reasoning lane
         self._plan: Plan | None = None
+        self._plans: dict[tuple[Shape, bool], Plan] = {}   # made for a state, kept
         self._armed: tuple[Plan, int] | None = None
 
     def _state(self, model: object) -> TextRuns:
@@ -289,7 +290,14 @@ class StreamRewriter(FastPath):
         shape, st = self._shape_c, self.state
         if shape is None or st is None or st.native or st.done:
             return None
-        return plan(self, st, shape, self._reasoning)
+        key = (shape, st.block_has_text)
+        p = self._plans.get(key)
+        if p is None:
+            if len(self._plans) >= PLANS_MAX:
+                self._plans.clear()
+            p = self._plans[key] = plan(self, st, shape, self._reasoning)
+        self._plan = p
+        return p
 
     def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
                 piece: tuple[int, str] | None) -> list[bytes] | None:

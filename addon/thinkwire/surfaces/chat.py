@@ -7,20 +7,17 @@ answer keep their order. Everything the rewrite does not own passes through as i
 
 from __future__ import annotations
 
-from typing import Any
-
-import re
 
 from ..jsonnum import loads
 from ..context import LENGTH, OTHER, STOP, FlowContext
-from ..splitter import CONTENT
+from ..splitter import CONTENT, REASONING
 from . import event_object, is_done, restore
 from ..again import Again
-from .textruns import BLOCK_JOIN, TextRuns, plan
+from .textruns import BLOCK_JOIN, TextRuns
 from .. import hot
 from ..jsonio import OUT, dumps
-from ..fastpath import canonical_head, key_pattern, learn_literal, read_literal
-from ..shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
+from ..fastpath import (canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
+                        read_literal, slot_text)
 from ..events import Event
 from ..sse import encode
 
@@ -35,7 +32,7 @@ def matches(path: str) -> bool:
     return path.split("?", 1)[0].rstrip("/").endswith("/chat/completions")
 
 
-def looks_like(obj: dict[str, Any]) -> bool:
+def looks_like(obj: dict) -> bool:
     return isinstance(obj.get("choices"), list)
 
 
@@ -44,7 +41,7 @@ def _fields(ctx: FlowContext) -> tuple[str, ...]:
     return _NATIVE if f == "both" else (f,)
 
 
-def _has_native(d: dict[str, Any]) -> bool:
+def _has_native(d: dict) -> bool:
     return any(isinstance(d.get(k), str) and d.get(k) for k in _NATIVE)
 
 
@@ -61,14 +58,14 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     return dumps(obj).encode("utf-8", OUT) if changed else None
 
 
-def ended(ch: dict[str, Any]) -> str | None:
+def ended(ch: dict) -> str | None:
     """How a choice's output ended: STOP for an answer given in full, LENGTH at the token limit,
     OTHER for the rest (`tool_calls`, `content_filter`), None while it goes on."""
     reason = ch.get("finish_reason")
     return None if reason is None else STOP if reason == "stop" else LENGTH if reason == "length" else OTHER
 
 
-def _split_message(msg: dict[str, Any], ctx: FlowContext, model: object, count: bool = True,
+def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = True,
                    finish: str | None = None) -> bool:
     content = msg.get("content")
     if not isinstance(content, str) or not content:
@@ -88,60 +85,87 @@ def _split_message(msg: dict[str, Any], ctx: FlowContext, model: object, count: 
 
 
 # -- streams --------------------------------------------------------------------------------
-class StreamRewriter(FastPath):
+class StreamRewriter:
     """One chat stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
 
     def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         self.ctx = ctx
         self.fast = fast                     # False: no shortcut, every event parsed in full
         self.fields = _fields(ctx)
-        self.choices: dict[int, TextRuns] = {}
-        self.template: dict[str, Any] | None = None   # top-level fields of the last chunk, for flush chunks
+        self.choices: dict = {}
+        self.template: dict | None = None   # top-level fields of the last chunk, for flush chunks
         self.event_name: str | None = None
         self.eol = b"\n"
         # The text around the content of the last plain delta (see _learn_shape).
         self._shape: tuple[str, str, int] | None = None
-        # The same as bytes (thinkwire.shapes), and the reasoning event cut where its text goes.
-        self._shape_c: Shape | None = None
-        self._cut: list[bytes] = []
-        self._plan: Plan | None = None
-        self._plans: dict[tuple[Shape, TextRuns, bool], Plan] = {}   # made for a state, kept
-        self._armed: tuple[Plan, int] | None = None
+        # The same as bytes, for on_chunk: (ByteShape, the choice, the reasoning event cut
+        # where its text goes).
+        self._bytes: tuple | None = None
+        self._hot: tuple | None = None     # (the _bytes they are for, C specs for answer, reasoning)
+        self._armed: tuple | None = None   # (kind, choice) the C callable was last armed for
 
-    # -- the fast path's plan (thinkwire.shapes) --------------------------------------------
-    def _make_plan(self) -> Plan | None:
-        """The answer goes as it came; reasoning in its field(s), whitespace alone held with
-        nothing sent (as _split sends)."""
-        shape, learned = self._shape_c, self._shape
-        st = self.choices.get(learned[2]) if learned is not None else None
-        if shape is None or st is None or st.native or st.done:
+    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
+        """The byte fast path (see thinkwire.fastpath): a plain delta shaped like the last."""
+        b = self._bytes
+        if b is None:
             return None
-
-        key = (shape, st, st.block_has_text)
-        p = self._plans.get(key)
-        if p is None:
-            if len(self._plans) >= PLANS_MAX:
-                self._plans.clear()
-            p = self._plans[key] = plan(self, st, shape, Lane(hot.template(self._cut), reasoning=True, held=()))
-        self._plan = p
-        return p
-
-    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
-                piece: tuple[int, str] | None) -> list[bytes] | None:
-        shape, learned = self._shape_c, self._shape
-        assert shape is not None and learned is not None and piece is None   # (a route for each kind)
-        ev = shape.event(chunk)
-        if got is None or ev.data is None:   # undecodable, or empty: on_event, without the driver's framing
-            return self.on_event(ev)
+        m = b[0].match(chunk)
+        st = b[1]
+        if m is None or st.native or st.done:
+            return None
+        got = slot_text(m, 1, st.splitter.rules, tags=True)
+        if got is None:   # undecodable, or empty: on_event, without the driver's framing
+            return self.on_event(b[0].event(chunk))
+        if got[1] is not None:
+            piece = st.splitter.plain(got[0])
+            if piece is not None:
+                if piece[0] == CONTENT:
+                    return [chunk]              # answer text as it came
+                # (runs() changes a block's first text only: skip it for the rest.)
+                text = piece[1] if st.block_has_text else st.runs([piece])[0][1]
+                if st.again is not None and st.block_has_text:
+                    st.again.said(REASONING, text)
+                return [literal_body(text, got).join(b[2])]
         # The splitter decides (a tag's first character, text held): as _fast does once it has
         # read the literal, which the match already did.
-        return self._split(ev, ev.data, learned[0], learned[1], self.choices[learned[2]], got[0])
+        ev = b[0].event(chunk)
+        return self._split(ev, ev.data, self._shape[0], self._shape[1], st, got[0])   # type: ignore[index]
+
+    def hot(self) -> hot.Arming | None:
+        """thinkwire.hot: the arguments of `Hot.arm` while a plain delta shaped like the last
+        changes nothing here but the splitter's state (`Splitter.took`); None when on_chunk
+        must decide."""
+        b = self._bytes
+        if b is None:
+            return None
+        st = b[1]
+        if st.native or st.done:
+            return None
+        kind = st.splitter.steady()
+        if kind is None or (kind == REASONING and not st.block_has_text):
+            return None
+        specs = self._hot
+        if specs is None or specs[0] is not b:
+            rules, m = st.splitter.rules, b[0]
+            # The answer goes as it came; reasoning in its field; whitespace alone is held, and
+            # nothing goes out (as _split sends).
+            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix),
+                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), **hot.reasoning(rules),
+                                          held=()))
+        self._armed = (kind, st)
+        return hot.Arming(specs[1 if kind == CONTENT else 2], held=hot.holding(st.splitter, kind))
+
+    def settle(self, got: hot.Took) -> None:
+        """What the C callable took since it was armed (`Hot.take`)."""
+        kind, st = self._armed   # type: ignore[misc]
+        gave = hot.fold(st.splitter, kind, got)[0]
+        if st.again is not None:
+            st.again.said(kind, gave)
 
     def on_event(self, ev: Event) -> list[bytes]:
         data = ev.data
         if data is None:
             return [ev.raw]                 # comments, keep-alives
-        self._plan = None
         shape = self._shape
         if shape is not None and self.fast and data.startswith(shape[0]) and data.endswith(shape[1]):
             out = self._fast(ev, data, *shape)
@@ -156,12 +180,12 @@ class StreamRewriter(FastPath):
         self.event_name, self.eol = ev.event, ev.eol
         self._shape = _learn_shape(data, obj)
         per_choice = [self._choice(ch, obj.get("model")) for ch in obj["choices"]]
-        self._shape_c = self._learn_bytes(ev) if self._shape is not None and self.fast else None
+        self._bytes = self._learn_bytes(ev) if self._shape is not None and self.fast else None
         if all(p is None for p in per_choice):
             return [ev.raw]
         return self._chunks(obj, ev, [[ch] if p is None else p for ch, p in zip(obj["choices"], per_choice)])
 
-    def _chunks(self, obj: dict[str, Any], ev: Event, lists: list[list[dict[str, Any]]]) -> list[bytes]:
+    def _chunks(self, obj: dict, ev: Event, lists: list[list[dict]]) -> list[bytes]:
         """Chunk j holds the j-th dict of every choice that has one."""
         count = max(len(x) for x in lists)
         if count == 0:   # every choice's text held back: only the usage goes, as a usage chunk does
@@ -193,7 +217,6 @@ class StreamRewriter(FastPath):
         runs = st.runs(st.splitter.feed(text))
         if len(runs) > 1:  # a block boundary inside this delta: several chunks, built in full
             obj = loads(data)
-            assert isinstance(obj, dict)   # (the learned shape's)
             ch = obj["choices"][0]
             return self._chunks(obj, ev, [self._emit(ch, ch["delta"], runs)])
         if not runs:
@@ -207,7 +230,7 @@ class StreamRewriter(FastPath):
             value = "null," + ",".join(f'"{f}":{r}' for f in self.fields)
         return [encode(before + value + after, ev.event, ev.eol)]
 
-    def _learn_bytes(self, ev: Event) -> Shape | None:
+    def _learn_bytes(self, ev: Event) -> tuple | None:
         before, after, idx = self._shape   # type: ignore[misc]
         st = self.choices.get(idx)
         head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
@@ -217,12 +240,11 @@ class StreamRewriter(FastPath):
         # blank line), cut where the text goes: built in pieces, not cut at a mark, which the
         # upstream's bytes (its event name) could hold too.
         keys = [f'"{f}":"' for f in self.fields]
-        self._cut = ([head + (before + "null," + keys[0]).encode("utf-8", OUT)] + [('",' + k).encode() for k in keys[1:]]
-                     + [('"' + after).encode("utf-8", OUT) + b"\n\n"])
-        return Delta(head, ev.event, (before.encode("utf-8", OUT), after.encode("utf-8", OUT)), (TEXT,)).compile(
-            st.splitter.rules)
+        cut = ([head + (before + "null," + keys[0]).encode("utf-8", OUT)] + [('",' + k).encode() for k in keys[1:]]
+               + [('"' + after).encode("utf-8", OUT) + b"\n\n"])
+        return literal_shape(head, ev.event, before, after, st.splitter.rules), st, cut
 
-    def _choice(self, ch: object, model: object) -> list[dict[str, Any]] | None:
+    def _choice(self, ch: object, model: object) -> list[dict] | None:
         """The choice dicts this choice becomes, or None when it passes unchanged."""
         if not isinstance(ch, dict):
             return None
@@ -266,7 +288,7 @@ class StreamRewriter(FastPath):
             return unchanged  # answer text as it came: the original bytes go out
         return self._emit(ch, delta, runs)
 
-    def _emit(self, ch: dict[str, Any], delta: dict[str, Any], runs: list[Any]) -> list[dict[str, Any]]:
+    def _emit(self, ch: dict, delta: dict, runs: list) -> list[dict]:
         """The choice as one dict per run; the last keeps every other field of the original."""
         if not runs:  # all of it held back for now: no answer delta (an empty one reads as the answer starting)
             if len(delta) == 1 and all(v is None for k, v in ch.items() if k not in ("index", "delta")):
@@ -281,11 +303,11 @@ class StreamRewriter(FastPath):
         out.append(dict(ch, delta=self._put(d, *runs[-1])))
         return out
 
-    def _standalone(self, idx: int, kind: int, text: str, role: str | None = None) -> dict[str, Any]:
+    def _standalone(self, idx: int, kind: int, text: str, role: str | None = None) -> dict:
         delta = self._put({"role": role} if role else {}, kind, text)
         return {"index": idx, "delta": delta, "finish_reason": None}
 
-    def _put(self, delta: dict[str, Any], kind: int, text: str) -> dict[str, Any]:
+    def _put(self, delta: dict, kind: int, text: str) -> dict:
         """A run's text into a delta: as content, or as reasoning with content null."""
         if kind == CONTENT:
             delta["content"] = text
@@ -314,7 +336,7 @@ class StreamRewriter(FastPath):
     abort = flush
 
 
-def _learn_shape(data: str, obj: dict[str, Any]) -> tuple[str, str, int] | None:
+def _learn_shape(data: str, obj: dict) -> tuple[str, str, int] | None:
     """For a one-choice chunk whose delta is plain content: the text before and after the
     content's string literal, and the choice index. Servers send the same bytes around every
     token delta of a stream, so a later event that starts and ends the same way differs only in
@@ -344,7 +366,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
                    lambda obj, messages, mode: _restore_messages(messages, mode, ctx))
 
 
-def _restore_messages(messages: list[Any], mode: str, ctx: FlowContext) -> int:
+def _restore_messages(messages: list, mode: str, ctx: FlowContext) -> int:
     changed = 0
     for m in messages:
         if not isinstance(m, dict) or m.get("role") != "assistant":
@@ -359,7 +381,7 @@ def _restore_messages(messages: list[Any], mode: str, ctx: FlowContext) -> int:
     return changed
 
 
-def inline_turn(m: dict[str, Any], reasoning: str, ctx: FlowContext, counted: bool = True) -> int:
+def inline_turn(m: dict, reasoning: str, ctx: FlowContext, counted: bool = True) -> int:
     """An assistant message's reasoning back in its `content`, as the model wrote it where this
     proxy saw the output (thinkwire.written: its whitespace, several blocks where they stood),
     else around the pair the model was last seen writing (the profile's, before any). A turn

@@ -21,8 +21,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from json.decoder import scanstring
-from typing import Callable
+from json.decoder import scanstring as scanstring  # (re-exported)
+from typing import Any, Callable
 
 from .events import Event
 from .jsonio import OUT, dumps
@@ -41,7 +41,7 @@ def key_pattern(key: str) -> re.Pattern:
 SHAPE_MAX = 2048
 
 
-def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[object], object]) -> tuple[str, str] | None:
+def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[Any], object]) -> tuple[str, str] | None:
     """The data before and after the string literal that the parse read `value` from: the last
     `key` literal equal to `value` that is the one `read(parsed)` takes (a number put in its
     place must come back there; not another key of that name, not an earlier duplicate). None

@@ -20,23 +20,25 @@ or one whose capabilities are not known, gets the request as it came.
 
 from __future__ import annotations
 
+from typing import Any
+
 import functools
 import json
 import re
-from json.decoder import scanstring
 
 from .. import hot
 from ..jsonnum import loads
 from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..jsonio import OUT, dumps
-from ..fastpath import ByteShape, key_pattern, learn_literal, literal_body, slot_text, text_slot
+from ..fastpath import key_pattern, learn_literal, scanstring
+from ..shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape, String
 from ..ndjson import NDJSONParser
-from ..splitter import CONTENT, REASONING, Text
+from ..splitter import CONTENT, Text
 from ..events import Event
 from . import event_object
 from ..again import Again
 from .chat import inline_turn
-from .textruns import BLOCK_JOIN, TextRuns
+from .textruns import BLOCK_JOIN, TextRuns, plan
 
 NAME = "ollama"
 SHAPE = "'message' or 'response' next to a 'done' flag"
@@ -50,12 +52,12 @@ def matches(path: str) -> bool:
     return path.split("?", 1)[0].rstrip("/").endswith(PATHS)
 
 
-def looks_like(obj: dict) -> bool:
+def looks_like(obj: dict[str, Any]) -> bool:
     return isinstance(obj.get("done"), bool) and (isinstance(obj.get("message"), dict)
                                                   or isinstance(obj.get("response"), str))
 
 
-def _slot(obj: dict) -> tuple[dict, str] | None:
+def _slot(obj: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
     """Where a response object's text lives: (the dict that holds it, its key), chat or generate."""
     message = obj.get("message")
     if isinstance(message, dict):
@@ -65,7 +67,7 @@ def _slot(obj: dict) -> tuple[dict, str] | None:
     return None
 
 
-def _native(holder: dict) -> bool:
+def _native(holder: dict[str, Any]) -> bool:
     value = holder.get(_THINK)
     return isinstance(value, str) and bool(value)
 
@@ -96,7 +98,7 @@ def _go_body(body: bytes) -> bytes:
     return body
 
 
-def _with_text(holder: dict, key: str, content: str, reasoning: str) -> dict:
+def _with_text(holder: dict[str, Any], key: str, content: str, reasoning: str) -> dict[str, Any]:
     """The holder with `key` set to `content` and, when there is reasoning, `thinking` right after
     it (Ollama's field order: `content` / `response`, then `thinking`)."""
     out = {}
@@ -111,7 +113,7 @@ def _with_text(holder: dict, key: str, content: str, reasoning: str) -> dict:
     return out
 
 
-def _replace(obj: dict, holder: dict, new: dict) -> dict:
+def _replace(obj: dict[str, Any], holder: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     if holder is obj:
         return new
     return dict(obj, message=new)
@@ -147,7 +149,7 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     return go_json(_replace(obj, holder, new)).encode("utf-8", OUT)
 
 
-def ended(obj: dict) -> str | None:
+def ended(obj: dict[str, Any]) -> str | None:
     """How an output ended: STOP for an answer given in full (`done_reason: stop`), LENGTH at the
     token limit (`length`), OTHER for the rest (a load or an unload), None while it goes on or
     where the line does not say."""
@@ -177,19 +179,21 @@ def _rewrite_lines(data: bytes, ctx: FlowContext) -> bytes | None:
 
 
 # -- streams --------------------------------------------------------------------------------
-class StreamRewriter:
-    """One NDJSON stream. `on_event` for each line; `finish` at the end; `abort` on failure;
-    `on_chunk` the byte fast path for a token line shaped like the last one; `hot` and `settle`
-    the C callable's (thinkwire.hot) for such lines while the splitter is steady."""
+class StreamRewriter(FastPath):
+    """One NDJSON stream. `on_event` for each line; `finish` at the end; `abort` on failure; the
+    fast path (thinkwire.shapes) for a token line shaped like the last one."""
 
     def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         self.ctx = ctx
         self.fast = fast
         self.state: TextRuns | None = None   # the splitter and block bookkeeping
-        self.last: tuple[dict, dict, str] | None = None   # the last text line: (obj, holder, key)
+        self.last: tuple[dict[str, Any], dict[str, Any], str] | None = None   # the last text line: (obj, holder, key)
         self.eol = b"\n"
-        self._shape: tuple | None = None       # (the line's ByteShape, the bytes around its slots)
-        self._armed: int | None = None         # the kind the C callable was last armed for
+        self._shape_c: Shape | None = None     # the token line's (thinkwire.shapes)
+        self._reasoning = Lane()               # ... and its reasoning lane
+        self._plan: Plan | None = None
+        self._plans: dict[tuple[Shape, bool], Plan] = {}   # made for a state, kept
+        self._armed: tuple[Plan, int] | None = None
 
     def _state(self, model: object) -> TextRuns:
         if self.state is None:
@@ -199,6 +203,7 @@ class StreamRewriter:
 
     # -- the full path --------------------------------------------------------------------
     def on_event(self, ev: Event) -> list[bytes]:
+        self._plan = None
         if ev.data is None:
             return [ev.raw]                 # a blank line
         obj = event_object(ev.data, self.ctx)
@@ -229,9 +234,9 @@ class StreamRewriter:
             st.done = True
             self.ctx.ended(how)
         if self.fast:   # (a line the shape took and sent here keeps it: nothing new to learn)
-            shape = self._shape
-            if shape is None or shape[0].match(ev.raw) is None:
-                self._shape = self._learn(ev, obj, holder, key, text)
+            shape = self._shape_c
+            if shape is None or shape.match(ev.raw) is None:
+                self._shape_c = self._learn(ev, obj, holder, key, text)
         runs = st.runs(pieces)
         if done:
             runs += st.ended(ended(obj))   # the reasoning again, as the answer (thinkwire.again)
@@ -247,10 +252,10 @@ class StreamRewriter:
         out.append(self._line(_replace(obj, holder, new)))
         return out
 
-    def _standalone(self, obj: dict, holder: dict, key: str, kind: int, text: str) -> dict:
+    def _standalone(self, obj: dict[str, Any], holder: dict[str, Any], key: str, kind: int, text: str) -> dict[str, Any]:
         """A line of its own for one run: the fields before the text (model, created_at ...), the
         text, `done: false`, as Ollama writes a token line."""
-        out: dict = {}
+        out: dict[str, Any] = {}
         for k, v in obj.items():
             if k in ("message", "response"):
                 break
@@ -264,7 +269,7 @@ class StreamRewriter:
         out["done"] = False
         return out
 
-    def _line(self, obj: dict) -> bytes:
+    def _line(self, obj: dict[str, Any]) -> bytes:
         return go_json(obj).encode("utf-8", OUT) + self.eol
 
     def flush(self) -> list[bytes]:
@@ -280,60 +285,29 @@ class StreamRewriter:
     finish = flush
     abort = flush
 
-    # -- the byte fast path (thinkwire.fastpath) --------------------------------------------
-    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
-        """A token line shaped like the last one, read without a JSON parse: its text decided by
-        the splitter's plain step; the original bytes (answer) or the same line with the text
-        moved to `thinking` (reasoning). None: the full path decides."""
-        shape, st = self._shape, self.state
+    # -- the fast path's plan (thinkwire.shapes) --------------------------------------------
+    def _make_plan(self) -> Plan | None:
+        shape, st = self._shape_c, self.state
         if shape is None or st is None or st.native or st.done:
             return None
-        b = shape[0]
-        m = b.match(chunk)
-        if m is None:
-            return None
-        g = b.groups[-1]   # the text slot's
-        got = slot_text(m, g, st.splitter.rules)
-        if got is None:
-            return None
-        piece = st.splitter.plain(got[0])
-        if piece is None:
-            return None
-        if piece.kind == CONTENT:
-            return [chunk]
-        if st.block_has_text:
-            text = piece.text
-            if st.again is not None:
-                st.again.said(REASONING, text)
-        else:
-            text = st.runs([piece])[0].text
-        g = g if m[g] is not None else g + 1
-        return [b"".join((chunk[:m.start(g)], _THINKING, _go_body(literal_body(text, got)), chunk[m.end(g):]))]
+        key = (shape, st.block_has_text)
+        p = self._plans.get(key)
+        if p is None:
+            if len(self._plans) >= PLANS_MAX:
+                self._plans.clear()
+            p = self._plans[key] = plan(self, st, shape, self._reasoning)
+        self._plan = p
+        return p
 
-    def hot(self) -> hot.Arming | None:
-        """thinkwire.hot: the arguments of `Hot.arm` while a token line shaped like the last, its
-        text plain, changes nothing here but the splitter's state (`Splitter.took`); None when
-        on_chunk must decide."""
-        shape, st = self._shape, self.state
-        if shape is None or st is None or st.native or st.done:
-            return None
-        kind = st.splitter.steady()
-        if kind is None or (kind == REASONING and not st.block_has_text):
-            return None   # (a block's first text may take a separator in front: on_chunk's)
-        self._armed = kind
-        return hot.Arming(_specs(shape[1], shape[2], st.splitter.rules)[kind == REASONING],
-                          held=hot.holding(st.splitter, kind))
+    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
+                piece: tuple[int, str] | None) -> list[bytes] | None:
+        assert piece is None   # (a route for each kind)
+        return None   # (nothing was fed: the full path decides)
 
-    def settle(self, got: hot.Took) -> None:
-        """What the C callable took since it was armed (`Hot.take`)."""
-        st = self.state
-        gave = hot.fold(st.splitter, self._armed, got)[0]   # type: ignore[union-attr, arg-type]
-        if st.again is not None:   # type: ignore[union-attr]
-            st.again.said(self._armed, gave)   # type: ignore[union-attr, arg-type]
-
-    def _learn(self, ev: Event, obj: dict, holder: dict, key: str, text: str) -> tuple | None:
+    def _learn(self, ev: Event, obj: dict[str, Any], holder: dict[str, Any], key: str, text: str) -> Shape | None:
         """For a plain token line (text, no thinking, not done) framed as this rewrite writes lines:
-        the pattern of a line that differs only in its text and its `created_at`."""
+        the shape of a line that differs only in its text and its `created_at`, and the lane of
+        its reasoning."""
         data = ev.data
         # Only a line written as go_json writes it: then the byte path's output, the same bytes
         # with the text moved, is what the full path builds.
@@ -341,7 +315,7 @@ class StreamRewriter:
                 or ev.raw[:-1] != data.encode("utf-8", OUT) or go_json(obj) != data):   # type: ignore[union-attr]
             return None
         read = (lambda o: o["message"]["content"]) if holder is not obj else (lambda o: o["response"])
-        shape = learn_literal(data, key_pattern(key), text, read)   # type: ignore[arg-type]
+        shape = learn_literal(data, key_pattern(key), text, read)
         if shape is None:
             return None
         before, after = shape
@@ -351,43 +325,39 @@ class StreamRewriter:
                 end = scanstring(before, m.end())[1]
             except ValueError:
                 return None
-            head = (before[:m.end() - 1], before[end:])
+            head: tuple[str, ...] = (before[:m.end() - 1], before[end:])
         else:
             head = (before,)
         rules = self.state.splitter.rules   # type: ignore[union-attr]
         head_b, after_b = tuple(h.encode("utf-8", OUT) for h in head), after.encode("utf-8", OUT)
-        slots = [_TIMESTAMP, text_slot(rules)] if len(head_b) == 2 else [text_slot(rules)]
-        return ByteShape(b"", None, [*head_b, after_b], slots, end=b"\n"), head_b, after_b
+        slots = (_TIMESTAMP, TEXT) if len(head_b) == 2 else (TEXT,)
+        self._reasoning = _lane(head_b, after_b)
+        return Delta(b"", None, (*head_b, after_b), slots, end=b"\n").compile(rules)
 
 
 _THINKING = b'","thinking":"'   # a reasoning line: the text's slot cut here (content "", thinking the text)
-# created_at, RFC 3339 as Go writes it: a string literal of these bytes (no escape).
-_TIMESTAMP_CHARS = b"-+.:0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-_TIMESTAMP = b'"[' + re.escape(_TIMESTAMP_CHARS) + b']*"'
+# created_at, RFC 3339 as Go writes it: a string literal of these bytes (no escape), copied as it came.
+_TIMESTAMP = String(b"-+.:0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 @functools.lru_cache(maxsize=64)
-def _specs(head: tuple[bytes, ...], after: bytes, rules) -> tuple[tuple, tuple]:
-    """The C callable's specs (thinkwire.hot) for a token line of `_learn`'s shape, the answer's
-    and reasoning's: the created_at literal, where there is one, a string slot copied as it
-    came. The answer goes as it came; reasoning is on_chunk's line with the text moved, and so
-    its text holds none of the characters Go writes escaped (on_chunk escapes them again)."""
+def _lane(head: tuple[bytes, ...], after: bytes) -> Lane:
+    """Reasoning on a token line of `_learn`'s shape: the same line with the text moved to
+    `thinking` (content ""), the created_at literal, where there is one, as it came. Its text
+    holds none of the characters Go writes escaped (C leaves them to Python, which escapes them
+    again); whitespace alone is held, and the line goes with an empty content."""
     post, tail = after + b"\n", b'"' + after + b"\n"
     if len(head) == 1:
-        slot: dict = {}
-        out = (head[0] + b'"' + _THINKING, hot.PART_BODY, tail)
-        held: tuple = (head[0] + b'""' + post,)
+        out: tuple[bytes | int, ...] = (head[0] + b'"' + _THINKING, hot.PART_BODY, tail)
+        held: tuple[bytes | int, ...] = (head[0] + b'""' + post,)
     else:
-        slot = {"slot_pos": 1, "mid": head[1], "chars": _TIMESTAMP_CHARS}
         out = (head[0] + b'"', hot.PART_STR, b'"' + head[1] + b'"' + _THINKING, hot.PART_BODY, tail)
         held = (head[0] + b'"', hot.PART_STR, b'"' + head[1] + b'""' + post)
-    # (Reasoning: whitespace alone is held, and the line goes with an empty content.)
-    return (hot.spec(rules, head[0], post, **slot),
-            hot.spec(rules, head[0], post, out, exclude=_GO_ASCII, **slot, **hot.reasoning(rules), held=held))
+    return Lane(out, reasoning=True, held=held, exclude=_GO_ASCII, escape=_go_body)
 
 
 # -- the way back ---------------------------------------------------------------------------
-def wants_capabilities(request: dict | None) -> bool:
+def wants_capabilities(request: dict[str, Any] | None) -> bool:
     """Whether the way back depends on the model's capabilities: the request asks for thinking
     (`think` truthy), or sends an assistant turn back with its thinking, or with an answer alone
     (the output it came from may have had markup dropped and no block: an answer wrapper, a
@@ -402,7 +372,7 @@ def wants_capabilities(request: dict | None) -> bool:
             isinstance(m.get(k), str) and m[k] for k in (_THINK, "content")) for m in messages)
 
 
-def _asks_thinking(request: dict) -> bool:
+def _asks_thinking(request: dict[str, Any]) -> bool:
     think = request.get("think")
     return think is True or isinstance(think, str) and think != ""
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .. import hot
 from ..again import Again
+from ..shapes import FastPath, Lane, Plan, Shape
 from ..splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 
 BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
@@ -55,3 +57,29 @@ class TextRuns:
         that went out is to be sent again as the answer (thinkwire.again)."""
         text = self.again.text(self.splitter, finish) if self.again is not None else None
         return [] if text is None else [Text(CONTENT, text)]
+
+
+ANSWER = Lane()   # the answer's plain text goes as it came
+
+
+def plan(owner: FastPath, st: TextRuns, shape: Shape, reasoning: Lane) -> Plan:
+    """The fast path's plan (thinkwire.shapes) for a stream of one text, chat's and Ollama's:
+    the answer as it came, reasoning by the `reasoning` lane. A block's first reasoning text
+    may take a separator in front (`runs`): Python's, and then the plan is made again (C takes
+    the block's later texts)."""
+
+    def took(text: str, got: tuple[str, bool]) -> str:
+        if st.block_has_text:
+            if st.again is not None:
+                st.again.said(REASONING, text)
+            return text
+        owner._plan = None
+        return st.runs([Text(REASONING, text)])[0].text
+
+    def settled(kind: int, got: hot.Took, text: str, lit: str | None) -> None:
+        if st.again is not None:
+            st.again.said(kind, text)
+
+    p = owner._plan = Plan(st.splitter, shape.route(ANSWER), shape.route(reasoning, took), shape.spec(ANSWER),
+                           shape.spec(reasoning) if st.block_has_text else None, settled)
+    return p

@@ -3,12 +3,14 @@ blocks, every block's index renumbered (see thinkwire.surfaces.messages)."""
 
 from __future__ import annotations
 
+import re
+
 from ... import hot
 from ...context import LENGTH, FlowContext
 from ...events import Event
-from ...fastpath import (canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
-                         read_literal, slot_text)
-from ...jsonio import dumps
+from ...fastpath import canonical_head, key_pattern, learn_literal, literal_body, read_literal
+from ...jsonio import OUT, dumps
+from ...shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
 from ...jsonnum import loads
 from ...splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 from ...sse import encode
@@ -22,6 +24,7 @@ _TEXT_DELTA = '"text_delta","text":'             # a delta's type and text key, 
 _THINKING_DELTA = '"thinking_delta","thinking":'
 _LIVE = frozenset({"signed", "unsigned", "off"})       # thinking text streams as it comes
 _SEALED = frozenset({"signed", "omitted", "redacted"})  # ... is held for the mark at the block end
+_ANSWER = Lane()   # the answer's plain text into the upstream's own block: as it came
 HOLD_MAX = 1 << 20   # characters of reasoning one block holds for its mark (past it: unsigned)
 
 
@@ -50,7 +53,7 @@ def _delta_bytes(index: int, head: str, literal: str, eol: bytes) -> bytes:
     return encode(f'{{"type":"{_DELTA}","index":{index},"delta":{{"type":{head}{literal}}}}}', _DELTA, eol)
 
 
-class StreamRewriter:
+class StreamRewriter(FastPath):
     """One Messages stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
 
     def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
@@ -73,98 +76,114 @@ class StreamRewriter:
         self.eol = b"\n"
         # The text around the text literal of the last text_delta parsed in full (_learn_shape).
         self._shape: tuple[str, str, int] | None = None
-        self._bytes = None                  # the same as a ByteShape, for on_chunk
-        self._cuts: dict = {}                # (output index, delta head) -> that delta cut at its text
-        self._hot: dict = {}                 # C specs by (kind, output index), for self._bytes
-        self._hot_for = None                 # the _bytes they are for
-        self._armed: tuple | None = None     # (kind, block) the C callable was last armed for
+        self._shape_c: Shape | None = None   # the same as bytes (thinkwire.shapes)
+        self._cuts: dict[tuple[int, str], list[bytes]] = {}   # (output index, delta head) -> that delta cut at its text
+        self._lanes: dict[tuple[int, str], Lane] = {}        # ... and its lane
+        self._plan: Plan | None = None
+        self._plans: dict[tuple[Shape, _TextBlock, str | None, int | None], Plan] = {}   # made for a state, kept
+        self._armed: tuple[Plan, int] | None = None
         self.again: tuple | None = None      # (Again, the first text block's splitter): thinkwire.again
 
-    # -- events -------------------------------------------------------------------------
-    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
-        """The byte fast path (see thinkwire.fastpath): a plain text_delta shaped like the last."""
+    # -- the fast path's plan (thinkwire.shapes) --------------------------------------------
+    def _unshaped(self, chunk: bytes) -> list[bytes] | None:
         if self.raw:   # (native thinking upstream) the rest goes as it comes, unparsed
             return [chunk] if chunk else None
-        b = self._bytes
-        if b is None:
+        return None
+
+    def _make_plan(self) -> Plan | None:
+        """The text block's plain text into the output block open for it: the answer as it
+        came where that is the upstream's block, else as a text_delta of its index; live
+        reasoning as a thinking_delta (held for the mark where sealed; whitespace alone is
+        held, and nothing goes out)."""
+        shape, learned = self._shape_c, self._shape
+        st = self.texts.get(learned[2]) if learned is not None else None
+        if shape is None or st is None:
             return None
-        m = b.match(chunk)
-        if m is None:
-            return None
-        u = self._shape[2]   # type: ignore[index]
-        st = self.texts.get(u)
-        if st is None:
-            return None
-        got = slot_text(m, 1, st.splitter.rules)
-        piece = st.splitter.plain(got[0]) if got is not None else None
-        if piece is None:   # the splitter must decide: on_event, without the driver's framing
-            return self.on_event(b.event(chunk))
-        self.eol = b"\n"
-        kind, text = piece
-        if self.again is not None and (st.kind == _TEXT if kind == CONTENT else st.kind == _THINK and self._live):
-            self.again[0].said(kind, text)   # (what goes on to _pieces is told there)
-        if kind == CONTENT:
-            if st.kind == _TEXT:
-                if st.index == u:
-                    return [chunk]   # the same text into the same block: as it came
-                self.changed = True   # the answer after a thinking block: its index moved
-                return [literal_body(text, got).join(self._cut(st.index, _TEXT_DELTA))]
+        key = (shape, st, st.kind, st.index)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= PLANS_MAX:
+                self._plans.clear()
+            plan = self._plans[key] = self._new_plan(shape, st, learned[2])   # type: ignore[index]
+        self._plan = plan
+        return plan
+
+    def _new_plan(self, shape: Shape, st: _TextBlock, u: int) -> Plan:
+        answer = reasoning = None
+        answer_route = reasoning_route = None
+        if st.kind == _TEXT:
+            if st.index == u:
+                answer = _ANSWER
+
+                def said(text: str, got: tuple[str, bool]) -> str:
+                    self.eol = b"\n"
+                    again = self.again
+                    if again is not None:
+                        again[0].said(CONTENT, text)
+                    return text
+            else:
+                answer = self._lane(st.index, _TEXT_DELTA)   # type: ignore[arg-type]
+
+                def said(text: str, got: tuple[str, bool]) -> str:
+                    self.eol = b"\n"
+                    again = self.again
+                    if again is not None:
+                        again[0].said(CONTENT, text)
+                    self.changed = True   # the answer after a thinking block: its index moved
+                    return text
+            answer_route = shape.route(answer, said)
         elif st.kind == _THINK and self._live:
-            lit = literal_body(text, got)
-            if self._sealed:
-                self._hold(st, text, lit.decode())   # (live: it sends nothing)
-            self.changed = True
-            return [lit.join(self._cut(st.index, _THINKING_DELTA))]
-        out = self._pieces(chunk, st, u, [piece], text, None)
+            reasoning = self._lane(st.index, _THINKING_DELTA)   # type: ignore[arg-type]
+            sealed = self._sealed
+
+            def thought(text: str, got: tuple[str, bool]) -> bytes:
+                self.eol = b"\n"
+                again = self.again
+                if again is not None:
+                    again[0].said(REASONING, text)
+                lit = literal_body(text, got)
+                if sealed:
+                    self._hold(st, text, lit.decode())   # (live: it sends nothing)
+                self.changed = True
+                return lit
+            reasoning_route = shape.route(reasoning, thought)
+
+        def settled(kind: int, got: hot.Took, text: str, lit: str | None) -> None:
+            self.eol = b"\n"
+            if got.changed:   # (chunks that went out other than they came)
+                self.changed = True
+            again = self.again
+            if again is not None:
+                again[0].said(kind, text)
+            if kind == REASONING and self._sealed:
+                self._hold(st, text, lit)   # type: ignore[arg-type]   # (live: it sends nothing)
+
+        return Plan(st.splitter, answer_route, reasoning_route, shape.spec(answer) if answer is not None else None,
+                    shape.spec(reasoning) if reasoning is not None else None, settled,
+                    (REASONING,) if self._sealed else ())
+
+    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
+                piece: tuple[int, str] | None) -> list[bytes] | None:
+        shape, learned = self._shape_c, self._shape
+        assert shape is not None and learned is not None
+        if piece is None:   # the splitter must decide: on_event, without the driver's framing
+            return self.on_event(shape.event(chunk))
+        self.eol = b"\n"
+        u = learned[2]
+        out = self._pieces(chunk, self.texts[u], u, [piece], piece[1], None)
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
 
-    def hot(self) -> hot.Arming | None:
-        """thinkwire.hot: the arguments of `Hot.arm` while a plain text_delta shaped like the last
-        changes nothing here but the splitter's state and held reasoning; None when on_chunk
-        must decide."""
-        b = self._bytes
-        if self.raw or b is None:
-            return None
-        u = self._shape[2]   # type: ignore[index]
-        st = self.texts.get(u)
-        if st is None:
-            return None
-        kind = st.splitter.steady()
-        if kind == CONTENT and st.kind == _TEXT:
-            key = (kind, None if st.index == u else st.index)   # None: the answer as it came
-        elif kind == REASONING and st.kind == _THINK and self._live:
-            key = (kind, st.index)
-        else:
-            return None
-        if self._hot_for is not b:
-            self._hot_for, self._hot = b, {}
-        spec = self._hot.get(key)
-        if spec is None:
-            rules = st.splitter.rules
-            if key[1] is None:   # the answer into the same block: as it came
-                spec = hot.spec(rules, b.prefix, b.suffix)
-            else:
-                cut = self._cut(key[1], _TEXT_DELTA if kind == CONTENT else _THINKING_DELTA)
-                # (Reasoning: whitespace alone is held, and nothing goes out.)
-                spec = hot.spec(rules, b.prefix, b.suffix, hot.template(cut),
-                                **(dict(hot.reasoning(rules), held=()) if kind == REASONING else {}))
-            self._hot[key] = spec
-        self._armed = (kind, st)
-        return hot.Arming(spec, held=hot.holding(st.splitter, kind))
-
-    def settle(self, got: hot.Took) -> None:
-        """What the C callable took since it was armed (`Hot.take`)."""
-        kind, st = self._armed   # type: ignore[misc]
-        self.eol = b"\n"
-        if got[1]:   # (chunks that went out other than they came)
-            self.changed = True
-        text, lit = hot.fold(st.splitter, kind, got, kind == REASONING and self._sealed)
-        if self.again is not None:
-            self.again[0].said(kind, text)
-        if kind == REASONING and self._sealed:
-            self._hold(st, text, lit)   # (live: it sends nothing)
+    def _lane(self, index: int, head: str) -> Lane:
+        """The lane of a text or thinking delta into output block `index` (thinking: whitespace
+        alone held, nothing sent)."""
+        lane = self._lanes.get((index, head))
+        if lane is None:
+            out = hot.template(self._cut(index, head))
+            lane = self._lanes[(index, head)] = Lane(out, True, ()) if head == _THINKING_DELTA else Lane(out)
+        return lane
 
     def on_event(self, ev: Event) -> list[bytes]:
+        self._plan = None
         if self._deferred is not None:
             return self._resolve(ev) + self.on_event(ev)
         if self.raw or ev.data is None:
@@ -210,6 +229,7 @@ class StreamRewriter:
             self.ctx.stats.native = True
             if not self.changed and not self.texts:
                 self.raw = True  # nothing rewritten yet: the whole message passes untouched
+                self._shape_c = None
                 return [ev.raw]
         if btype == "text" and not self.native and isinstance(block.get("text", ""), str):
             first = self.text_blocks == 0
@@ -233,7 +253,9 @@ class StreamRewriter:
             text = delta["text"]
             self._shape = _learn_shape(ev.data, text, u)
             head = canonical_head(ev.raw, ev.data, ev.event, ev.eol) if self._shape and self.fast else None
-            self._bytes = None if head is None else literal_shape(head, ev.event, *self._shape[:2], st.splitter.rules)
+            self._shape_c = None if head is None or self._shape is None else Delta(
+                head, ev.event, (self._shape[0].encode("utf-8", OUT), self._shape[1].encode("utf-8", OUT)),
+                (TEXT,)).compile(st.splitter.rules)
             return self._text(ev, st, u, text, None)
         # Any other delta (citations_delta ...) belongs to the text: put it in a text block.
         out = [] if st.kind == _TEXT else self._open(st, _TEXT)

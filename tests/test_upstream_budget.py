@@ -262,7 +262,7 @@ def test_an_ollama_line_with_a_long_head_is_not_learned():
         "role": "assistant", "content": c}, "done": False}, separators=(",", ":")).encode() + b"\n"
         for c in ("a", "b", "c"))
     out, d = drive(ollama, make_ctx({"model": "m"}), lines)
-    assert out == lines and d.rewriter._shape is None
+    assert out == lines and d.rewriter._shape_c is None
 
 
 def test_a_short_ollama_line_is_still_learned():
@@ -270,7 +270,7 @@ def test_a_short_ollama_line_is_still_learned():
                                  "message": {"role": "assistant", "content": c}, "done": False},
                                 separators=(",", ":")).encode() + b"\n" for c in ("a", "b", "c"))
     out, d = drive(ollama, make_ctx({"model": "m"}), lines)
-    assert out == lines and d.rewriter._shape is not None
+    assert out == lines and d.rewriter._shape_c is not None
 
 
 # -- what failing open logs ----------------------------------------------------------------------

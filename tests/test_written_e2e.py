@@ -17,7 +17,7 @@ import pytest
 
 from harness import StrictAnthropic, StrictChat, StrictResponses, Turn
 from support.loops import (TOOLS_C, TOOLS_M, TOOLS_R, ChatConversation, MessagesConversation, ResponsesConversation,
-                           assistant_texts, codex_echo, pick)
+                           assistant_texts, codex_echo, ollama_turn, pick)
 from support.ollama import StrictOllama
 
 pytestmark = pytest.mark.e2e
@@ -210,14 +210,7 @@ def test_ollama_thinking_goes_back_byte_for_byte(proxy, up, stream):
     client = ollama.Client(host=proxy.url)
     msgs = [{"role": "user", "content": "hi"}]
     for _ in range(3):
-        if stream:
-            thinking = content = ""
-            for part in client.chat(model=INLINE, messages=msgs, stream=True):
-                thinking += part.message.thinking or ""
-                content += part.message.content or ""
-        else:
-            m = client.chat(model=INLINE, messages=msgs).message
-            thinking, content = m.thinking or "", m.content
+        thinking, content = ollama_turn(client, INLINE, msgs, stream)
         msgs += [{"role": "assistant", "content": content, "thinking": thinking}, {"role": "user", "content": "go on"}]
     assert strict.errors == []
     assert msgs[3] == {"role": "assistant", "content": "Files:\n\nRun `ls`.",

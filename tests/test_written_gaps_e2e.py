@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from harness import StrictAnthropic, StrictChat, StrictResponses, Turn
-from support.loops import TOOLS_C, TOOLS_M, TOOLS_R, assistant_texts, codex_echo
+from support.loops import TOOLS_C, TOOLS_M, TOOLS_R, assistant_texts, codex_echo, ollama_turn
 from support.ollama import StrictOllama
 
 pytestmark = pytest.mark.e2e
@@ -168,14 +168,7 @@ def test_ollama_gives_back_each_gap_byte_for_byte(proxies, up, stream):
     msgs: list = [{"role": "user", "content": "hi"}]
     read = []
     for i in range(4):
-        if stream:
-            thinking = content = ""
-            for part in client.chat(model=MODEL, messages=msgs, stream=True):
-                thinking += part.message.thinking or ""
-                content += part.message.content or ""
-        else:
-            m = client.chat(model=MODEL, messages=msgs).message
-            thinking, content = m.thinking or "", m.content
+        thinking, content = ollama_turn(client, MODEL, msgs, stream)
         read.append((thinking, content))
         msgs += [{"role": "assistant", "content": content, "thinking": thinking}, {"role": "user", "content": "go on"}]
         if i == 0:

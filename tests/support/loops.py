@@ -143,6 +143,19 @@ class ChatConversation:
         return reasoning, content
 
 
+def ollama_turn(client, model: str, msgs: list, stream: bool) -> tuple[str, str]:
+    """One /api/chat turn with the official ollama client, read as a user's app reads it:
+    (thinking, content), from the stream's parts or the body's message."""
+    if not stream:
+        m = client.chat(model=model, messages=msgs).message
+        return m.thinking or "", m.content
+    thinking = content = ""
+    for part in client.chat(model=model, messages=msgs, stream=True):
+        thinking += part.message.thinking or ""
+        content += part.message.content or ""
+    return thinking, content
+
+
 def pick(proxies: list, i: int):
     """The proxy for turn i: proxies[min(i, last)]; a callable entry starts (or restarts) one
     lazily, when its turn comes, and is replaced by what it returns."""

@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from harness import StrictAnthropic, StrictChat, StrictResponses, Turn
-from support.loops import TOOLS_C, TOOLS_M, TOOLS_R, assistant_texts, codex_echo, ollama_turn
+from support.loops import TOOLS_C, TOOLS_M, TOOLS_R, assistant_texts, codex_echo, ollama_turn, read_chat_stream
 from support.ollama import StrictOllama
 
 pytestmark = pytest.mark.e2e
@@ -73,21 +73,9 @@ def test_chat_gives_back_each_gap_byte_for_byte(proxies, up, stream):
     msgs: list = [{"role": "user", "content": "fix the build"}]
     read = []
     for i in range(4):
-        reasoning, content, calls = "", "", []
         if stream:
-            acc: dict = {}
-            for ch in client.chat.completions.create(model=MODEL, messages=msgs, tools=TOOLS_C, stream=True):
-                if not ch.choices:
-                    continue
-                d = ch.choices[0].delta
-                reasoning += getattr(d, "reasoning_content", None) or ""
-                content += d.content or ""
-                for tc in d.tool_calls or []:
-                    c = acc.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                    c["id"] += tc.id or ""
-                    c["name"] += (tc.function.name or "") if tc.function else ""
-                    c["arguments"] += (tc.function.arguments or "") if tc.function else ""
-            calls = list(acc.values())
+            reasoning, content, calls = read_chat_stream(
+                client.chat.completions.create(model=MODEL, messages=msgs, tools=TOOLS_C, stream=True))
         else:
             m = client.chat.completions.create(model=MODEL, messages=msgs, tools=TOOLS_C).choices[0].message
             reasoning, content = getattr(m, "reasoning_content", None) or "", m.content or ""

@@ -121,26 +121,34 @@ class ChatConversation:
 
     def turn(self, url: str) -> tuple[str, str]:
         client = openai.OpenAI(base_url=url + "/v1", api_key=self.api_key, max_retries=0, timeout=20)
-        reasoning, content, calls = "", "", {}
-        for ch in client.chat.completions.create(model=self.model, messages=self.msgs, tools=TOOLS_C, stream=True):
-            if not ch.choices:
-                continue
-            d = ch.choices[0].delta
-            reasoning += getattr(d, "reasoning_content", None) or ""
-            content += d.content or ""
-            for tc in d.tool_calls or []:
-                c = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                c["id"] += tc.id or ""
-                c["name"] += (tc.function.name or "") if tc.function else ""
-                c["arguments"] += (tc.function.arguments or "") if tc.function else ""
+        reasoning, content, calls = read_chat_stream(
+            client.chat.completions.create(model=self.model, messages=self.msgs, tools=TOOLS_C, stream=True))
         msg: dict = {"role": "assistant", "content": content, "reasoning_content": reasoning}
         if calls:
             msg["tool_calls"] = [{"id": c["id"], "type": "function",
-                                  "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls.values()]
+                                  "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
         self.msgs.append(msg)
-        self.msgs += [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls.values()]
+        self.msgs += [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
         self.done = not calls
         return reasoning, content
+
+
+def read_chat_stream(chunks) -> tuple[str, str, list[dict]]:
+    """A chat stream read with the official openai client as an agent reads it: (reasoning,
+    content, tool calls as {id, name, arguments}, each joined from its deltas by index)."""
+    reasoning, content, calls = "", "", {}
+    for ch in chunks:
+        if not ch.choices:
+            continue
+        d = ch.choices[0].delta
+        reasoning += getattr(d, "reasoning_content", None) or ""
+        content += d.content or ""
+        for tc in d.tool_calls or []:
+            c = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+            c["id"] += tc.id or ""
+            c["name"] += (tc.function.name or "") if tc.function else ""
+            c["arguments"] += (tc.function.arguments or "") if tc.function else ""
+    return reasoning, content, list(calls.values())
 
 
 def ollama_turn(client, model: str, msgs: list, stream: bool) -> tuple[str, str]:

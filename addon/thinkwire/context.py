@@ -147,8 +147,7 @@ class FlowContext:
         if start.pair is not None and all((q.open, q.close) != (start.pair.open, start.pair.close) for q in pairs):
             pairs = (start.pair, *pairs)   # the pair the server's template opens (by its tags: a
             # Written pair is no TagPair to ==)
-        rules = _rules(pairs, s.trim, s.tags_anywhere, start.inside, profile.strip, profile.ends,
-                       profile.start_pairs, profile.start_ends, profile.resumes, profile.tools)
+        rules = _profile_rules(profile, s, start.inside, pairs)
         return FlowPlan(profile, rules, start, f.prefill, self._inside_because(start, profile, f.prefill))
 
     @property
@@ -183,9 +182,7 @@ class FlowContext:
         if plan.inside:
             return plan.how
         if plan.how == PREFILL and prefill is not None:
-            s = self.settings
-            sp = Splitter(_rules(p.pairs, s.trim, s.tags_anywhere, False, p.strip, p.ends, p.start_pairs, p.start_ends,
-                                 p.resumes, p.tools))
+            sp = Splitter(_profile_rules(p, self.settings, False))
             sp.resume(prefill)
             if sp.inside:
                 return PREFILL
@@ -391,6 +388,12 @@ def _unclosed(pieces: list[Piece]) -> bool:
     """Split pieces of an output that started inside and never left its block (one END, last)."""
     ends = [p for p in pieces if p.kind == END]
     return len(ends) == 1 and pieces[-1].kind == END
+
+
+def _profile_rules(p: Profile, s: Settings, inside: bool, pairs: tuple[TagPair, ...] | None = None) -> Rules:
+    """A profile's rules under the settings, starting `inside` or not (`pairs`: in place of its own)."""
+    return _rules(p.pairs if pairs is None else pairs, s.trim, s.tags_anywhere, inside, p.strip, p.ends,
+                  p.start_pairs, p.start_ends, p.resumes, p.tools)
 
 
 @lru_cache(maxsize=256)

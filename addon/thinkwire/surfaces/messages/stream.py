@@ -8,7 +8,7 @@ import re
 from ... import hot
 from ...context import LENGTH, FlowContext
 from ...events import Event
-from ...fastpath import canonical_head, key_pattern, learn_literal, literal_body, read_literal
+from ...fastpath import canonical_head, key_pattern, learn_literal, literal_body
 from ...jsonio import OUT, dumps
 from ...shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
 from ...jsonnum import loads
@@ -74,7 +74,8 @@ class StreamRewriter(FastPath):
         # (`message_delta`, the next event) says whether the output was cut there (max_tokens).
         self._deferred: tuple[_TextBlock, Event] | None = None
         self.eol = b"\n"
-        # The text around the text literal of the last text_delta parsed in full (_learn_shape).
+        # The text around the text literal of the last text_delta parsed in full (_learn_shape):
+        # its byte shape (`_shape_c`) is the fast path's, on a chunk or a framed event (thinkwire.stream).
         self._shape: tuple[str, str, int] | None = None
         self._shape_c: Shape | None = None   # the same as bytes (thinkwire.shapes)
         self._cuts: dict[tuple[int, str], list[bytes]] = {}   # (output index, delta head) -> that delta cut at its text
@@ -97,8 +98,8 @@ class StreamRewriter(FastPath):
         held, and nothing goes out)."""
         shape, learned = self._shape_c, self._shape
         st = self.texts.get(learned[2]) if learned is not None else None
-        if shape is None or st is None:
-            return None
+        if shape is None or st is None or self._deferred is not None:
+            return None   # (a stop held: on_event resolves it first)
         key = (shape, st, st.kind, st.index)
         plan = self._plans.get(key)
         if plan is None:
@@ -166,10 +167,18 @@ class StreamRewriter(FastPath):
                 piece: tuple[int, str] | None) -> list[bytes] | None:
         shape, learned = self._shape_c, self._shape
         assert shape is not None and learned is not None
-        if piece is None:   # the splitter must decide: on_event, without the driver's framing
-            return self.on_event(shape.event(chunk))
-        self.eol = b"\n"
         u = learned[2]
+        if piece is None:
+            ev = shape.event(chunk)
+            if got is None:   # undecodable or empty: on_event, without the driver's framing
+                return self.on_event(ev)
+            # The splitter decides (a tag's first character, text held), without a parse: the
+            # literal as it came is what dumps(text) gives where it has no escape.
+            self.eol = b"\n"
+            g = shape.text
+            body = m[g] if m[g] is not None else m[g + 1]
+            return self._text(ev, self.texts[u], u, got[0], None if b"\\" in body else f'"{body.decode()}"')
+        self.eol = b"\n"
         out = self._pieces(chunk, self.texts[u], u, [piece], piece[1], None)
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
 
@@ -188,13 +197,6 @@ class StreamRewriter(FastPath):
             return self._resolve(ev) + self.on_event(ev)
         if self.raw or ev.data is None:
             return [ev.raw]
-        shape = self._shape
-        if shape is not None and self.fast:
-            data = ev.data
-            if data.startswith(shape[0]) and data.endswith(shape[1]):
-                out = self._fast(ev, data, *shape)
-                if out is not None:
-                    return out
         obj = event_object(ev.data, self.ctx)
         if obj is None:
             return [ev.raw]
@@ -264,18 +266,6 @@ class StreamRewriter(FastPath):
         else:
             out.append(self._encode(dict(obj, index=st.index), ev))
         return out
-
-    def _fast(self, ev: Event, data: str, before: str, after: str, u: int) -> list[bytes] | None:
-        """A text_delta shaped like the last one parsed in full (same bytes around its text
-        literal): decode the literal alone, no JSON parse. None: take the full path."""
-        got = read_literal(data, before, after)  # None: the full path (it counts the malformed)
-        st = self.texts.get(u)
-        if got is None or st is None:
-            return None
-        self.eol = ev.eol
-        text, literal = got
-        # Without a backslash the literal is what dumps(text) gives (compact, non-ASCII kept).
-        return self._text(ev, st, u, text, None if "\\" in literal else literal)
 
     def _text(self, ev: Event, st: _TextBlock, u: int, text: str, literal: str | None) -> list[bytes]:
         """A text_delta of the text block `st` (upstream index `u`), fed to its splitter once."""
@@ -532,7 +522,7 @@ def _learn_shape(data: str, text: str, u: int) -> tuple[str, str, int] | None:
     """For a text_delta event of upstream block `u` whose text is `text`: the data before and
     after the text's string literal, and `u`. Servers send the same bytes around every text
     delta of a block, so a later event that starts and ends the same way differs only in its
-    text and is handled without a JSON parse (StreamRewriter._fast). The literal found is
+    text and is handled without a JSON parse (thinkwire.shapes, on its bytes). The literal found is
     checked to be the one the parse took `delta.text` from (not another `text` key, not an
     earlier duplicate): the data with a number in its place must parse to that number there."""
     shape = learn_literal(data, _TEXT_KEY, text, lambda o: o["delta"]["text"])

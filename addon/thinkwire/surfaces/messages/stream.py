@@ -4,6 +4,7 @@ blocks, every block's index renumbered (see thinkwire.surfaces.messages)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ... import hot
 from ...context import LENGTH, FlowContext
@@ -12,6 +13,7 @@ from ...fastpath import canonical_head, key_pattern, learn_literal, literal_body
 from ...jsonio import OUT, dumps
 from ...shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
 from ...jsonnum import loads
+from ...rules import TagPair
 from ...splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 from ...sse import encode
 from ...again import Again
@@ -34,7 +36,7 @@ class _TextBlock:
     __slots__ = ("upstream", "splitter", "template", "start_raw", "kind", "index", "reasoning",
                  "reasoning_lits", "emitted", "held", "unsealed")
 
-    def __init__(self, upstream: int, splitter: Splitter, template: dict,
+    def __init__(self, upstream: int, splitter: Splitter, template: dict[str, Any],
                  start_raw: bytes | None) -> None:
         self.upstream = upstream
         self.splitter = splitter
@@ -83,7 +85,7 @@ class StreamRewriter(FastPath):
         self._plan: Plan | None = None
         self._plans: dict[tuple[Shape, _TextBlock, str | None, int | None], Plan] = {}   # made for a state, kept
         self._armed: tuple[Plan, int] | None = None
-        self.again: tuple | None = None      # (Again, the first text block's splitter): thinkwire.again
+        self.again: tuple[Again, Splitter] | None = None      # (Again, the first text block's splitter): thinkwire.again
 
     # -- the fast path's plan (thinkwire.shapes) --------------------------------------------
     def _unshaped(self, chunk: bytes) -> list[bytes] | None:
@@ -97,23 +99,27 @@ class StreamRewriter(FastPath):
         reasoning as a thinking_delta (held for the mark where sealed; whitespace alone is
         held, and nothing goes out)."""
         shape, learned = self._shape_c, self._shape
-        st = self.texts.get(learned[2]) if learned is not None else None
-        if shape is None or st is None or self._deferred is not None:
+        if shape is None or learned is None or self._deferred is not None:
             return None   # (a stop held: on_event resolves it first)
+        u = learned[2]
+        st = self.texts.get(u)
+        if st is None:
+            return None
         key = (shape, st, st.kind, st.index)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= PLANS_MAX:
                 self._plans.clear()
-            plan = self._plans[key] = self._new_plan(shape, st, learned[2])   # type: ignore[index]
+            plan = self._plans[key] = self._new_plan(shape, st, u)
         self._plan = plan
         return plan
 
     def _new_plan(self, shape: Shape, st: _TextBlock, u: int) -> Plan:
         answer = reasoning = None
         answer_route = reasoning_route = None
-        if st.kind == _TEXT:
-            if st.index == u:
+        index = st.index   # (set with the kind: _open)
+        if st.kind == _TEXT and index is not None:
+            if index == u:
                 answer = _ANSWER
 
                 def said(text: str, got: tuple[str, bool]) -> str:
@@ -123,7 +129,7 @@ class StreamRewriter(FastPath):
                         again[0].said(CONTENT, text)
                     return text
             else:
-                answer = self._lane(st.index, _TEXT_DELTA)   # type: ignore[arg-type]
+                answer = self._lane(index, _TEXT_DELTA)
 
                 def said(text: str, got: tuple[str, bool]) -> str:
                     self.eol = b"\n"
@@ -133,8 +139,8 @@ class StreamRewriter(FastPath):
                     self.changed = True   # the answer after a thinking block: its index moved
                     return text
             answer_route = shape.route(answer, said)
-        elif st.kind == _THINK and self._live:
-            reasoning = self._lane(st.index, _THINKING_DELTA)   # type: ignore[arg-type]
+        elif st.kind == _THINK and self._live and index is not None:
+            reasoning = self._lane(index, _THINKING_DELTA)
             sealed = self._sealed
 
             def thought(text: str, got: tuple[str, bool]) -> bytes:
@@ -157,14 +163,15 @@ class StreamRewriter(FastPath):
             if again is not None:
                 again[0].said(kind, text)
             if kind == REASONING and self._sealed:
-                self._hold(st, text, lit)   # type: ignore[arg-type]   # (live: it sends nothing)
+                assert lit is not None   # (Plan.literal: the kinds `settled` gets the literal of)
+                self._hold(st, text, lit)   # (live: it sends nothing)
 
         return Plan(st.splitter, answer_route, reasoning_route, shape.spec(answer) if answer is not None else None,
                     shape.spec(reasoning) if reasoning is not None else None, settled,
                     (REASONING,) if self._sealed else ())
 
     def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
-                piece: tuple[int, str] | None) -> list[bytes] | None:
+                piece: Text | None) -> list[bytes] | None:
         shape, learned = self._shape_c, self._shape
         assert shape is not None and learned is not None
         u = learned[2]
@@ -221,7 +228,7 @@ class StreamRewriter(FastPath):
             return out + [ev.raw]
         return [ev.raw]
 
-    def _start(self, ev: Event, obj: dict) -> list[bytes]:
+    def _start(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
         u, block = obj.get("index"), obj.get("content_block")
         if not isinstance(u, int) or not isinstance(block, dict) or u in self.texts:
             return [ev.raw]
@@ -245,10 +252,10 @@ class StreamRewriter(FastPath):
             return self._emit(st, sp.feed(text)) if text else []
         return [self._pass(ev, obj, u, start=True)]
 
-    def _delta(self, ev: Event, obj: dict) -> list[bytes]:
+    def _delta(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
         u = obj.get("index")
         st = self.texts.get(u) if isinstance(u, int) else None
-        if st is None:
+        if st is None or not isinstance(u, int) or ev.data is None:
             return [self._pass(ev, obj, u)]
         delta = obj.get("delta")
         if isinstance(delta, dict) and delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
@@ -281,7 +288,7 @@ class StreamRewriter(FastPath):
             return out + self._emit(st, pieces, text, literal)
         return self._emit(st, pieces, text, literal)
 
-    def _stop(self, ev: Event, obj: dict) -> list[bytes]:
+    def _stop(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
         u = obj.get("index")
         st = self.texts.get(u) if isinstance(u, int) else None
         if st is None:
@@ -294,7 +301,9 @@ class StreamRewriter(FastPath):
     def _resolve(self, ev: Event | None) -> list[bytes]:
         """The held stop of a text block, once the next event (or the end) came: cut off where
         that is a `message_delta` saying `max_tokens`."""
-        st, stop = self._deferred   # type: ignore[misc]
+        deferred = self._deferred
+        assert deferred is not None
+        st, stop = deferred
         self._deferred = None
         obj = None
         if ev is not None and ev.data is not None and '"message_delta"' in ev.data:
@@ -325,12 +334,14 @@ class StreamRewriter(FastPath):
                     out += self._open(st, _THINK)
                 lit = literal if literal is not None and value == text else dumps(value)
                 if self._live or st.unsealed:
+                    assert st.index is not None   # (_open set it)
                     out.append(self._delta_event(st.index, _THINKING_DELTA, lit))
                 if self._sealed:
                     out += self._hold(st, value, lit[1:-1])
             else:
                 if st.kind != _TEXT:
                     out += self._open(st, _TEXT)
+                assert st.index is not None   # (_open set it)
                 out.append(self._delta_event(st.index, _TEXT_DELTA,
                                              literal if literal is not None and value == text else dumps(value)))
         return out
@@ -381,7 +392,7 @@ class StreamRewriter(FastPath):
             if self.mode == "redacted":
                 st.index = None  # sent whole at its end, with the mark
                 return out
-            block: dict = {"type": "thinking", "thinking": ""}
+            block: dict[str, Any] = {"type": "thinking", "thinking": ""}
             if self.mode != "off":
                 block["signature"] = ""
         else:
@@ -394,7 +405,7 @@ class StreamRewriter(FastPath):
         st.start_raw = None
         return out
 
-    def _close_block(self, st: _TextBlock, pair=None) -> list[bytes]:
+    def _close_block(self, st: _TextBlock, pair: TagPair | None = None) -> list[bytes]:
         """Close the open output block. A thinking block goes out complete here: marks need
         all of its text, so a redacted block is sent whole and a signature_delta goes last."""
         kind, idx = st.kind, st.index
@@ -411,14 +422,20 @@ class StreamRewriter(FastPath):
             st.unsealed = False
             out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
                 "type": "signature_delta", "signature": ""}}))
-        elif self.mode == "redacted":
-            idx = self._take_index()
-            out.append(self._created(_START, {"type": _START, "index": idx, "content_block": {
-                "type": "redacted_thinking", "data": self.ctx.sealer.seal(text, pair, literal)}}))
-        elif self.mode != "off":
-            sig = "" if self.mode == "unsigned" else self.ctx.sealer.seal(text, pair, literal)
+        elif self.mode in ("redacted", "signed", "omitted"):   # (blocks.mode: these only with a sealer)
+            sealer = self.ctx.sealer
+            assert sealer is not None
+            sig = sealer.seal(text, pair, literal)
+            if self.mode == "redacted":
+                idx = self._take_index()
+                out.append(self._created(_START, {"type": _START, "index": idx, "content_block": {
+                    "type": "redacted_thinking", "data": sig}}))
+            else:
+                out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
+                    "type": "signature_delta", "signature": sig}}))
+        elif self.mode == "unsigned":
             out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
-                "type": "signature_delta", "signature": sig}}))
+                "type": "signature_delta", "signature": ""}}))
         out.append(self._created(_STOP, {"type": _STOP, "index": idx}))
         return out
 
@@ -447,7 +464,7 @@ class StreamRewriter(FastPath):
         self.next += 1
         return i
 
-    def _pass(self, ev: Event, obj: dict, u: object, start: bool = False) -> bytes:
+    def _pass(self, ev: Event, obj: dict[str, Any], u: object, start: bool = False) -> bytes:
         """A block this rewrite does not own: same event, index renumbered if it moved."""
         if not isinstance(u, int):
             return ev.raw
@@ -458,11 +475,11 @@ class StreamRewriter(FastPath):
             return ev.raw
         return self._encode(dict(obj, index=idx), ev)
 
-    def _encode(self, obj: dict, ev: Event) -> bytes:
+    def _encode(self, obj: dict[str, Any], ev: Event) -> bytes:
         self.changed = True
         return encode(dumps(obj), ev.event or obj.get("type"), ev.eol)
 
-    def _created(self, name: str, obj: dict) -> bytes:
+    def _created(self, name: str, obj: dict[str, Any]) -> bytes:
         self.changed = True
         return encode(dumps(obj), name, self.eol)
 
@@ -491,7 +508,8 @@ class StreamRewriter(FastPath):
                 out += self._emit(st, st.splitter.finish())
                 if st.kind != _TEXT:
                     out += self._open(st, _TEXT)
-                self.moved[st.upstream] = st.index   # type: ignore[assignment]
+                assert st.index is not None   # (_open set it)
+                self.moved[st.upstream] = st.index
         finally:
             self.texts.clear()
         # The rest passes as it came, unless a block's index moved: then every block event
@@ -505,9 +523,9 @@ class StreamRewriter(FastPath):
         """An event after failing open: as it came, its block's index moved as the client has it."""
         obj = event_object(ev.data, self.ctx) if ev.data is not None else None
         new = self.renumbered(obj) if obj is not None else {}
-        return [self._encode(dict(obj, **new), ev) if new else ev.raw]   # type: ignore[arg-type]
+        return [self._encode(dict(obj, **new), ev) if obj is not None and new else ev.raw]
 
-    def renumbered(self, obj: dict) -> dict:
+    def renumbered(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The fields of an event after failing open that the client has otherwise: its index."""
         t, u = obj.get("type"), obj.get("index")
         if t not in (_START, _DELTA, _STOP) or type(u) is not int:

@@ -23,13 +23,16 @@ import logging
 import re
 import sys
 from dataclasses import replace
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from . import hot
 from .decoding import DECODERS, READ_MAX, Decoder, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
 from .events import HEAD, Event
 from .ndjson import NDJSONParser
 from .sse import EVENT_MAX, SSEParser
+
+if TYPE_CHECKING:
+    from ._hot import Hot
 
 Parser = SSEParser | NDJSONParser   # what frames a stream's events
 
@@ -136,18 +139,18 @@ class StreamDriver:
         self._on_event_bytes: Callable[[bytes], list[bytes] | None] | None = on_chunk
         self._on_chunk: Callable[[bytes], list[bytes] | None] | None = on_chunk if decoder is None else None
         self._ready = False   # the byte path may take the next chunk: it has one, the parser is idle
-        self.hot: hot.Hot | None = None   # the C callable in front of this driver (`callable`), if any
+        self.hot: Hot | None = None   # the C callable in front of this driver (`callable`), if any
         self._hot_rewriter: HotRewriter | None = None   # the rewriter, when it is
         self._translator: Translator | None = None      # the rewriter, when translating
 
     def callable(self) -> Callable[[bytes], list[bytes]]:
         """What mitmproxy's `flow.response.stream` gets: this driver, or in front of it the C
         callable for steady token deltas (thinkwire.hot) where it is built and can apply."""
-        rw = self.rewriter
-        if self._on_chunk is None or not isinstance(rw, HotRewriter) or not hot.available():
+        rw, built = self.rewriter, hot.Hot
+        if self._on_chunk is None or not isinstance(rw, HotRewriter) or built is None or not hot.available():
             return self
         self._hot_rewriter = rw
-        self.hot = hot.Hot(self)
+        self.hot = built(self)
         return self.hot
 
     def __call__(self, chunk: bytes) -> list[bytes]:

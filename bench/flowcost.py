@@ -1,6 +1,6 @@
 """thinkwire's instructions per flow, in process, by stretch of the bench's stream (needs valgrind).
 
-    .venv/bin/python bench/flowcost.py responses [--events 1000] [--flows 10] [--delta-chars 40]
+    .venv/bin/python bench/flowcost.py responses [--events 1000] [--flows 10] [--delta-chars 40] [--workload spaced]
 
 Runs the bench workload's stream (workload.py) through what mitmproxy calls
 (`StreamDriver.callable()`), in this process, under callgrind: for each stretch (the opening
@@ -43,7 +43,7 @@ def _streams(surface: str, events: int, flows: int) -> list[tuple[list[bytes], l
         toks = workload.tokens(events, seed=seed)
         chunks = shape.stream([workload.render(t, 1_700_000_000_000_000_000 + k) for k, t in enumerate(toks)])
         head = len(shape.head({}))
-        boundary = head + next(k for k, t in enumerate(toks) if "</think>" in "".join(t))
+        boundary = head + next(k for k, t in enumerate(toks) if "</think>" in t[0] + t[1])
         out.append((chunks, [head, head + 1, boundary, boundary + 1, head + len(toks), len(chunks)]))
     return out
 
@@ -87,11 +87,15 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=1000, help="text deltas per stream (default 1000, as burst)")
     ap.add_argument("--flows", type=int, default=10)
     ap.add_argument("--delta-chars", type=int, help="tokens joined into deltas of up to N characters (workload.py)")
+    ap.add_argument("--workload", choices=("words", "spaced"), default="words",
+                    help="the bench's workload (workload.py): spaced is issue 34's chat shape, 1-6 character deltas")
     ap.add_argument("--cut", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.delta_chars:   # (the children read it from the environment, as the workload does)
         os.environ["THINKWIRE_BENCH_DELTA_CHARS"] = str(a.delta_chars)
+    if a.workload == "spaced":   # (read by workload.py at import, here and in the children)
+        os.environ["THINKWIRE_BENCH_WORKLOAD"] = "spaced"
     if a.child:
         _child(a.surface, a.events, a.flows, a.cut)
         return 0

@@ -305,18 +305,22 @@ def test_stream_malformed_event_passes_and_the_rest_is_still_rewritten():
 
 def test_stream_internal_error_fails_open_with_original_bytes(monkeypatch):
     data = text_stream("<think>x", "</think>y", "z")
-    calls = {"n": 0}
-    real = chat.StreamRewriter.on_event
-
-    def boom(self, ev):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("bug")
-        return real(self, ev)
-
-    monkeypatch.setattr(chat.StreamRewriter, "on_event", boom)
-    out, ctx = run_stream(data)
     evs = events(data)
+    real_event, real_chunk = chat.StreamRewriter.on_event, chat.StreamRewriter.on_chunk
+
+    def on_event(self, ev):   # the third event raises, whichever path takes it
+        if ev.raw == evs[2].raw:
+            raise RuntimeError("bug")
+        return real_event(self, ev)
+
+    def on_chunk(self, chunk):
+        if chunk == evs[2].raw:
+            raise RuntimeError("bug")
+        return real_chunk(self, chunk)
+
+    monkeypatch.setattr(chat.StreamRewriter, "on_event", on_event)
+    monkeypatch.setattr(chat.StreamRewriter, "on_chunk", on_chunk)
+    out, ctx = run_stream(data)
     tail = b"".join(e.raw for e in evs[2:])
     assert out.endswith(tail) and ctx.stats.fell_back == "the rewrite raised RuntimeError"
 

@@ -6,6 +6,7 @@ events cut in half, random cuts), the stream callable with `fast=True` sends the
 with `fast=False` (every event parsed in full), on every surface.
 """
 
+import gzip
 import json
 import random
 import re
@@ -20,6 +21,8 @@ from thinkwire.jsonio import OUT, dumps, loads_known, sharing_dumps
 from thinkwire.marks import Sealer
 from thinkwire.rules import TagPair
 from thinkwire.splitter import CONTENT, REASONING, Splitter
+from thinkwire.decoding import decoder_for
+from thinkwire.engine import PARSERS
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages, responses
 from support.fast import (MODEL, RULES, SETTINGS, SURFACES, TOKENS, _d, _ev, chat_stream, chunkings, messages_stream,
@@ -144,6 +147,36 @@ def test_responses_with_two_messages_of_the_same_shape_agree_on_both_paths():
               for e in [one[0]] + one[1:-1] + two[1:-1] + [one[-1]]]
     for name, chunks in chunkings(events, random.Random(5)).items():
         assert run("responses", chunks, True)[0] == run("responses", chunks, False)[0], name
+
+
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses", "ollama"])
+@pytest.mark.parametrize("how", ["two events glued", "events cut in half", "one chunk", "gzip"])
+def test_events_the_parser_frames_take_the_byte_path_too(surface, how):
+    # A chunk that holds several events or part of one, or a compressed stream: each whole event
+    # the parser frames goes to the byte path (thinkwire.stream), as a chunk of one event does.
+    texts = ["<think>", "Okay"] + [" word", " and ", " more"] * 10 + ["</think>", "So"] + [" it", " is"] * 10
+    events = SURFACES[surface][1](texts)
+    want, aligned = run(surface, events, True)
+    if how == "gzip":
+        mod = SURFACES[surface][0]
+        rw = mod.StreamRewriter(make_ctx(), fast=True)
+        taken = []
+        real = rw.on_chunk
+
+        def counted(chunk):
+            got = real(chunk)
+            taken.append(got is not None)
+            return got
+        rw.on_chunk = counted
+        d = StreamDriver(rw, decoder=decoder_for("gzip"), parser=PARSERS[mod.STREAM_TYPE]())
+        z = gzip.compress(b"".join(events))
+        got = b"".join(b for k in range(0, len(z), 64) for b in d(z[k:k + 64])) + b"".join(d(b""))
+        assert d.failure is None
+        hits = sum(taken)
+    else:
+        got, hits = run(surface, chunkings(events, random.Random(1))[how], True)
+    assert got == want
+    assert hits >= aligned - 4   # (a chunk the byte path declined is not tried again as its event)
 
 
 def test_events_framed_otherwise_take_the_full_path_only():
@@ -407,4 +440,4 @@ def test_a_rewriter_built_with_fast_off_takes_no_shortcut():
     for mod in (chat, messages, responses):
         rw = mod.StreamRewriter(make_ctx(), fast=False)
         d = StreamDriver(rw)
-        assert d._on_chunk is None
+        assert d._on_chunk is None and d._on_event_bytes is None

@@ -18,6 +18,7 @@ from thinkwire import engine, jsonnum
 from thinkwire.marks import Sealer
 from thinkwire.rules import TagPair
 from thinkwire.sse import SSEParser
+from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import messages
 from support.stored import stored
 from support.messages import (  # noqa: F401  (builders shared with other test modules)
@@ -731,12 +732,20 @@ def twin_checks_every_stream():
 
 
 def rewrite_with(cls, data, **opts):
+    """The stream through the driver in one chunk: each event it frames goes to the byte path
+    first (thinkwire.stream), then, where that declines, to on_event."""
     ctx = ctx_for(**opts)
     rw = cls(ctx)
-    out = []
-    for ev in events(data):
-        out += rw.on_event(ev)
-    return b"".join(out + rw.finish()), rw, ctx
+    d = StreamDriver(rw)
+    out = d(data) + d(b"")
+    assert d.failure is None
+    return b"".join(out), rw, ctx
+
+
+def _take(rw, ev):
+    """One framed event as the driver hands it over: the byte path, else on_event."""
+    out = rw.on_chunk(ev.raw)
+    return rw.on_event(ev) if out is None else out
 
 
 def event_seq(out):
@@ -819,9 +828,9 @@ def test_fast_path_plain_deltas_leave_as_their_bytes_without_a_parse(monkeypatch
     calls = _count_loads(monkeypatch)
     for t in ["a", " b\u00e9", "c\\\"d"]:
         ev = events(_delta(0, t))[0]
-        assert rw.on_event(ev) == [ev.raw]
-    assert rw.on_event(events(_delta(0, "<"))[0]) == []  # a possible tag, held
-    assert rw.on_event(events(_delta(0, "x"))[0]) == [
+        assert _take(rw, ev) == [ev.raw]
+    assert _take(rw, events(_delta(0, "<"))[0]) == []  # a possible tag, held
+    assert _take(rw, events(_delta(0, "x"))[0]) == [
         b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
         b'"delta":{"type":"text_delta","text":"<x"}}\n\n']
     assert calls == []
@@ -831,14 +840,14 @@ def test_fast_path_plain_deltas_leave_as_their_bytes_without_a_parse(monkeypatch
 def test_fast_path_renumbered_answer_gets_its_index_and_the_same_literal(monkeypatch):
     rw = messages.StreamRewriter(ctx_for())
     for ev in events(stream(text("<think>r</think>", "a")))[:5]:
-        rw.on_event(ev)
+        _take(rw, ev)
     calls = _count_loads(monkeypatch)
     ev = events(_delta(0, "h\u00e9 \"q\""))[0]
-    out = rw.on_event(ev)
+    out = _take(rw, ev)
     assert out == [encode(dumps({"type": "content_block_delta", "index": 1,
                                  "delta": {"type": "text_delta", "text": "h\u00e9 \"q\""}}), "content_block_delta")]
     ev = events(_delta(0, "plain"))[0]
-    assert rw.on_event(ev) == [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,'
+    assert _take(rw, ev) == [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,'
                                b'"delta":{"type":"text_delta","text":"plain"}}\n\n']
     assert calls == []
 
@@ -846,18 +855,18 @@ def test_fast_path_renumbered_answer_gets_its_index_and_the_same_literal(monkeyp
 def test_fast_path_reasoning_becomes_thinking_deltas_with_the_stream_eol(monkeypatch):
     rw = messages.StreamRewriter(ctx_for(signature="unsigned"))
     for ev in events(stream(text("<think>", "a"), eol="\r\n"))[:5]:
-        rw.on_event(ev)
+        _take(rw, ev)
     calls = _count_loads(monkeypatch)
     for t in ["plan", " \u4e2d\\", "\n"]:
         ev = events(_delta(0, t).replace(b"\n", b"\r\n"))[0]
-        out = rw.on_event(ev)
+        out = _take(rw, ev)
         if t == "\n":
             assert out == []  # whitespace held by the trim
         else:
             assert out == [encode(dumps({"type": "content_block_delta", "index": 0,
                                          "delta": {"type": "thinking_delta", "thinking": t}}),
                                   "content_block_delta", b"\r\n")]
-    assert calls == []
+    assert rw._shape_c is None   # (CRLF frames: no byte shape, each event parsed in full)
 
 
 @pytest.mark.parametrize("signature,request_", SIGNATURES[2:])

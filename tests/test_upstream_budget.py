@@ -179,18 +179,30 @@ def test_a_json_event_nested_past_the_stack_is_malformed_and_the_rewrite_goes_on
                                 {"type": "text", "text": "the answer"}]
 
 
+def bug_on(monkeypatch, cls, marker: bytes) -> None:
+    """A bug in the rewriter on the event whose bytes hold `marker`, whichever path takes it (the
+    byte path, `on_chunk`, or the full path, `on_event`)."""
+    real_chunk, real_event = cls.on_chunk, cls.on_event
+
+    def on_chunk(self, chunk):
+        if marker in chunk:
+            raise RuntimeError("a bug")
+        return real_chunk(self, chunk)
+
+    def on_event(self, ev):
+        if marker in ev.raw:
+            raise RuntimeError("a bug")
+        return real_event(self, ev)
+    monkeypatch.setattr(cls, "on_chunk", on_chunk)
+    monkeypatch.setattr(cls, "on_event", on_event)
+
+
 def test_messages_failing_open_after_renumbering_keeps_the_answer_on_its_text_block(monkeypatch):
     """A bug on the answer's second delta: from there the upstream's events pass, moved from
     its block 0 to the client's text block 1; the SDK's message has the whole answer."""
     objs = msup.stream_objs(msup.text("<think>why</think>the ", "answer"))
     data = b"".join(msup.sse_event(o) for o in objs)
-    real = messages.StreamRewriter._text
-
-    def text(self, ev, st, u, t, literal):
-        if t == "answer":
-            raise RuntimeError("a bug")
-        return real(self, ev, st, u, t, literal)
-    monkeypatch.setattr(messages.StreamRewriter, "_text", text)
+    bug_on(monkeypatch, messages.StreamRewriter, b'"text": "answer"')
     ctx = msup.ctx_for(signature="off")
     out, d = drive(messages, ctx, data)
     assert d.failure == "the rewrite raised RuntimeError"
@@ -212,13 +224,7 @@ def sdk_answers(stream: bytes) -> dict[int, str]:
 
 def test_responses_failing_open_after_renumbering_keeps_the_answer_on_its_message(monkeypatch):
     data = rsup.stream_of([rsup.msg(["<think>why</think>the ", "answer"])])
-    real = responses.StreamRewriter.on_event
-
-    def on_event(self, ev):
-        if ev.data is not None and '"delta": "answer"' in ev.data:
-            raise RuntimeError("a bug")
-        return real(self, ev)
-    monkeypatch.setattr(responses.StreamRewriter, "on_event", on_event)
+    bug_on(monkeypatch, responses.StreamRewriter, b'"delta": "answer"')
     ctx = make_ctx()
     out, d = drive(responses, ctx, data)
     assert d.failure == "the rewrite raised RuntimeError"

@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import functools
 import json
+import json.decoder
 import re
-from json.decoder import scanstring as scanstring  # (re-exported)
 from typing import Any, Callable
 
 from .events import Event
 from .jsonio import OUT, dumps
 from .rules import Rules
 
+# json's own string scanner (C): the string literal starting after a quote at `end`, decoded, and
+# where it ends. typeshed does not declare it; its type is written here, once (re-exported).
+scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.__dict__["scanstring"]
+
 
 # -- shapes in text ----------------------------------------------------------------------------
-def key_pattern(key: str) -> re.Pattern:
+def key_pattern(key: str) -> re.Pattern[str]:
     """`"key": "` (inside a JSON string a quote is escaped, so this finds keys only)."""
     return re.compile(r'"%s"\s*:\s*"' % re.escape(key))
 
@@ -41,7 +45,7 @@ def key_pattern(key: str) -> re.Pattern:
 SHAPE_MAX = 2048
 
 
-def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[Any], object]) -> tuple[str, str] | None:
+def learn_literal(data: str, key: re.Pattern[str], value: str, read: Callable[[Any], object]) -> tuple[str, str] | None:
     """The data before and after the string literal that the parse read `value` from: the last
     `key` literal equal to `value` that is the one `read(parsed)` takes (a number put in its
     place must come back there; not another key of that name, not an earlier duplicate). None
@@ -130,7 +134,7 @@ class ByteShape:
         keys = tuple(k for k, _ in checks)
         want = tuple(v for _, v in checks) if len(checks) != 1 else checks[0][1]   # m.group(*keys)
 
-        def match(chunk: bytes) -> re.Match | None:
+        def match(chunk: bytes) -> re.Match[bytes] | None:
             if chunk.startswith(prefix) and chunk.endswith(suffix):
                 m = whole(chunk, start, len(chunk) - tail)
                 if m is not None and (not keys or m.group(*keys) == want):
@@ -138,7 +142,7 @@ class ByteShape:
             return None
         self.match = match
 
-    def event(self, chunk: bytes):
+    def event(self, chunk: bytes) -> Event:
         """A chunk `match` took, as the SSE parser frames it: the chunk is one whole event, framed
         as canonical_head requires. The surface's on_event takes it without the driver's framing."""
         return Event(chunk, self.name, chunk[self.head_len:-self.end_len].decode("utf-8", "surrogateescape"))
@@ -153,7 +157,7 @@ def _escaped(tok: bytes) -> bytes:
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(slot: bytes) -> re.Pattern:
+def _compiled(slot: bytes) -> re.Pattern[bytes]:
     return re.compile(slot, re.S)
 
 
@@ -167,7 +171,7 @@ def text_slot(rules: Rules) -> bytes:
     return b'"(?:(' + plain_bytes(rules) + b'++)|(' + _ANY_BODY + b'))"'
 
 
-def slot_text(m: re.Match, group: int, rules: Rules, tags: bool = False) -> tuple[str, bool | None] | None:
+def slot_text(m: re.Match[bytes], group: int, rules: Rules, tags: bool = False) -> tuple[str, bool | None] | None:
     """The text of a `text_slot` whose first group is `group`, and whether its literal was plain
     (then the literal is the text). None where the full path must decide: an empty text, one
     that holds the first character of a tag or marker (with `tags`: (text, None), for a caller

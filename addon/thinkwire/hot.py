@@ -26,16 +26,22 @@ from __future__ import annotations
 
 import functools
 import os
-from json.decoder import scanstring
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+from .fastpath import scanstring
 from .jsonio import dumps
 from .rules import WS, Rules
 from .splitter import REASONING, Splitter
 
+if TYPE_CHECKING:
+    from ._hot import Hot as _Hot
+
+Hot: type[_Hot] | None   # the C callable's class, None where it is not built
 try:
     from ._hot import (ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, CAP, ESCAPE_WS, PART_BODY, PART_N, PART_N1, PART_STR,
-                       SEQ_NEW, SEQ_NONE, SEQ_OWN, Hot)
+                       SEQ_NEW, SEQ_NONE, SEQ_OWN)
+    from . import _hot
+    Hot = _hot.Hot
 except ImportError:   # pragma: no cover - not built: Python alone
     Hot = None
     PART_N, PART_N1, PART_BODY, PART_STR, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 3, 0, 1, 2
@@ -46,6 +52,9 @@ __all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "PART_STR", "SEQ_NONE", "SEQ
            "table", "spec", "template", "reasoning", "holding", "fold", "literal"]
 
 
+Template = tuple[bytes | int, ...]   # an output template: bytes and PART_* codes
+
+
 class Spec(NamedTuple):
     """What `Hot.arm` takes (C reads it by position, in this order: `spec` documents each)."""
     pre: bytes
@@ -54,12 +63,12 @@ class Spec(NamedTuple):
     post: bytes
     table: bytes
     trim: bool
-    out: tuple | None
+    out: Template | None
     seq_mode: int
     channels: int
     pass_same: bool
     chars: bytes | None
-    held: tuple | None
+    held: Template | None
 
 
 class Took(NamedTuple):
@@ -109,18 +118,18 @@ def table(rules: Rules, trim: bool, exclude: str = "") -> bytes:
     return bytes(t)
 
 
-def template(cut: list[bytes]) -> tuple:
+def template(cut: list[bytes]) -> Template:
     """An output template with the text literal's body wherever `cut` was cut."""
-    out: list = [cut[0]]
+    out: list[bytes | int] = [cut[0]]
     for c in cut[1:]:
         out += [PART_BODY, c]
     return tuple(out)
 
 
-def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, trim: bool = False,
+def spec(rules: Rules, pre: bytes, post: bytes, out: Template | None = None, *, trim: bool = False,
          slot_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE, channels: int = 1,
          pass_same: bool = False, chars: bytes | None = None, exclude: str = "",
-         held: tuple | None = None) -> Spec:
+         held: Template | None = None) -> Spec:
     """What `Hot.arm` takes. A chunk it answers is `pre`, a text literal of what `table` allows
     (quotes included; `exclude`: characters it may not hold either), `post`; with a second slot
     before it (`slot_pos` 1) or after it (2), `mid` between the two. That slot is a number, read
@@ -137,7 +146,7 @@ def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, tri
                 chars, held if trim else None)
 
 
-def reasoning(rules: Rules) -> dict:
+def reasoning(rules: Rules) -> dict[str, bool]:
     """The options of a spec for reasoning text under `rules`: trailing whitespace held, as the
     splitter holds it when it trims."""
     return {"trim": rules.trim}
@@ -146,7 +155,7 @@ def reasoning(rules: Rules) -> dict:
 def holding(splitter: Splitter, kind: int) -> bytes:
     """What `splitter` holds, as `Hot.arm` takes it (escaped): a surface arms for `kind` only
     where `Splitter.steady` gives it, and then the answer holds nothing, reasoning whitespace."""
-    held = splitter.held_ws() if kind == REASONING else ""
+    held = (splitter.held_ws() or "") if kind == REASONING else ""   # (steady: whitespace, not None)
     return dumps(held)[1:-1].encode() if held else b""
 
 
@@ -155,14 +164,14 @@ def fold(splitter: Splitter, kind: int, got: Took, literal: bool = False) -> tup
     what feed would have given for those texts, joined, and with `literal` its JSON literal's
     body (Hot takes only the escapes json.dumps writes, so the literals as they came are that
     literal but for the whitespace held before and after), else None."""
-    came = got.literal.decode("ascii")   # type: ignore[union-attr]
+    came = literal_of(got)
     text = scanstring(came + '"', 0)[0] if "\\" in came else came
     if kind == REASONING and splitter.rules.trim and not text.strip(WS):
         # Whitespace alone (`spec`'s held: nothing was held before): feed holds it whole.
         if splitter.feed(text):
             raise ValueError("fold: whitespace alone gave text")
         return "", "" if literal else None
-    before = splitter.held_ws() if kind == REASONING else ""
+    before = (splitter.held_ws() or "") if kind == REASONING else ""   # (steady: whitespace, not None)
     gave = splitter.took(kind, text)
     if not literal:
         return gave, None
@@ -175,4 +184,10 @@ def fold(splitter: Splitter, kind: int, got: Took, literal: bool = False) -> tup
 
 def literal(got: Took) -> str:
     """The bodies (no quotes) of the text literals Hot took, as they came, one after the other."""
-    return got.literal.decode("ascii")   # type: ignore[union-attr]
+    return literal_of(got)
+
+
+def literal_of(got: Took) -> str:
+    lit = got.literal
+    assert lit is not None   # (None only with no hits: nothing to fold)
+    return lit.decode("ascii")

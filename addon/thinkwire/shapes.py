@@ -31,7 +31,7 @@ from . import hot
 from .hot import Arming, Took as Taken
 from .fastpath import NUMBER_SLOT, ByteShape, literal_body, slot_text, text_slot
 from .rules import Rules
-from .splitter import CONTENT, REASONING, Splitter
+from .splitter import CONTENT, REASONING, Splitter, Text
 
 # -- the declaration ---------------------------------------------------------------------------
 TEXT = b"text"       # the text literal's slot
@@ -260,7 +260,7 @@ class FastPath:
         raise NotImplementedError
 
     def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
-                piece: tuple[int, str] | None) -> list[bytes] | None:   # pragma: no cover
+                piece: Text | None) -> list[bytes] | None:   # pragma: no cover
         """A chunk the shape took that no route sends: the text undecodable or empty (`got`
         None), not plain (got[1] None: the splitter decides), or `piece`, the plain step's,
         that the plan has no route for. The output, or None for the full path (only where

@@ -23,13 +23,16 @@ import logging
 import re
 import sys
 from dataclasses import replace
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from . import hot
 from .decoding import DECODERS, READ_MAX, Decoder, TooLarge, decoder_for  # noqa: F401  (decoder_for: the addon's)
 from .events import HEAD, Event
 from .ndjson import NDJSONParser
 from .sse import EVENT_MAX, SSEParser
+
+if TYPE_CHECKING:
+    from ._hot import Hot
 
 Parser = SSEParser | NDJSONParser   # what frames a stream's events
 
@@ -129,22 +132,25 @@ class StreamDriver:
         self.broken: str | None = None   # why a compressed stream stopped decoding part way
         self.ended = False               # the client's stream has had its end
         self.translating = False         # failed open, numbers still moved (see _fail)
-        # The byte fast path, while it may apply: no Content-Encoding, not failed, not ended.
+        # The byte fast path, while it may apply: not failed, not ended. On a chunk as it came
+        # (`_on_chunk`: no Content-Encoding), and on each whole event the parser frames
+        # (`_on_event_bytes`: a chunk that holds several events or part of one, decoded bytes).
         on_chunk = getattr(rewriter, "on_chunk", None) if getattr(rewriter, "fast", False) else None
+        self._on_event_bytes: Callable[[bytes], list[bytes] | None] | None = on_chunk
         self._on_chunk: Callable[[bytes], list[bytes] | None] | None = on_chunk if decoder is None else None
         self._ready = False   # the byte path may take the next chunk: it has one, the parser is idle
-        self.hot: hot.Hot | None = None   # the C callable in front of this driver (`callable`), if any
+        self.hot: Hot | None = None   # the C callable in front of this driver (`callable`), if any
         self._hot_rewriter: HotRewriter | None = None   # the rewriter, when it is
         self._translator: Translator | None = None      # the rewriter, when translating
 
     def callable(self) -> Callable[[bytes], list[bytes]]:
         """What mitmproxy's `flow.response.stream` gets: this driver, or in front of it the C
         callable for steady token deltas (thinkwire.hot) where it is built and can apply."""
-        rw = self.rewriter
-        if self._on_chunk is None or not isinstance(rw, HotRewriter) or not hot.available():
+        rw, built = self.rewriter, hot.Hot
+        if self._on_chunk is None or not isinstance(rw, HotRewriter) or built is None or not hot.available():
             return self
         self._hot_rewriter = rw
-        self.hot = hot.Hot(self)
+        self.hot = built(self)
         return self.hot
 
     def __call__(self, chunk: bytes) -> list[bytes]:
@@ -189,12 +195,15 @@ class StreamDriver:
                 return self._fail_before(e, chunk)
             if got is not None:   # (the parser saw nothing: it stays idle)
                 return got if len(got) == 1 else self._join(got)
-        out = self._rewrite(chunk)
+            out = self._rewrite(chunk, tried=chunk)
+        else:
+            out = self._rewrite(chunk)
         self._ready = self._on_chunk is not None and self.parser.idle()
         return out
 
-    def _rewrite(self, chunk: bytes) -> list[bytes]:
-        """The full path: decode, frame, rewrite each event."""
+    def _rewrite(self, chunk: bytes, tried: bytes | None = None) -> list[bytes]:
+        """The full path: decode, frame, rewrite each event (a whole event first by the byte
+        path, unless it is `tried`, the chunk the byte path already declined)."""
         if self.ended:  # after a compressed stream broke off: the rest is dropped
             return []
         final = chunk == b""
@@ -213,6 +222,7 @@ class StreamDriver:
         self.ended = final
         if final:
             self._on_chunk = None
+        by_bytes = self._on_event_bytes
         if self.passthrough and not self.translating:
             if data:
                 out.append(data)
@@ -235,7 +245,11 @@ class StreamDriver:
                 cut = ev.raw
                 ev = replace(ev, raw=self.parser.terminated(cut, ev.eol), complete=True)
             try:
-                got = self.rewriter.on_event(ev)
+                got = None
+                if by_bytes is not None and cut is None and ev.raw != tried:
+                    got = by_bytes(ev.raw)
+                if got is None:
+                    got = self.rewriter.on_event(ev)
             except Exception as e:
                 self._fail(_raised(e), out, [replace(ev, raw=cut)] if cut is not None else events[k:])
                 break
@@ -298,7 +312,7 @@ class StreamDriver:
         One warning a flow, without any of the body's text (`reason` is a fixed text)."""
         self.failure = reason
         self.passthrough = True
-        self._on_chunk = None
+        self._on_chunk = self._on_event_bytes = None
         self._ready = False
         if self.hot is not None:
             self.hot.disarm()

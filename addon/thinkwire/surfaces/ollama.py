@@ -300,7 +300,7 @@ class StreamRewriter(FastPath):
         return p
 
     def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
-                piece: tuple[int, str] | None) -> list[bytes] | None:
+                piece: Text | None) -> list[bytes] | None:
         assert piece is None   # (a route for each kind)
         return None   # (nothing was fed: the full path decides)
 

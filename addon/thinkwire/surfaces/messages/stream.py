@@ -4,14 +4,16 @@ blocks, every block's index renumbered (see thinkwire.surfaces.messages)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ... import hot
 from ...context import LENGTH, FlowContext
 from ...events import Event
-from ...fastpath import canonical_head, key_pattern, learn_literal, literal_body, read_literal
+from ...fastpath import canonical_head, key_pattern, learn_literal, literal_body
 from ...jsonio import OUT, dumps
 from ...shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
 from ...jsonnum import loads
+from ...rules import TagPair
 from ...splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 from ...sse import encode
 from ...again import Again
@@ -34,7 +36,7 @@ class _TextBlock:
     __slots__ = ("upstream", "splitter", "template", "start_raw", "kind", "index", "reasoning",
                  "reasoning_lits", "emitted", "held", "unsealed")
 
-    def __init__(self, upstream: int, splitter: Splitter, template: dict,
+    def __init__(self, upstream: int, splitter: Splitter, template: dict[str, Any],
                  start_raw: bytes | None) -> None:
         self.upstream = upstream
         self.splitter = splitter
@@ -74,7 +76,8 @@ class StreamRewriter(FastPath):
         # (`message_delta`, the next event) says whether the output was cut there (max_tokens).
         self._deferred: tuple[_TextBlock, Event] | None = None
         self.eol = b"\n"
-        # The text around the text literal of the last text_delta parsed in full (_learn_shape).
+        # The text around the text literal of the last text_delta parsed in full (_learn_shape):
+        # its byte shape (`_shape_c`) is the fast path's, on a chunk or a framed event (thinkwire.stream).
         self._shape: tuple[str, str, int] | None = None
         self._shape_c: Shape | None = None   # the same as bytes (thinkwire.shapes)
         self._cuts: dict[tuple[int, str], list[bytes]] = {}   # (output index, delta head) -> that delta cut at its text
@@ -82,7 +85,7 @@ class StreamRewriter(FastPath):
         self._plan: Plan | None = None
         self._plans: dict[tuple[Shape, _TextBlock, str | None, int | None], Plan] = {}   # made for a state, kept
         self._armed: tuple[Plan, int] | None = None
-        self.again: tuple | None = None      # (Again, the first text block's splitter): thinkwire.again
+        self.again: tuple[Again, Splitter] | None = None      # (Again, the first text block's splitter): thinkwire.again
 
     # -- the fast path's plan (thinkwire.shapes) --------------------------------------------
     def _unshaped(self, chunk: bytes) -> list[bytes] | None:
@@ -96,23 +99,27 @@ class StreamRewriter(FastPath):
         reasoning as a thinking_delta (held for the mark where sealed; whitespace alone is
         held, and nothing goes out)."""
         shape, learned = self._shape_c, self._shape
-        st = self.texts.get(learned[2]) if learned is not None else None
-        if shape is None or st is None:
+        if shape is None or learned is None or self._deferred is not None:
+            return None   # (a stop held: on_event resolves it first)
+        u = learned[2]
+        st = self.texts.get(u)
+        if st is None:
             return None
         key = (shape, st, st.kind, st.index)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= PLANS_MAX:
                 self._plans.clear()
-            plan = self._plans[key] = self._new_plan(shape, st, learned[2])   # type: ignore[index]
+            plan = self._plans[key] = self._new_plan(shape, st, u)
         self._plan = plan
         return plan
 
     def _new_plan(self, shape: Shape, st: _TextBlock, u: int) -> Plan:
         answer = reasoning = None
         answer_route = reasoning_route = None
-        if st.kind == _TEXT:
-            if st.index == u:
+        index = st.index   # (set with the kind: _open)
+        if st.kind == _TEXT and index is not None:
+            if index == u:
                 answer = _ANSWER
 
                 def said(text: str, got: tuple[str, bool]) -> str:
@@ -122,7 +129,7 @@ class StreamRewriter(FastPath):
                         again[0].said(CONTENT, text)
                     return text
             else:
-                answer = self._lane(st.index, _TEXT_DELTA)   # type: ignore[arg-type]
+                answer = self._lane(index, _TEXT_DELTA)
 
                 def said(text: str, got: tuple[str, bool]) -> str:
                     self.eol = b"\n"
@@ -132,8 +139,8 @@ class StreamRewriter(FastPath):
                     self.changed = True   # the answer after a thinking block: its index moved
                     return text
             answer_route = shape.route(answer, said)
-        elif st.kind == _THINK and self._live:
-            reasoning = self._lane(st.index, _THINKING_DELTA)   # type: ignore[arg-type]
+        elif st.kind == _THINK and self._live and index is not None:
+            reasoning = self._lane(index, _THINKING_DELTA)
             sealed = self._sealed
 
             def thought(text: str, got: tuple[str, bool]) -> bytes:
@@ -156,20 +163,29 @@ class StreamRewriter(FastPath):
             if again is not None:
                 again[0].said(kind, text)
             if kind == REASONING and self._sealed:
-                self._hold(st, text, lit)   # type: ignore[arg-type]   # (live: it sends nothing)
+                assert lit is not None   # (Plan.literal: the kinds `settled` gets the literal of)
+                self._hold(st, text, lit)   # (live: it sends nothing)
 
         return Plan(st.splitter, answer_route, reasoning_route, shape.spec(answer) if answer is not None else None,
                     shape.spec(reasoning) if reasoning is not None else None, settled,
                     (REASONING,) if self._sealed else ())
 
     def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
-                piece: tuple[int, str] | None) -> list[bytes] | None:
+                piece: Text | None) -> list[bytes] | None:
         shape, learned = self._shape_c, self._shape
         assert shape is not None and learned is not None
-        if piece is None:   # the splitter must decide: on_event, without the driver's framing
-            return self.on_event(shape.event(chunk))
-        self.eol = b"\n"
         u = learned[2]
+        if piece is None:
+            ev = shape.event(chunk)
+            if got is None:   # undecodable or empty: on_event, without the driver's framing
+                return self.on_event(ev)
+            # The splitter decides (a tag's first character, text held), without a parse: the
+            # literal as it came is what dumps(text) gives where it has no escape.
+            self.eol = b"\n"
+            g = shape.text
+            body = m[g] if m[g] is not None else m[g + 1]
+            return self._text(ev, self.texts[u], u, got[0], None if b"\\" in body else f'"{body.decode()}"')
+        self.eol = b"\n"
         out = self._pieces(chunk, self.texts[u], u, [piece], piece[1], None)
         return [b"".join(out)] if out else []   # (an empty chunk would end the client's body)
 
@@ -188,13 +204,6 @@ class StreamRewriter(FastPath):
             return self._resolve(ev) + self.on_event(ev)
         if self.raw or ev.data is None:
             return [ev.raw]
-        shape = self._shape
-        if shape is not None and self.fast:
-            data = ev.data
-            if data.startswith(shape[0]) and data.endswith(shape[1]):
-                out = self._fast(ev, data, *shape)
-                if out is not None:
-                    return out
         obj = event_object(ev.data, self.ctx)
         if obj is None:
             return [ev.raw]
@@ -219,7 +228,7 @@ class StreamRewriter(FastPath):
             return out + [ev.raw]
         return [ev.raw]
 
-    def _start(self, ev: Event, obj: dict) -> list[bytes]:
+    def _start(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
         u, block = obj.get("index"), obj.get("content_block")
         if not isinstance(u, int) or not isinstance(block, dict) or u in self.texts:
             return [ev.raw]
@@ -243,10 +252,10 @@ class StreamRewriter(FastPath):
             return self._emit(st, sp.feed(text)) if text else []
         return [self._pass(ev, obj, u, start=True)]
 
-    def _delta(self, ev: Event, obj: dict) -> list[bytes]:
+    def _delta(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
         u = obj.get("index")
         st = self.texts.get(u) if isinstance(u, int) else None
-        if st is None:
+        if st is None or not isinstance(u, int) or ev.data is None:
             return [self._pass(ev, obj, u)]
         delta = obj.get("delta")
         if isinstance(delta, dict) and delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
@@ -265,18 +274,6 @@ class StreamRewriter(FastPath):
             out.append(self._encode(dict(obj, index=st.index), ev))
         return out
 
-    def _fast(self, ev: Event, data: str, before: str, after: str, u: int) -> list[bytes] | None:
-        """A text_delta shaped like the last one parsed in full (same bytes around its text
-        literal): decode the literal alone, no JSON parse. None: take the full path."""
-        got = read_literal(data, before, after)  # None: the full path (it counts the malformed)
-        st = self.texts.get(u)
-        if got is None or st is None:
-            return None
-        self.eol = ev.eol
-        text, literal = got
-        # Without a backslash the literal is what dumps(text) gives (compact, non-ASCII kept).
-        return self._text(ev, st, u, text, None if "\\" in literal else literal)
-
     def _text(self, ev: Event, st: _TextBlock, u: int, text: str, literal: str | None) -> list[bytes]:
         """A text_delta of the text block `st` (upstream index `u`), fed to its splitter once."""
         return self._pieces(ev.raw, st, u, st.splitter.feed(text), text, literal)
@@ -291,7 +288,7 @@ class StreamRewriter(FastPath):
             return out + self._emit(st, pieces, text, literal)
         return self._emit(st, pieces, text, literal)
 
-    def _stop(self, ev: Event, obj: dict) -> list[bytes]:
+    def _stop(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
         u = obj.get("index")
         st = self.texts.get(u) if isinstance(u, int) else None
         if st is None:
@@ -304,7 +301,9 @@ class StreamRewriter(FastPath):
     def _resolve(self, ev: Event | None) -> list[bytes]:
         """The held stop of a text block, once the next event (or the end) came: cut off where
         that is a `message_delta` saying `max_tokens`."""
-        st, stop = self._deferred   # type: ignore[misc]
+        deferred = self._deferred
+        assert deferred is not None
+        st, stop = deferred
         self._deferred = None
         obj = None
         if ev is not None and ev.data is not None and '"message_delta"' in ev.data:
@@ -335,12 +334,14 @@ class StreamRewriter(FastPath):
                     out += self._open(st, _THINK)
                 lit = literal if literal is not None and value == text else dumps(value)
                 if self._live or st.unsealed:
+                    assert st.index is not None   # (_open set it)
                     out.append(self._delta_event(st.index, _THINKING_DELTA, lit))
                 if self._sealed:
                     out += self._hold(st, value, lit[1:-1])
             else:
                 if st.kind != _TEXT:
                     out += self._open(st, _TEXT)
+                assert st.index is not None   # (_open set it)
                 out.append(self._delta_event(st.index, _TEXT_DELTA,
                                              literal if literal is not None and value == text else dumps(value)))
         return out
@@ -391,7 +392,7 @@ class StreamRewriter(FastPath):
             if self.mode == "redacted":
                 st.index = None  # sent whole at its end, with the mark
                 return out
-            block: dict = {"type": "thinking", "thinking": ""}
+            block: dict[str, Any] = {"type": "thinking", "thinking": ""}
             if self.mode != "off":
                 block["signature"] = ""
         else:
@@ -404,7 +405,7 @@ class StreamRewriter(FastPath):
         st.start_raw = None
         return out
 
-    def _close_block(self, st: _TextBlock, pair=None) -> list[bytes]:
+    def _close_block(self, st: _TextBlock, pair: TagPair | None = None) -> list[bytes]:
         """Close the open output block. A thinking block goes out complete here: marks need
         all of its text, so a redacted block is sent whole and a signature_delta goes last."""
         kind, idx = st.kind, st.index
@@ -421,14 +422,20 @@ class StreamRewriter(FastPath):
             st.unsealed = False
             out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
                 "type": "signature_delta", "signature": ""}}))
-        elif self.mode == "redacted":
-            idx = self._take_index()
-            out.append(self._created(_START, {"type": _START, "index": idx, "content_block": {
-                "type": "redacted_thinking", "data": self.ctx.sealer.seal(text, pair, literal)}}))
-        elif self.mode != "off":
-            sig = "" if self.mode == "unsigned" else self.ctx.sealer.seal(text, pair, literal)
+        elif self.mode in ("redacted", "signed", "omitted"):   # (blocks.mode: these only with a sealer)
+            sealer = self.ctx.sealer
+            assert sealer is not None
+            sig = sealer.seal(text, pair, literal)
+            if self.mode == "redacted":
+                idx = self._take_index()
+                out.append(self._created(_START, {"type": _START, "index": idx, "content_block": {
+                    "type": "redacted_thinking", "data": sig}}))
+            else:
+                out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
+                    "type": "signature_delta", "signature": sig}}))
+        elif self.mode == "unsigned":
             out.append(self._created(_DELTA, {"type": _DELTA, "index": idx, "delta": {
-                "type": "signature_delta", "signature": sig}}))
+                "type": "signature_delta", "signature": ""}}))
         out.append(self._created(_STOP, {"type": _STOP, "index": idx}))
         return out
 
@@ -457,7 +464,7 @@ class StreamRewriter(FastPath):
         self.next += 1
         return i
 
-    def _pass(self, ev: Event, obj: dict, u: object, start: bool = False) -> bytes:
+    def _pass(self, ev: Event, obj: dict[str, Any], u: object, start: bool = False) -> bytes:
         """A block this rewrite does not own: same event, index renumbered if it moved."""
         if not isinstance(u, int):
             return ev.raw
@@ -468,11 +475,11 @@ class StreamRewriter(FastPath):
             return ev.raw
         return self._encode(dict(obj, index=idx), ev)
 
-    def _encode(self, obj: dict, ev: Event) -> bytes:
+    def _encode(self, obj: dict[str, Any], ev: Event) -> bytes:
         self.changed = True
         return encode(dumps(obj), ev.event or obj.get("type"), ev.eol)
 
-    def _created(self, name: str, obj: dict) -> bytes:
+    def _created(self, name: str, obj: dict[str, Any]) -> bytes:
         self.changed = True
         return encode(dumps(obj), name, self.eol)
 
@@ -501,7 +508,8 @@ class StreamRewriter(FastPath):
                 out += self._emit(st, st.splitter.finish())
                 if st.kind != _TEXT:
                     out += self._open(st, _TEXT)
-                self.moved[st.upstream] = st.index   # type: ignore[assignment]
+                assert st.index is not None   # (_open set it)
+                self.moved[st.upstream] = st.index
         finally:
             self.texts.clear()
         # The rest passes as it came, unless a block's index moved: then every block event
@@ -515,9 +523,9 @@ class StreamRewriter(FastPath):
         """An event after failing open: as it came, its block's index moved as the client has it."""
         obj = event_object(ev.data, self.ctx) if ev.data is not None else None
         new = self.renumbered(obj) if obj is not None else {}
-        return [self._encode(dict(obj, **new), ev) if new else ev.raw]   # type: ignore[arg-type]
+        return [self._encode(dict(obj, **new), ev) if obj is not None and new else ev.raw]
 
-    def renumbered(self, obj: dict) -> dict:
+    def renumbered(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The fields of an event after failing open that the client has otherwise: its index."""
         t, u = obj.get("type"), obj.get("index")
         if t not in (_START, _DELTA, _STOP) or type(u) is not int:
@@ -532,7 +540,7 @@ def _learn_shape(data: str, text: str, u: int) -> tuple[str, str, int] | None:
     """For a text_delta event of upstream block `u` whose text is `text`: the data before and
     after the text's string literal, and `u`. Servers send the same bytes around every text
     delta of a block, so a later event that starts and ends the same way differs only in its
-    text and is handled without a JSON parse (StreamRewriter._fast). The literal found is
+    text and is handled without a JSON parse (thinkwire.shapes, on its bytes). The literal found is
     checked to be the one the parse took `delta.text` from (not another `text` key, not an
     earlier duplicate): the data with a number in its place must parse to that number there."""
     shape = learn_literal(data, _TEXT_KEY, text, lambda o: o["delta"]["text"])

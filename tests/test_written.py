@@ -230,6 +230,12 @@ DROPPED = [
     # answer's next text.
     ("hunyuan-a13b", False, "b</answer>\n<think>b</think> <answer>", ("b", "b"), None),
     ("hunyuan-a13b", False, "b<think>x</think> <answer>\n", ("x", "b"), None),
+    # ... with answer text after it: the line break put in after the tag, which stands after the
+    # space, is the tag's, not the block's (issue 32).
+    ("hunyuan-a13b", False, "b</answer>\n<think>b</think> <answer>hi", ("b", "b \nhi"), None),
+    ("apriel-15b", False, "a<think>b</think> <|end|>c", ("b", "a \nc"), None),
+    # ... a second one after a space, where a line break was put in before it.
+    ("hunyuan-a13b", False, "b<think>x</think><answer> <answer>hi", ("x", "b\n \nhi"), None),
     # ... or at the output's end, with the whitespace between them.
     ("hunyuan-a13b", False, "<think>a</think>b<answer></answer>", ("a", "b"), None),
     ("hunyuan-a13b", False, "<think>a</think>b</answer> \t</answer>", ("a", "b"), None),

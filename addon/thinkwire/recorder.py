@@ -51,8 +51,9 @@ class Transcript:
         self._want: list[int] = []                 # the answer's places the layout names, sorted
         self._iwant: dict[int, list[int]] = {}     # block index -> the places in its text
         # Edits of the answer made while the block before them had not ended: (the block's index,
-        # the edit's, the length of what the block's END held after its text then).
-        self._cuts: list[tuple[int, int, int]] = []
+        # the edit's, the length of what the block's END held after its text then, the line breaks
+        # put in after the block by then).
+        self._cuts: list[tuple[int, int, int, int]] = []
 
     def dropped(self, reasoning: bool, after: int, at: int, markup: str, added: int) -> None:
         """The splitter dropped `markup` and put in `added` line breaks: in block `after`'s text at
@@ -223,7 +224,7 @@ class Transcript:
         if len(self.blocks) >= BLOCKS_MAX or self._markup > LAYOUT_MAX:
             self.over = True
         elif not self.over:
-            close = self._split_close(pair.close, self._alen + added)
+            close, added = self._split_close(pair.close, added)
             self.blocks.append(Block(self._alen, self._block, pair.open, close, added))
             self._texts.append(self._fb)
             insort(self._want, self._alen)
@@ -231,24 +232,31 @@ class Transcript:
         self._fb = fingerprint.Running()
         self._block = 0
 
-    def _split_close(self, close: str, end: int) -> str:
+    def _split_close(self, close: str, added: int) -> tuple[str, int]:
         """A block's markup after its text, less what was written after the edits made while it
-        had not ended (`_cuts`): each edit is followed by its part, and stands after the line
-        breaks put in after the block (`end`: where they end; they are taken out all the same)."""
+        had not ended (`_cuts`): each edit is followed by its part. Of the `added` line breaks put
+        in after the block, those put in after an edit's markup are that edit's (they stand after
+        the model's whitespace before it: `b</think> <answer>hi`); the block keeps the rest, and
+        each edit stands after them."""
         i = len(self.blocks)
-        cuts = [(k, c) for b, k, c in self._cuts if b == i]
+        # (Line breaks put in that the END does not count went at the output's end: `_trailing`.)
+        cuts = [(k, c, min(g, added)) for b, k, c, g in self._cuts if b == i]
         self._cuts = [x for x in self._cuts if x[0] > i]
         if not cuts:
-            return close
-        if any(c > len(close) for _, c in cuts) or any(x[1] > y[1] for x, y in zip(cuts, cuts[1:])):
+            return close, added
+        if any(c > len(close) for _, c, _ in cuts) or any(x[1] > y[1] or x[2] > y[2] for x, y in zip(cuts, cuts[1:])):
             self.over = True
-            return close
-        for j, (k, c) in enumerate(cuts):
+            return close, added
+        first = cuts[0][2]
+        end = self._alen + first
+        for j, (k, c, g) in enumerate(cuts):
             after, e = self._edits[k]
-            self._edits[k] = (after, e._replace(at=max(e.at, end),
+            more = (cuts[j + 1][2] if j + 1 < len(cuts) else added) - g
+            self._edits[k] = (after, e._replace(at=max(e.at, end), added=e.added + more,
                                                 open=e.open + close[c:cuts[j + 1][1] if j + 1 < len(cuts) else None]))
+        self._added += added - first
         self._places()
-        return close[:cuts[0][1]]
+        return close[:cuts[0][1]], first
 
     def key(self, client: str | None) -> bytes:
         return _key(client, self._r.digest(), self._a.digest())
@@ -322,7 +330,7 @@ class RecordingSplitter(Splitter):
         if self._ws._pend and added >= 0 and not t.over:
             # The block before it has not ended yet: what it writes after its closing tag from
             # here on was written after this markup (`_end`).
-            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close)))
+            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close), self._ws._gap_added))
 
     def feed(self, text: str) -> list[Any]:
         out = super().feed(text)

@@ -397,7 +397,7 @@ class Whitespace:
         what follows it is trimmed as after a block."""
         self._emit_kept(kept, out, text)
         if self._pend:
-            if self._gap and not self._gap_added:   # (whitespace written before it, waiting for the answer's next text)
+            if len(self._gap) > self._gap_added:   # (the model's whitespace before it, waiting for the answer's next text: its place)
                 self._dropped(out, False, "", 0, len(self._gap))
             self._w_close += tag   # (written after the block: the way back has it)
         else:

@@ -236,6 +236,11 @@ DROPPED = [
     ("apriel-15b", False, "a<think>b</think> <|end|>c", ("b", "a \nc"), None),
     # ... a second one after a space, where a line break was put in before it.
     ("hunyuan-a13b", False, "b<think>x</think><answer> <answer>hi", ("x", "b\n \nhi"), None),
+    # A wrapper's tag dropped in the whitespace waiting for the answer's next text, when a block
+    # opens next and its opening takes that whitespace: the tag goes back before the block, after
+    # its part of the whitespace (issue 32).
+    ("granite-3.3-8b", False, "\u00e9<response>\n<response><think>x</think>y", ("x", "\u00e9\ny"), None),
+    ("granite-3.3-8b", False, "a</answer><response>\n\n<response><think>", ("", "a</answer>"), None),
     # ... or at the output's end, with the whitespace between them.
     ("hunyuan-a13b", False, "<think>a</think>b<answer></answer>", ("a", "b"), None),
     ("hunyuan-a13b", False, "<think>a</think>b</answer> \t</answer>", ("a", "b"), None),

@@ -225,12 +225,33 @@ class Transcript:
             self.over = True
         elif not self.over:
             close, added = self._split_close(pair.close, added)
-            self.blocks.append(Block(self._alen, self._block, pair.open, close, added))
+            self.blocks.append(Block(self._alen, self._block, self._split_open(pair.open), close, added))
             self._texts.append(self._fb)
             insort(self._want, self._alen)
             insort(self._want, self._alen + added)
         self._fb = fingerprint.Running()
         self._block = 0
+
+    def _split_open(self, open_: str) -> str:
+        """A block's markup before its text, less the whitespace written before the edits made
+        in the answer's pending whitespace that this block's opening took (`b<response>\n<response>
+        <think>`: the line break was to go in front of the answer's next text, and went into the
+        block's markup): each such edit stands where the answer ends, after its part of it."""
+        i = len(self.blocks)
+        pend = [k for k, (after, e) in enumerate(self._edits) if after == i and e.at > self._alen]
+        if not pend:
+            return open_
+        k0 = 0
+        for k in pend:
+            after, e = self._edits[k]
+            p = e.at - self._alen
+            if p < k0 or p > len(open_) or e.added:
+                self.over = True
+                return open_
+            self._edits[k] = (after, e._replace(at=self._alen, open=open_[k0:p] + e.open))
+            k0 = p
+        self._places()
+        return open_[k0:]
 
     def _split_close(self, close: str, added: int) -> tuple[str, int]:
         """A block's markup after its text, less what was written after the edits made while it

@@ -241,6 +241,9 @@ DROPPED = [
     # its part of the whitespace (issue 32).
     ("granite-3.3-8b", False, "\u00e9<response>\n<response><think>x</think>y", ("x", "\u00e9\ny"), None),
     ("granite-3.3-8b", False, "a</answer><response>\n\n<response><think>", ("", "a</answer>"), None),
+    # ... and a stray closing tag after an empty block, where the line break put in after it went
+    # when the next block opened (issue 32).
+    ("m", False, "b<think></think></think><think>x", ("x", "b"), None),
     # ... or at the output's end, with the whitespace between them.
     ("hunyuan-a13b", False, "<think>a</think>b<answer></answer>", ("a", "b"), None),
     ("hunyuan-a13b", False, "<think>a</think>b</answer> \t</answer>", ("a", "b"), None),

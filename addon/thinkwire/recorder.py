@@ -29,7 +29,7 @@ class Transcript:
     reasoning and answer hashed (as the client will send them back), and the layout."""
 
     __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over", "recorded",
-                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant", "_cuts")
+                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant", "_cuts", "_lost")
 
     def __init__(self) -> None:
         self._r, self._a = hashlib.sha256(), hashlib.sha256()
@@ -54,6 +54,9 @@ class Transcript:
         # the edit's, the length of what the block's END held after its text then, the line breaks
         # put in after the block by then).
         self._cuts: list[tuple[int, int, int, int]] = []
+        # Edits made while a block had not ended, after line breaks put in that its END took out
+        # again (the answer's end, or a block that opened next, took them): edit index -> how many.
+        self._lost: dict[int, int] = {}
 
     def dropped(self, reasoning: bool, after: int, at: int, markup: str, added: int) -> None:
         """The splitter dropped `markup` and put in `added` line breaks: in block `after`'s text at
@@ -244,8 +247,8 @@ class Transcript:
         k0 = 0
         for k in pend:
             after, e = self._edits[k]
-            p = e.at - self._alen
-            if p < k0 or p > len(open_) or e.added:
+            p = e.at - self._alen - self._lost.get(k, 0)
+            if p < k0 or p > len(open_) or e.added or open_[k0:p].strip(WS):
                 self.over = True
                 return open_
             self._edits[k] = (after, e._replace(at=self._alen, open=open_[k0:p] + e.open))
@@ -260,8 +263,10 @@ class Transcript:
         the model's whitespace before it: `b</think> <answer>hi`); the block keeps the rest, and
         each edit stands after them."""
         i = len(self.blocks)
-        # (Line breaks put in that the END does not count went at the output's end: `_trailing`.)
+        # (Line breaks put in that the END does not count went again: at the output's end, see
+        # `_trailing`; before a block, `_split_open`.)
         cuts = [(k, c, min(g, added)) for b, k, c, g in self._cuts if b == i]
+        self._lost.update((k, g - added) for b, k, _, g in self._cuts if b == i and g > added)
         self._cuts = [x for x in self._cuts if x[0] > i]
         if not cuts:
             return close, added

@@ -244,6 +244,10 @@ DROPPED = [
     # ... and a stray closing tag after an empty block, where the line break put in after it went
     # when the next block opened (issue 32).
     ("m", False, "b<think></think></think><think>x", ("x", "b"), None),
+    # A block ended by a marker that opens the answer, a put-in line break, the model's space, and
+    # another block: the space is the second block's markup (it was lost; issue 32).
+    ("hunyuan-a13b", False, "b<think>x</think><answer> <think>y", ("x\n\ny", "b"), None),
+    ("gpt-oss-20b", False, "a<think>x<|start|>assistant<|channel|>final<|message|> <think>y", ("x\n\ny", "a"), None),
     # ... or at the output's end, with the whitespace between them.
     ("hunyuan-a13b", False, "<think>a</think>b<answer></answer>", ("a", "b"), None),
     ("hunyuan-a13b", False, "<think>a</think>b</answer> \t</answer>", ("a", "b"), None),

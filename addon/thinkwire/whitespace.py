@@ -177,7 +177,9 @@ class Whitespace:
             self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
         self._flush_end(out)
         # (Whitespace between two blocks is trimmed: the model's part of it, not a line break put there.)
-        self._w_open = self._lead_ws + ("" if self._gap_added else self._gap) + tag
+        # (Line breaks put in come first where the model's whitespace followed markup after them.)
+        gap = self._gap[self._gap_added:] if self._gap.startswith("\n" * self._gap_added) else ""
+        self._w_open = self._lead_ws + gap + tag
         self._w_close = self._lead_ws = ""
         self._skip_ws = self.rules.trim
         self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed

@@ -174,13 +174,15 @@ def inside_ctx(mem, model="m"):
                               upstream="http://up:8000", written=mem)
 
 
-def split_with(ctx, text, size):
-    """(reasoning as chat sends it, the answer): a body (size 0) or a stream cut every `size`."""
+def split_with(ctx, text, size, finish="stop"):
+    """(reasoning as chat sends it, the answer): a body (size 0) or a stream cut every `size`;
+    `finish` "length": cut off at the token limit."""
     if size == 0:
-        r = ctx.split(text, finish="stop")
+        r = ctx.split(text, finish=finish)
     else:
         sp = ctx.splitter()
-        r = Split(merge([p for k in range(0, len(text), size) for p in sp.feed(text[k:k + size])] + sp.finish()), 0)
+        r = Split(merge([p for k in range(0, len(text), size) for p in sp.feed(text[k:k + size])]
+                        + sp.finish(cut_off=finish == "length")), 0)
     ctx.tally()
     return "\n\n".join(r.reasoning), r.content
 
@@ -283,6 +285,22 @@ def test_a_stray_closing_tag_at_the_start_comes_back_at_every_chunking(text, bod
     assert ctx_for(mem).recall.written(*read) == ("<think>" + text if size == 0 else text)
 
 
+# A tag cut off at the token limit in the answer is markup (issue 32): it goes, and comes back.
+CUT_OFF = [
+    ("m", "<think>Plan.</think>\n\nThe answer is 4. <think", ("Plan.", "The answer is 4. ")),
+    ("m", "The answer is 4. <thi", ("", "The answer is 4. ")),
+    ("m", "<think>x</think>y</thi", ("x", "y")),
+]
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 5, 64])
+@pytest.mark.parametrize("model,text,read", CUT_OFF)
+def test_a_tag_cut_off_at_the_limit_comes_back_at_every_chunking(model, text, read, size):
+    mem = written.Memory()
+    assert split_with(ctx_for(mem, model=model), text, size, "length") == read
+    assert ctx_for(mem, model=model).recall.written(*read) == text
+
+
 class Misplacing(recorder.RecordingSplitter):
     """A splitter that reports each markup it drops in the answer one character too late: a
     layout that gives back as many characters as the model wrote, not the same ones."""
@@ -323,10 +341,10 @@ def test_every_real_output_remembered_comes_back_exactly():
     cases = [c for f in (here / "realworld" / "cases.json", here / "cases_designed.json")
              for c in json.loads(f.read_text(encoding="utf-8"))["cases"]]
     kept = 0
-    for c in cases:
+    for c in cases:   # (as each ended: a tag cut off at the token limit is markup)
         for size in (0, 1, 3, 64):
             mem = written.Memory()
-            read = split_with(ctx_for(mem, model=c.get("model") or "m"), c["output"], size)
+            read = split_with(ctx_for(mem, model=c.get("model") or "m"), c["output"], size, c.get("finish", "stop"))
             got = ctx_for(mem, model=c.get("model") or "m").recall.written(*read)
             assert len(mem) or read == ("", c["output"]), (c["id"], size)
             if len(mem):

@@ -258,8 +258,9 @@ class Recognition:
         if ws._answer_tail(buf, rest_start, cut, kept, out, final):
             assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
             ln.restore(ln0)
-        if final:
+        if final and cut < n:
             self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
+            self._dropped(out, False, buf[cut:], 0, len(ws._gap))   # (the way back has it)
         return -1
 
     def _tool_head(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:

@@ -29,7 +29,7 @@ class Transcript:
     reasoning and answer hashed (as the client will send them back), and the layout."""
 
     __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over", "recorded",
-                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant", "_cuts")
+                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant", "_cuts", "_lost")
 
     def __init__(self) -> None:
         self._r, self._a = hashlib.sha256(), hashlib.sha256()
@@ -51,8 +51,12 @@ class Transcript:
         self._want: list[int] = []                 # the answer's places the layout names, sorted
         self._iwant: dict[int, list[int]] = {}     # block index -> the places in its text
         # Edits of the answer made while the block before them had not ended: (the block's index,
-        # the edit's, the length of what the block's END held after its text then).
-        self._cuts: list[tuple[int, int, int]] = []
+        # the edit's, the length of what the block's END held after its text then, the line breaks
+        # put in after the block by then).
+        self._cuts: list[tuple[int, int, int, int]] = []
+        # Edits made while a block had not ended, after line breaks put in that its END took out
+        # again (the answer's end, or a block that opened next, took them): edit index -> how many.
+        self._lost: dict[int, int] = {}
 
     def dropped(self, reasoning: bool, after: int, at: int, markup: str, added: int) -> None:
         """The splitter dropped `markup` and put in `added` line breaks: in block `after`'s text at
@@ -223,32 +227,62 @@ class Transcript:
         if len(self.blocks) >= BLOCKS_MAX or self._markup > LAYOUT_MAX:
             self.over = True
         elif not self.over:
-            close = self._split_close(pair.close, self._alen + added)
-            self.blocks.append(Block(self._alen, self._block, pair.open, close, added))
+            close, added = self._split_close(pair.close, added)
+            self.blocks.append(Block(self._alen, self._block, self._split_open(pair.open), close, added))
             self._texts.append(self._fb)
             insort(self._want, self._alen)
             insort(self._want, self._alen + added)
         self._fb = fingerprint.Running()
         self._block = 0
 
-    def _split_close(self, close: str, end: int) -> str:
-        """A block's markup after its text, less what was written after the edits made while it
-        had not ended (`_cuts`): each edit is followed by its part, and stands after the line
-        breaks put in after the block (`end`: where they end; they are taken out all the same)."""
+    def _split_open(self, open_: str) -> str:
+        """A block's markup before its text, less the whitespace written before the edits made
+        in the answer's pending whitespace that this block's opening took (`b<response>\n<response>
+        <think>`: the line break was to go in front of the answer's next text, and went into the
+        block's markup): each such edit stands where the answer ends, after its part of it."""
         i = len(self.blocks)
-        cuts = [(k, c) for b, k, c in self._cuts if b == i]
+        pend = [k for k, (after, e) in enumerate(self._edits) if after == i and e.at > self._alen]
+        if not pend:
+            return open_
+        k0 = 0
+        for k in pend:
+            after, e = self._edits[k]
+            p = e.at - self._alen - self._lost.get(k, 0)
+            if p < k0 or p > len(open_) or e.added or open_[k0:p].strip(WS):
+                self.over = True
+                return open_
+            self._edits[k] = (after, e._replace(at=self._alen, open=open_[k0:p] + e.open))
+            k0 = p
+        self._places()
+        return open_[k0:]
+
+    def _split_close(self, close: str, added: int) -> tuple[str, int]:
+        """A block's markup after its text, less what was written after the edits made while it
+        had not ended (`_cuts`): each edit is followed by its part. Of the `added` line breaks put
+        in after the block, those put in after an edit's markup are that edit's (they stand after
+        the model's whitespace before it: `b</think> <answer>hi`); the block keeps the rest, and
+        each edit stands after them."""
+        i = len(self.blocks)
+        # (Line breaks put in that the END does not count went again: at the output's end, see
+        # `_trailing`; before a block, `_split_open`.)
+        cuts = [(k, c, min(g, added)) for b, k, c, g in self._cuts if b == i]
+        self._lost.update((k, g - added) for b, k, _, g in self._cuts if b == i and g > added)
         self._cuts = [x for x in self._cuts if x[0] > i]
         if not cuts:
-            return close
-        if any(c > len(close) for _, c in cuts) or any(x[1] > y[1] for x, y in zip(cuts, cuts[1:])):
+            return close, added
+        if any(c > len(close) for _, c, _ in cuts) or any(x[1] > y[1] or x[2] > y[2] for x, y in zip(cuts, cuts[1:])):
             self.over = True
-            return close
-        for j, (k, c) in enumerate(cuts):
+            return close, added
+        first = cuts[0][2]
+        end = self._alen + first
+        for j, (k, c, g) in enumerate(cuts):
             after, e = self._edits[k]
-            self._edits[k] = (after, e._replace(at=max(e.at, end),
+            more = (cuts[j + 1][2] if j + 1 < len(cuts) else added) - g
+            self._edits[k] = (after, e._replace(at=max(e.at, end), added=e.added + more,
                                                 open=e.open + close[c:cuts[j + 1][1] if j + 1 < len(cuts) else None]))
+        self._added += added - first
         self._places()
-        return close[:cuts[0][1]]
+        return close[:cuts[0][1]], first
 
     def key(self, client: str | None) -> bytes:
         return _key(client, self._r.digest(), self._a.digest())
@@ -322,7 +356,7 @@ class RecordingSplitter(Splitter):
         if self._ws._pend and added >= 0 and not t.over:
             # The block before it has not ended yet: what it writes after its closing tag from
             # here on was written after this markup (`_end`).
-            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close)))
+            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close), self._ws._gap_added))
 
     def feed(self, text: str) -> list[Any]:
         out = super().feed(text)

@@ -177,7 +177,9 @@ class Whitespace:
             self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
         self._flush_end(out)
         # (Whitespace between two blocks is trimmed: the model's part of it, not a line break put there.)
-        self._w_open = self._lead_ws + ("" if self._gap_added else self._gap) + tag
+        # (Line breaks put in come first where the model's whitespace followed markup after them.)
+        gap = self._gap[self._gap_added:] if self._gap.startswith("\n" * self._gap_added) else ""
+        self._w_open = self._lead_ws + gap + tag
         self._w_close = self._lead_ws = ""
         self._skip_ws = self.rules.trim
         self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
@@ -397,7 +399,7 @@ class Whitespace:
         what follows it is trimmed as after a block."""
         self._emit_kept(kept, out, text)
         if self._pend:
-            if self._gap and not self._gap_added:   # (whitespace written before it, waiting for the answer's next text)
+            if len(self._gap) > self._gap_added:   # (the model's whitespace before it, waiting for the answer's next text: its place)
                 self._dropped(out, False, "", 0, len(self._gap))
             self._w_close += tag   # (written after the block: the way back has it)
         else:

@@ -5,7 +5,8 @@ A run gives (reasoning, answer): reasoning as the surface shows it (chat: its on
 blocks joined with chat.BLOCK_JOIN; Messages and Responses: one entry per block). A stored result
 keeps the blocks apart ({"reasoning": [...], "content": "..."}); SHOWS says how each surface shows
 them. A new surface plugs in with its body and stream runners in BODIES and STREAMS and its view
-in SHOWS.
+in SHOWS. A runner takes the flow's context (`ctx`, else one made from the request) and, for
+Messages and Responses, a list to `keep` the output's blocks or items in, as a client got them.
 """
 
 from __future__ import annotations
@@ -35,16 +36,16 @@ STOP, LENGTH = "stop", "length"
 _MESSAGES_STOP = {STOP: "end_turn", LENGTH: "max_tokens"}
 
 
-def run_chat_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
+def run_chat_body(text: str, request: dict | None, values: dict, finish: str = STOP, ctx=None, keep=None) -> Run:
     body = json.dumps({"model": _model(request), "choices": [
         {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}]})
-    new = chat.rewrite_body(body.encode(), make_ctx(request, surface="chat", **values))
+    new = chat.rewrite_body(body.encode(), (ctx or make_ctx(request, surface="chat", **values)))
     msg = json.loads(new)["choices"][0]["message"] if new else {"content": text}
     return _chat_run(msg.get("reasoning_content"), msg["content"])
 
 
-def run_chat_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
-    driver = engine.stream_driver(chat, make_ctx(request, surface="chat", **values))
+def run_chat_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP, ctx=None, keep=None) -> Run:
+    driver = engine.stream_driver(chat, (ctx or make_ctx(request, surface="chat", **values)))
     out = []
     for c in chunks:
         ev = {"model": _model(request), "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
@@ -68,14 +69,16 @@ def _messages_run(content_blocks: list[dict]) -> Run:
     return thinking, "".join(b["text"] for b in content_blocks if b["type"] == "text")
 
 
-def run_messages_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
+def run_messages_body(text: str, request: dict | None, values: dict, finish: str = STOP, ctx=None, keep=None) -> Run:
     body = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": _model(request),
                        "content": [{"type": "text", "text": text}], "stop_reason": _MESSAGES_STOP[finish]})
-    new = messages.rewrite_body(body.encode(), make_ctx(request, surface="messages", **values))
+    new = messages.rewrite_body(body.encode(), (ctx or make_ctx(request, surface="messages", **values)))
+    if keep is not None:
+        keep += json.loads(new or body)["content"]
     return _messages_run(json.loads(new or body)["content"])
 
 
-def run_messages_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
+def run_messages_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP, ctx=None, keep=None) -> Run:
     evs = [{"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
                                                  "model": _model(request), "content": []}},
            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}]
@@ -83,7 +86,7 @@ def run_messages_stream(chunks: list[str], request: dict | None, values: dict, f
     evs += [{"type": "content_block_stop", "index": 0},
             {"type": "message_delta", "delta": {"stop_reason": _MESSAGES_STOP[finish]}, "usage": {"output_tokens": 1}},
             {"type": "message_stop"}]
-    driver = engine.stream_driver(messages, make_ctx(request, surface="messages", **values))
+    driver = engine.stream_driver(messages, (ctx or make_ctx(request, surface="messages", **values)))
     out = []
     for ev in evs:
         out += driver(f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n".encode())
@@ -103,6 +106,8 @@ def run_messages_stream(chunks: list[str], request: dict | None, values: dict, f
                 b["text"] += d["text"]
             elif d["type"] == "thinking_delta":
                 b["thinking"] += d["thinking"]
+    if keep is not None:
+        keep += blocks
     return _messages_run(blocks)
 
 
@@ -128,15 +133,17 @@ def _response(request, output, status):
 _RESPONSES_STATUS = {STOP: "completed", LENGTH: "incomplete"}
 
 
-def run_responses_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
+def run_responses_body(text: str, request: dict | None, values: dict, finish: str = STOP, ctx=None, keep=None) -> Run:
     item = {"id": "msg_1", "type": "message", "role": "assistant", "status": _RESPONSES_STATUS[finish],
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
     body = json.dumps(_response(request, [item], _RESPONSES_STATUS[finish]))
-    new = responses.rewrite_body(body.encode(), make_ctx(request, surface="responses", **values))
+    new = responses.rewrite_body(body.encode(), (ctx or make_ctx(request, surface="responses", **values)))
+    if keep is not None:
+        keep += json.loads(new or body)["output"]
     return _responses_run(json.loads(new or body)["output"])
 
 
-def run_responses_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
+def run_responses_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP, ctx=None, keep=None) -> Run:
     text = "".join(chunks)
     status = _RESPONSES_STATUS[finish]
     part = {"type": "output_text", "text": "", "annotations": []}
@@ -154,7 +161,7 @@ def run_responses_stream(chunks: list[str], request: dict | None, values: dict, 
              "part": dict(part, text=text)},
             {"type": "response.output_item.done", "output_index": 0, "item": done},
             {"type": f"response.{status}", "response": _response(request, [done], status)}]
-    driver = engine.stream_driver(responses, make_ctx(request, surface="responses", **values))
+    driver = engine.stream_driver(responses, (ctx or make_ctx(request, surface="responses", **values)))
     out = []
     for n, ev in enumerate(evs):
         out += driver(f"data: {json.dumps(dict(ev, sequence_number=n))}\n\n".encode())
@@ -162,6 +169,8 @@ def run_responses_stream(chunks: list[str], request: dict | None, values: dict, 
     assert driver.failure is None, driver.failure
     final = [json.loads(line[6:]) for line in b"".join(out).split(b"\n") if line.startswith(b"data: ")][-1]
     assert final["type"] == f"response.{status}"
+    if keep is not None:
+        keep += final["response"]["output"]
     return _responses_run(final["response"]["output"])
 
 
@@ -173,21 +182,21 @@ def _ollama_run(thinking: str, content: str) -> Run:
     return ((thinking,) if thinking else ()), content
 
 
-def run_ollama_body(text: str, request: dict | None, values: dict, finish: str = STOP) -> Run:
+def run_ollama_body(text: str, request: dict | None, values: dict, finish: str = STOP, ctx=None, keep=None) -> Run:
     body = json.dumps({"model": _model(request), "created_at": _CREATED, "response": text,
                        "done": True, "done_reason": finish, "context": [1, 2], "eval_count": 9})
-    obj = json.loads(ollama.rewrite_body(body.encode(), make_ctx(request, surface="ollama", **values)) or body)
+    obj = json.loads(ollama.rewrite_body(body.encode(), (ctx or make_ctx(request, surface="ollama", **values))) or body)
     return _ollama_run(obj.get("thinking", ""), obj["response"])
 
 
-def run_ollama_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP) -> Run:
+def run_ollama_stream(chunks: list[str], request: dict | None, values: dict, finish: str = STOP, ctx=None, keep=None) -> Run:
     def line(text: str, done: bool) -> bytes:
         obj = {"model": _model(request), "created_at": _CREATED,
                "message": {"role": "assistant", "content": text}, "done": done}
         if done:
             obj["done_reason"] = finish
         return json.dumps(obj).encode() + b"\n"
-    driver = engine.stream_driver(ollama, make_ctx(request, surface="ollama", **values))
+    driver = engine.stream_driver(ollama, (ctx or make_ctx(request, surface="ollama", **values)))
     out = []
     for c in chunks:
         out += driver(line(c, False))

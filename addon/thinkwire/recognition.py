@@ -26,8 +26,8 @@ from functools import lru_cache
 from .lines import Lines
 from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
 from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
-from .whitespace import (AFTER, ANSWER_TAIL, CALL, CLOSE, HELD, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED,
-                         REMOVED_AT_START, RESUME, START, TAIL, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
+from .whitespace import (AFTER, CALL, CLOSE, HELD, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME,
+                         START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
 
 # After a first block, an opening tag mid-line whose closing tag follows on its line within this
 # many characters is a block (a stream holds that much at most, from the tag, to tell).
@@ -150,7 +150,7 @@ class Recognition:
                 self.markup_chars += hold
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
-        ws.take(make(Token, (TAIL, buf[i:n - hold], buf[n - hold:], "", False)), out, final)
+        ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
         if not final:
             ln.read(buf, seen, max(seen, n - len(ws._held)))   # (what is held is read when it goes out)
         return -1
@@ -268,7 +268,7 @@ class Recognition:
             # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
             self._observe(buf, cut, n)
             cut = n
-        if ws.take(make(Token, (ANSWER_TAIL, buf[rest_start:cut], buf[cut:], "", False)), out, final):
+        if ws._answer_tail(buf[rest_start:cut], buf[cut:], out, final):
             assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
             ln.restore(ln0)
         if final:

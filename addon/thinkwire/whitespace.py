@@ -39,19 +39,20 @@ LEAD = 0        # text: a block's leading whitespace (`_skip_ws`), or "" where i
 CLOSE = 1       # text: the block's last text; markup: its closing tag
 MARKER = 2      # text: the block's last text, before a marker that ends reasoning and stays in the output
 OWN_OPEN = 3    # text: the block's text so far; markup: the model's own opening tag (the template opened it)
-TAIL = 4        # text: the block's text up to the end of what was fed; markup: what is held undecided
 # in the answer,
-AFTER = 5       # text: the whitespace right after a block or markup trimmed as one (`_skip_ws`)
-OPEN = 6        # text: the answer's text; markup: the opening tag of a block that opens after it
-RESUME = 7      # text: the answer's text up to and with a marker after which reasoning resumes
-START = 8       # text: the whitespace at the output's start; markup: a start pair's opening tag
-TOOL_HEAD = 9   # text: the answer's text before a tool call's header (which stays, read as the call)
-WRAPPER = 10    # text: the answer's text; markup: markup that opens the answer, removed
-REMOVED = 11    # text: the answer's text; markup: a tag removed mid-answer; after: the whitespace after it
-REMOVED_AT_START = 12   # ... at the answer's start boundary (the output's start, or right after a block)
-ANSWER_TAIL = 13   # text: the answer's text up to the end of what was fed; markup: what is held undecided
-CALL = 14       # text: a tool call's text (answer, as written); markup: what is held undecided
-HELD = 15       # markup: held undecided (the start of a start pair's tag)
+AFTER = 4       # text: the whitespace right after a block or markup trimmed as one (`_skip_ws`)
+OPEN = 5        # text: the answer's text; markup: the opening tag of a block that opens after it
+RESUME = 6      # text: the answer's text up to and with a marker after which reasoning resumes
+START = 7       # text: the whitespace at the output's start; markup: a start pair's opening tag
+TOOL_HEAD = 8   # text: the answer's text before a tool call's header (which stays, read as the call)
+WRAPPER = 9     # text: the answer's text; markup: markup that opens the answer, removed
+REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer; after: the whitespace after it
+REMOVED_AT_START = 11   # ... at the answer's start boundary (the output's start, or right after a block)
+CALL = 12       # text: a tool call's text (answer, as written); markup: what is held undecided
+HELD = 13       # markup: held undecided (the start of a start pair's tag)
+# The text at the end of what was fed, no tag in it, and what is held undecided after it, come with
+# nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
+# token made.
 
 
 class Token(NamedTuple):
@@ -133,8 +134,7 @@ class Whitespace:
         """The step for what recognition found (`tok`), its pieces added to `out`. What it gives
         back: for LEAD and AFTER, how much of the whitespace is text (where a tag may start), or
         -1: all of it so far is whitespace, held or dropped; for REMOVED, how much of the whitespace
-        after the tag it took (-1: all, held for the next feed); for ANSWER_TAIL, 1 where all of it
-        waits, held whole (read again with the next feed); else 0."""
+        after the tag it took (-1: all, held for the next feed); else 0."""
         return _STEPS[tok.kind](self, tok, out, final)
 
     def _trim_end(self, run: str, at_end: bool, final: bool) -> int:
@@ -178,12 +178,12 @@ class Whitespace:
                 self.added_chars += len(SEPARATOR)
         return keep
 
-    def _block_tail(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """No tag in the block's text `tok.text` (TAIL): all of it goes out as reasoning but, trimming,
-        the whitespace at its end (held: it is dropped if the block ends next), and what
-        recognition holds (`tok.markup`: a partial tag; at the end, markup cut off, which goes)."""
+    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> None:
+        """No tag in the block's text `body`, up to the end of what was fed: all of it goes out as
+        reasoning but, trimming, the whitespace at its end (held: it is dropped if the block ends
+        next), and what recognition holds (`hold`: a partial tag; at the end, markup cut off,
+        which goes)."""
         rules = self.rules
-        body, hold = tok.text, tok.markup
         if final:
             self._w_close = body[len(body.rstrip(WS)):] + hold if rules.trim else hold   # what the end drops
         if rules.trim:
@@ -194,7 +194,6 @@ class Whitespace:
         else:
             self._held = "" if final else hold
         self._emit_reasoning(body, out)
-        return 0
 
     def _closed(self, tok: Token, out: list[Piece], final: bool) -> int:
         self._block_ends(tok.text, out, tok.markup)
@@ -416,23 +415,22 @@ class Whitespace:
         else:
             out.append(make(Text, (CONTENT, text)))
 
-    def _answer_tail(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """The answer's text `tok.text` goes out (with what is kept) (ANSWER_TAIL); what
-        recognition holds undecided (`tok.markup`) is held. But at the output's start, while only
-        whitespace came, all of it waits (it is dropped if a block opens next): 1 then (held
+    def _answer_tail(self, text: str, hold: str, out: list[Piece], final: bool) -> bool:
+        """The answer's text `text`, up to the end of what was fed, goes out (with what is kept);
+        what recognition holds undecided (`hold`) is held. But at the output's start, while only
+        whitespace came, all of it waits (it is dropped if a block opens next): True then (held
         whole: the line state goes back to where the scan began, as it is read again)."""
         kept = self._kept
-        text, hold = tok.text, tok.markup
         if not final and self._at_start and self.rules.trim and text.strip(WS) == "" and not any(
                 p.strip(WS) for p in kept if isinstance(p, str)):   # (at the start no gap is kept: the answer is empty)
             self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + text + hold
             self._ws_hold = not hold and bool(self._held) and not self.rules._ws_lead
             self._kept = []
-            return 1
+            return True
         self._emit_kept(out, text)
         if not final:
             self._held = hold
-        return 0
+        return False
 
     def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> int:
         """A tool call's header follows the answer's text `tok.text` (TOOL_HEAD): what is kept goes
@@ -494,7 +492,6 @@ class Whitespace:
 _Step = Callable[[Whitespace, Token, list[Piece], bool], int]
 # Each token kind's step (by `Token.kind`).
 _STEPS: tuple[_Step, ...] = (
-    Whitespace._block_start, Whitespace._closed, Whitespace._marker, Whitespace._own_open, Whitespace._block_tail,
-    Whitespace._after_block, Whitespace._opened, Whitespace._opened, Whitespace._opened, Whitespace._tool_head,
-    Whitespace._wrapper, Whitespace._remove, Whitespace._remove, Whitespace._answer_tail, Whitespace._call,
-    Whitespace._hold)
+    Whitespace._block_start, Whitespace._closed, Whitespace._marker, Whitespace._own_open, Whitespace._after_block,
+    Whitespace._opened, Whitespace._opened, Whitespace._opened, Whitespace._tool_head, Whitespace._wrapper,
+    Whitespace._remove, Whitespace._remove, Whitespace._call, Whitespace._hold)

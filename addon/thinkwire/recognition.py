@@ -5,9 +5,10 @@ come from a table built once per `Rules` (`answer_kinds`, `block_kinds`): a kind
 decides (a block opens or closes, the tag is removed, the text waits for more) or passes to the
 next kind; a tag no kind takes is text. Where a tag counts depends on the line and code state
 (thinkwire.lines): never in code, some only at a line's start or glued to the text before them,
-as a model writes markup and prose does not. The text between tags goes to the whitespace stage
-(thinkwire.whitespace, its own object: `_ws`), which makes the pieces: recognition calls its steps
-and reads only its gates (`_skip_ws`, `_rsep`, `_at_start`), never sets its fields.
+as a model writes markup and prose does not. What it finds goes to the whitespace stage
+(thinkwire.whitespace, its own object: `_ws`) as tokens (`Token`: the text between tags, each tag
+with its kind and markup, what is held undecided), which the stage makes the pieces of:
+recognition reads only its gates (`_skip_ws`, `_rsep`, `_at_start`), never sets its fields.
 
 Recognition's state (the Splitter's slots, declared here): the mode (thinkwire.modes), the open
 block's pair, the tool call's and resume marker's scans, the line and code state, where an opening
@@ -23,9 +24,10 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from .lines import Lines
-from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError
+from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
 from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
-from .whitespace import Kept, Whitespace
+from .whitespace import (AFTER, CALL, CLOSE, HELD, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME,
+                         START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
 
 # After a first block, an opening tag mid-line whose closing tag follows on its line within this
 # many characters is a block (a stream holds that much at most, from the tag, to tell).
@@ -45,8 +47,17 @@ _TEXT: Verdict = (TEXT, 0)
 _HOLD: Verdict = (HOLD, 0)
 
 # A kind's handler: (splitter, buf, i where the unemitted text starts, j where the tag is, the tag,
-# the answer's kept text (in a block: unused), the pieces so far, final).
-Handler = Callable[["Recognition", str, int, int, str, Kept, list[Piece], bool], Verdict]
+# the pieces so far, final).
+Handler = Callable[["Recognition", str, int, int, str, list[Piece], bool], Verdict]
+
+_WS_RUN = re.compile(f"[{re.escape(WS)}]*")
+
+
+def _ws_end(buf: str, i: int) -> int:
+    """Where the whitespace from buf[i] ends (what LEAD's and AFTER's text, REMOVED's `after` hold)."""
+    m = _WS_RUN.match(buf, i)
+    assert m is not None   # (it matches the empty string)
+    return m.end()
 
 
 class Recognition:
@@ -96,11 +107,12 @@ class Recognition:
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         ws = self._ws
         if ws._skip_ws or ws._rsep:   # (most scans start mid-block: no call)
-            at = ws._block_start(buf, i, out, final)
-            self._ln.read(buf, i, at if at >= 0 else len(buf) - len(ws._held))
+            k = _ws_end(buf, i)
+            at = ws.take(make(Token, (LEAD, buf[i:k], "", "", k == len(buf))), out, final)
+            self._ln.read(buf, i, i + at if at >= 0 else len(buf) - len(ws._held))
             if at < 0:
                 return -1
-            i = at
+            i += at
         rules = self.rules
         scan = self._bscan
         kinds = self._block_kinds
@@ -120,7 +132,7 @@ class Recognition:
             seen = j
             verdict, at = _PASS
             for handle in kinds.get(tag, _END_ONLY):   # (the first kind that decides; none: text)
-                verdict, at = handle(self, buf, i, j, tag, _NO_KEPT, out, final)
+                verdict, at = handle(self, buf, i, j, tag, out, final)
                 if verdict != PASS:
                     break
             if verdict == RETURN:
@@ -138,11 +150,12 @@ class Recognition:
                 self.markup_chars += hold
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
-        gone = ws._block_tail(buf, i, hold, out, final)
-        ln.read(buf, seen, max(seen, gone))   # (what is held is read when it goes out)
+        ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
+        if not final:
+            ln.read(buf, seen, max(seen, n - len(ws._held)))   # (what is held is read when it goes out)
         return -1
 
-    def _close(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+    def _close(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """The open block's closing tag: in code it is text; in a fence the block still closes at a
         line's start."""
         close = self._pair.close if self._pair is not None else tag
@@ -150,23 +163,23 @@ class Recognition:
             return _PASS
         if not self._ln.close_counts():
             return _TEXT
-        self._end_block(buf[i:j], out, Event.CLOSE, tag)
+        self._end_block(make(Token, (CLOSE, buf[i:j], tag, "", False)), out, Event.CLOSE)
         self.markup_chars += len(tag)
         return RETURN, j + len(tag)
 
-    def _own_open(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+    def _own_open(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """The template opened the block, and the model wrote the tag anyway: it is dropped."""
         if self._mode is not PROMPT_BLOCK:
             return _PASS
         if not self._opening_counts(tag):
             return _TEXT
-        self._ws._own_open(buf[i:j], out, tag)
+        self._ws.take(make(Token, (OWN_OPEN, buf[i:j], tag, "", False)), out, final)
         self._pair = self.rules._by_open[tag]
         self._go(Event.OWN_OPEN)
         self.markup_chars += len(tag)
         return RETURN, j + len(tag)
 
-    def _end_marker(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+    def _end_marker(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """A marker that ends reasoning (a tool call, a channel header): it stays in the output.
         Only where a tool call starts (the block's start, a line's start, right after the
         reasoning's text), never in code or where prose names it (after a space or a quote). In a
@@ -177,15 +190,15 @@ class Recognition:
         if ln.in_code() or not (ln.blank or ln.glued()):
             return _TEXT
         pair = self._pair or self.rules.pairs[0]
-        self._end_block(buf[i:j], out, Event.END_MARKER)
+        self._end_block(make(Token, (MARKER, buf[i:j], "", "", False)), out, Event.END_MARKER)
         resume = self.rules._resume_of.get(tag)
         self._resume = (resume, pair) if resume is not None else None
         return RETURN, j
 
-    def _end_block(self, text: str, out: list[Piece], event: Event, tag: str = "") -> None:
-        """The open block ends before `tag` (its closing tag; "" for a marker that stays in the
-        output), `text` its last text."""
-        self._ws._block_ends(text, out, tag)
+    def _end_block(self, tok: Token, out: list[Piece], event: Event) -> None:
+        """The open block ends (`tok`: CLOSE, at its closing tag; MARKER, before a marker that
+        stays in the output)."""
+        self._ws.take(tok, out, False)
         self._go(event)
         self._pair = None
         self._seen_tag = True
@@ -196,11 +209,12 @@ class Recognition:
         rules = self.rules
         ws = self._ws
         if ws._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
-            at = ws._after_block(buf, i, out, final)
-            self._ln.read(buf, i, at if at >= 0 else len(buf) - len(ws._held))
+            k = _ws_end(buf, i)
+            at = ws.take(make(Token, (AFTER, buf[i:k], "", "", k == len(buf))), out, final)
+            self._ln.read(buf, i, i + at if at >= 0 else len(buf) - len(ws._held))
             if at < 0:
                 return -1
-            i = at
+            i += at
         if rules.start_pairs and ws._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
@@ -212,7 +226,6 @@ class Recognition:
         ln0 = ln.copy() if ws._at_start and rules.trim and not final else None
         pos = i
         seen = i       # line and code state are up to date to here
-        kept: Kept = []
         cut = -1       # where an undecided tag starts
         n = len(buf)
         while True:
@@ -228,7 +241,7 @@ class Recognition:
             seen = j
             verdict, at = _PASS
             for handle in kinds[tag]:   # (the first kind that decides; none: text)
-                verdict, at = handle(self, buf, i, j, tag, kept, out, final)
+                verdict, at = handle(self, buf, i, j, tag, out, final)
                 if verdict != PASS:
                     break
             if verdict == RETURN:
@@ -255,7 +268,7 @@ class Recognition:
             # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
             self._observe(buf, cut, n)
             cut = n
-        if ws._answer_tail(buf, rest_start, cut, kept, out, final):
+        if ws._answer_tail(buf[rest_start:cut], buf[cut:], out, final):
             assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
             ln.restore(ln0)
         if final and cut < n:
@@ -263,42 +276,43 @@ class Recognition:
             self._dropped(out, False, buf[cut:], 0, len(ws._gap))   # (the way back has it)
         return -1
 
-    def _tool_head(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+    def _tool_head(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """A tool call's header: the call goes out as written, up to its end marker."""
         if not self._opening_counts(tag):
             return _PASS
-        self._ws._tool_head(kept, out, buf[i:j])
+        self._ws.take(make(Token, (TOOL_HEAD, buf[i:j], "", "", False)), out, final)
         self._tool = self.rules._tool_of[tag]
         self._go(Event.TOOL_HEAD)
         return RETURN, j
 
-    def _strip(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+    def _strip(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """A marker that leaves the answer (outside code: in code, a marker is text)."""
         if self._ln.in_code():
             return _PASS
         self.markup_chars += len(tag)
         if self._boundary:  # a wrapper opening the answer: trim after it as after a block
-            self._ws._wrapper(kept, out, buf[i:j], tag)
+            self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
             return RETURN, j + len(tag)
-        return self._removed(buf, i, j, tag, kept, out, final)
+        return self._removed(buf, i, j, tag, out, final)
 
-    def _removed(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
-        at = self._ws._remove(buf, i, j, tag, kept, final, out, self._boundary)
+    def _removed(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
+        end = j + len(tag)
+        k = _ws_end(buf, end)
+        tok = make(Token, (REMOVED_AT_START if self._boundary else REMOVED, buf[i:j], tag, buf[end:k], k == len(buf)))
+        at = self._ws.take(tok, out, final)
         if at < 0:
-            self._ws._emit_kept(kept, out)
             return RETURN, -1
-        return RESCAN, at
+        return RESCAN, end + at
 
-    def _resumes(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+    def _resumes(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """The end of a tool block inside reasoning: the reasoning goes on after it."""
         if self._resume is None or tag != self._resume[0] or self._ln.in_code():
             return _PASS
         end = j + len(tag)
-        self._ws._emit_kept(kept, out, buf[i:end], before_block=True)
-        self._open_block(self._resume[1], out, "", Event.RESUME)
+        self._open_block(self._resume[1], out, make(Token, (RESUME, buf[i:end], "", "", False)), Event.RESUME)
         return RETURN, end
 
-    def _opens(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+    def _opens(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """An opening tag in the answer: a block opens where it counts, or where a whole pair
         stands on the line after a first block; else it is text, and so is its closing tag."""
         ln = self._ln
@@ -307,8 +321,7 @@ class Recognition:
         if whole is None:
             return _HOLD                 # a pair after a first block? what follows decides: wait
         if whole or self._opening_counts(tag):
-            self._ws._emit_kept(kept, out, buf[i:j], before_block=True)
-            self._open_block(pair, out, tag, Event.OPEN)
+            self._open_block(pair, out, make(Token, (OPEN, buf[i:j], tag, "", False)), Event.OPEN)
             self.markup_chars += len(tag)
             return RETURN, j + len(tag)
         if not ln.in_code() or ln.indented_code():
@@ -316,7 +329,7 @@ class Recognition:
             self._literal[pair.close] = self._literal.get(pair.close, 0) + 1
         return _TEXT
 
-    def _closes(self, buf: str, i: int, j: int, tag: str, kept: Kept, out: list[Piece], final: bool) -> Verdict:
+    def _closes(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """A closing tag with no block open."""
         if not self._ln.close_counts(in_fence=False):
             return _PASS
@@ -331,17 +344,17 @@ class Recognition:
         if self._seen_tag:
             # A closing tag with no block open, after one: markup, removed.
             self.markup_chars += len(tag)
-            return self._removed(buf, i, j, tag, kept, out, final)
+            return self._removed(buf, i, j, tag, out, final)
         # A closing tag with no opening tag: the block was opened in the prompt.
         self.stray_closes += 1
         self._seen_tag = True
-        if self._ws._answered(kept, buf[i:j]):
+        if self._ws._answered(buf[i:j]):
             # The text before it went out as answer (a stream cannot take it back): the tag
             # stays, as written, where the reasoning ended (a body re-splits from inside:
             # thinkwire.context). Removed, the two would run together.
             self.stray_after_text += 1
             return SKIP, j + len(tag)
-        self._ws._wrapper(kept, out, buf[i:j], tag)
+        self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
         self.markup_chars += len(tag)
         self._new_line()
         return RETURN, j + len(tag)
@@ -357,7 +370,7 @@ class Recognition:
         if m is not None:
             end = m.end()
             self._observe(buf, i, end)
-            self._ws._emit_content(buf[i:end], out, False)
+            self._ws.take(make(Token, (CALL, buf[i:end], "", "", False)), out, final)
             self._tool = None
             self._go(Event.TOOL_END)
             self._ln.reset()   # (a backtick in the call's arguments opens no code span after it)
@@ -365,8 +378,7 @@ class Recognition:
         n = len(buf)
         cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
         self._observe(buf, i, cut)
-        self._ws._emit_content(buf[i:cut], out, False)
-        self._ws._hold(buf[cut:])
+        self._ws.take(make(Token, (CALL, buf[i:cut], buf[cut:], "", False)), out, final)
         return -1
 
     def _start_pair(self, buf: str, i: int, out: list[Piece], final: bool) -> int | None:
@@ -380,18 +392,18 @@ class Recognition:
             return None
         for pair in self.rules.start_pairs:
             if rest.startswith(pair.open):
-                self._open_block(pair, out, pair.open, Event.OPEN, buf[i:j])
+                self._open_block(pair, out, make(Token, (START, buf[i:j], pair.open, "", False)), Event.OPEN)
                 self.markup_chars += len(pair.open)
                 return j + len(pair.open)
         if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
-            self._ws._hold(buf[i:])   # (what is held at the start is read again: linear, it is short)
+            self._ws.take(make(Token, (HELD, "", buf[i:], "", False)), out, final)   # (what is held at the start is read again: linear, it is short)
             return -1
         return None
 
-    def _open_block(self, pair: TagPair, out: list[Piece], tag: str, event: Event, lead: str | None = None) -> None:
-        """A block of `pair` opens after `tag`, as written ("": a marker that resumes reasoning;
-        `lead`: the whitespace ahead of a start pair's tag at the output's start)."""
-        self._ws._block_opens(out, tag, lead)
+    def _open_block(self, pair: TagPair, out: list[Piece], tok: Token, event: Event) -> None:
+        """A block of `pair` opens (`tok`: OPEN, after its opening tag; RESUME, after a marker
+        that resumes reasoning; START, a start pair's tag at the output's start)."""
+        self._ws.take(tok, out, False)
         self._pair = pair
         self._go(event)
         self._seen_tag = True
@@ -469,7 +481,6 @@ class Recognition:
 _END_ONLY: tuple[Handler, ...] = (Recognition._end_marker,)
 # `_bscan` before any block opened (never read: a block's scan is looked up as it opens).
 NO_SCAN = _Scan(re.compile("(?!)"), frozenset(), re.compile("(?!)"), 0)
-_NO_KEPT: Kept = []   # (a block's kinds keep no answer text)
 
 
 @lru_cache(maxsize=256)

@@ -8,18 +8,22 @@ that may turn out to sit at a block's edge is held until the next text tells. Wh
 is recorded for the way back (the END piece's TagPair holds the markup as the model wrote it,
 byte for byte).
 
-The stage is its own object (`Whitespace`, one per splitter), with its own state: recognition
-calls its steps as it finds each tag and the text around it, and reads none of its fields but the
-gates named in thinkwire.splitter. It holds what the next feed reads again (`_held`: whitespace
-not yet decided, and with it the start of a tag recognition left undecided); recognition reads
-into its line state all the text up to what is held, trimmed or not (a step that consumes
-whitespace says where it goes on, or holds the rest). `_dropped` is the splitter's hook
-(thinkwire.written), called here as there.
+The stage is its own object (`Whitespace`, one per splitter), with its own state (the answer's
+text kept between removed tags among it). Recognition hands it what it found, in order, as tokens
+(`Token`: the text between tags, each tag with its kind and its markup as written, what is held
+undecided; strings, never positions in recognition's buffer), through one entry, `take`, and reads
+none of its fields but the gates named in thinkwire.splitter. It holds what the next feed reads
+again (`_held`: whitespace not yet decided, and with it the start of a tag recognition left
+undecided); recognition reads into its line state all the text up to what is held, trimmed or not.
+Three steps answer how much of the whitespace they were given is text (LEAD, AFTER, REMOVED):
+recognition looks for the next tag from there, as a tag may start with whitespace. `_dropped` is
+the splitter's hook (thinkwire.written), called here as there.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 from .lines import indent
 from .modes import CONTENT, END, REASONING, End, Gap, Piece, Text, make
@@ -29,6 +33,38 @@ SEPARATOR = "\n"   # between answer pieces that meet across a removed block or t
 HELD_WS = " \t\r\n\f"
 
 Kept = list[str | Gap]   # answer text between removed markers, emitted as one piece, and the gaps between
+
+# What recognition hands this stage (`Token.kind`): in a block,
+LEAD = 0        # text: a block's leading whitespace (`_skip_ws`), or "" where its text starts (`_rsep`)
+CLOSE = 1       # text: the block's last text; markup: its closing tag
+MARKER = 2      # text: the block's last text, before a marker that ends reasoning and stays in the output
+OWN_OPEN = 3    # text: the block's text so far; markup: the model's own opening tag (the template opened it)
+# in the answer,
+AFTER = 4       # text: the whitespace right after a block or markup trimmed as one (`_skip_ws`)
+OPEN = 5        # text: the answer's text; markup: the opening tag of a block that opens after it
+RESUME = 6      # text: the answer's text up to and with a marker after which reasoning resumes
+START = 7       # text: the whitespace at the output's start; markup: a start pair's opening tag
+TOOL_HEAD = 8   # text: the answer's text before a tool call's header (which stays, read as the call)
+WRAPPER = 9     # text: the answer's text; markup: markup that opens the answer, removed
+REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer; after: the whitespace after it
+REMOVED_AT_START = 11   # ... at the answer's start boundary (the output's start, or right after a block)
+CALL = 12       # text: a tool call's text (answer, as written); markup: what is held undecided
+HELD = 13       # markup: held undecided (the start of a start pair's tag)
+# The text at the end of what was fed, no tag in it, and what is held undecided after it, come with
+# nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
+# token made.
+
+
+class Token(NamedTuple):
+    """One thing recognition found, in order: the text between tags (with the mode it is in, by
+    kind), each tag with its kind and its exact markup as written, what is held undecided. Made
+    with `make(Token, (...))` (thinkwire.modes: no Python call)."""
+
+    kind: int
+    text: str
+    markup: str
+    after: str      # REMOVED: the whitespace run that follows the tag
+    open: bool      # text (LEAD, AFTER) or after (REMOVED) reaches the end of what was fed: more may come
 
 
 class Dropped(Protocol):
@@ -41,7 +77,7 @@ class Dropped(Protocol):
 class Whitespace:
     """The whitespace stage of one splitter: its state and its steps."""
 
-    __slots__ = ("rules", "_dropped", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
+    __slots__ = ("rules", "_dropped", "_kept", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
                  "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_added", "_lead_ws", "_w_open",
                  "_w_close", "_pend", "reasoning_chars", "added_chars")
 
@@ -49,6 +85,7 @@ class Whitespace:
         self.rules = rules
         self._dropped = dropped
         self._held = ""            # undecided text, carried into the next feed (read again there)
+        self._kept: Kept = []      # the answer's text kept since the last emission (afresh each scan)
         self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
         self._at_start = not inside   # nothing but whitespace has been written to the answer yet
         self._fresh = inside       # the open block has no text yet
@@ -80,7 +117,7 @@ class Whitespace:
     def __eq__(self, other: object) -> bool:
         """The same state (the hook and the rules aside): what a splitter's state is compared by."""
         return isinstance(other, Whitespace) and all(
-            getattr(self, k) == getattr(other, k) for k in self.__slots__ if k not in ("rules", "_dropped"))
+            getattr(self, k) == getattr(other, k) for k in self.__slots__ if k not in ("rules", "_dropped", "_kept"))
 
     __hash__ = None   # type: ignore[assignment]  # (mutable; as thinkwire.lines.Lines)
 
@@ -93,68 +130,78 @@ class Whitespace:
         self._ws_hold = False
         return held
 
-    def _trim_end(self, buf: str, i: int, final: bool) -> tuple[int, int]:
-        """Trimming the whitespace at buf[i:] (a block's start, the answer's after it): (where it
-        ends, where what stays of it starts). Blank lines go; the first line's indentation (what
-        follows the run's last line break) stays where it makes indented code (CommonMark: four
-        columns, a tab), so code keeps its shape. Whitespace on the tag's own line goes.
-        While only whitespace has come, what follows its last line break is kept for now (the
-        caller holds it): it may be that indentation."""
-        n = len(buf)
-        j = i
-        while j < n and buf[j] in WS:
-            j += 1
-        nl = max(buf.rfind("\n", i, j), buf.rfind("\r", i, j))
+    def take(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """The step for what recognition found (`tok`), its pieces added to `out`. What it gives
+        back: for LEAD and AFTER, how much of the whitespace is text (where a tag may start), or
+        -1: all of it so far is whitespace, held or dropped; for REMOVED, how much of the whitespace
+        after the tag it took (-1: all, held for the next feed); else 0."""
+        return _STEPS[tok.kind](self, tok, out, final)
+
+    def _trim_end(self, run: str, at_end: bool, final: bool) -> int:
+        """Trimming the whitespace `run` (a block's start, the answer's after it; `at_end`: it
+        reaches the end of what was fed): where what stays of it starts. Blank lines go; the first
+        line's indentation (what follows the run's last line break) stays where it makes indented
+        code (CommonMark: four columns, a tab), so code keeps its shape. Whitespace on the tag's
+        own line goes. While only whitespace has come, what follows its last line break is kept
+        for now (the caller holds it): it may be that indentation."""
+        j = len(run)
+        nl = max(run.rfind("\n"), run.rfind("\r"))
         if nl >= 0:
             self._ws_nl = True
-        if not self._ws_nl or (final and j == n):
-            return j, j
-        start = nl + 1 if nl >= 0 else i
-        if j < n and indent(buf[start:j]) < 4:
-            return j, j   # (less than code's indentation means nothing in Markdown: it goes)
-        return j, start
+        if not self._ws_nl or (final and at_end):
+            return j
+        start = nl + 1 if nl >= 0 else 0
+        if not at_end and indent(run[start:]) < 4:
+            return j   # (less than code's indentation means nothing in Markdown: it goes)
+        return start
 
     # -- inside a reasoning block -----------------------------------------------------------------
-    def _block_start(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
-        """A block's text begins at buf[i]: its leading whitespace trimmed (`_skip_ws`), and the
-        line break put where an opening tag dropped between reasoning texts (`_rsep`). Where its
-        text starts, or -1: only whitespace so far (what is not held of it is read as text: trimmed,
-        it still ends a line, "\r~~~" is no fence)."""
+    def _block_start(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """A block's text begins with the whitespace `tok.text` (LEAD): trimmed (`_skip_ws`), and
+        the line break put where an opening tag dropped between reasoning texts (`_rsep`). How
+        much of it is text, or -1: only whitespace so far (what is not held of it is read as text:
+        trimmed, it still ends a line, "\r~~~" is no fence)."""
+        run = tok.text
+        keep = 0
         if self._skip_ws:
-            j, keep = self._trim_end(buf, i, final)
-            self._w_open += buf[i:keep]
-            if j == len(buf):
-                self._held = "" if final else buf[keep:]   # (perhaps the first line's indentation)
+            keep = self._trim_end(run, tok.open, final)
+            self._w_open += run[:keep]
+            if tok.open:
+                self._held = "" if final else run[keep:]   # (perhaps the first line's indentation)
                 return -1  # all whitespace so far: dropped
-            i = keep
             self._skip_ws = self._ws_nl = False
         if self._rsep:   # (see the opening tag dropped in thinkwire.recognition)
             self._rsep = False
-            if buf[i] not in WS:
+            if keep == len(run):   # (its text starts with no whitespace)
                 self._dropped(out, True, "", len(SEPARATOR))
                 self._emit_reasoning(SEPARATOR, out)
                 self.added_chars += len(SEPARATOR)
-        return i
+        return keep
 
-    def _block_tail(self, buf: str, i: int, hold: int, out: list[Piece], final: bool) -> int:
-        """No tag in buf[i:]: all of it goes out as reasoning but the last `hold` characters (a
-        partial tag, held; at the end, markup cut off) and, trimming, the whitespace at its end
-        (held: it is dropped if the block ends next). Where what went out ends (what is held is
-        read when it goes out)."""
+    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> None:
+        """No tag in the block's text `body`, up to the end of what was fed: all of it goes out as
+        reasoning but, trimming, the whitespace at its end (held: it is dropped if the block ends
+        next), and what recognition holds (`hold`: a partial tag; at the end, markup cut off,
+        which goes)."""
         rules = self.rules
-        rest = buf[i:]
-        body = rest[: len(rest) - hold]
         if final:
-            self._w_close = rest[len(body.rstrip(WS) if rules.trim else body):]   # what the end drops
+            self._w_close = body[len(body.rstrip(WS)):] + hold if rules.trim else hold   # what the end drops
         if rules.trim:
             kept = body.rstrip(WS)
-            self._held = "" if final else body[len(kept):] + rest[len(body):]
+            self._held = "" if final else body[len(kept):] + hold
             self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
             body = kept
         else:
-            self._held = "" if final else rest[len(body):]
+            self._held = "" if final else hold
         self._emit_reasoning(body, out)
-        return i + len(body)
+
+    def _closed(self, tok: Token, out: list[Piece], final: bool) -> int:
+        self._block_ends(tok.text, out, tok.markup)
+        return 0
+
+    def _marker(self, tok: Token, out: list[Piece], final: bool) -> int:
+        self._block_ends(tok.text, out, "")
+        return 0
 
     def _block_ends(self, text: str, out: list[Piece], tag: str) -> None:
         """The open block's last text, `text`, before `tag` (its closing tag; "" for a marker
@@ -185,11 +232,12 @@ class Whitespace:
         self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
         self._fresh = True
 
-    def _own_open(self, text: str, out: list[Piece], tag: str) -> None:
-        """The model's own opening tag in the block the template opened, dropped after the
-        block's text `text`: before any text, it is the block's written opening tag (in place of
+    def _own_open(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """The model's own opening tag in the block the template opened (OWN_OPEN), dropped after
+        the block's text: before any text, it is the block's written opening tag (in place of
         the one the prompt was taken to hold) and what follows it is trimmed as at the start."""
         rules = self.rules
+        text, tag = tok.text, tok.markup
         self._emit_reasoning(text, out)
         self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
         if self._fresh:
@@ -201,6 +249,7 @@ class Whitespace:
         self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
         if not self._fresh:
             self._dropped(out, True, tag)
+        return 0
 
     def _plain_reasoning(self, text: str) -> Text:
         """A plain text of the open block (not empty), as it is."""
@@ -229,37 +278,39 @@ class Whitespace:
                 out.append(make(Text, (REASONING, text)))
 
     # -- in the answer ----------------------------------------------------------------------------
-    def _after_block(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
-        """Right after a block (or markup trimmed as one: `_skip_ws`): its whitespace trimmed,
-        where the answer is empty or ends in whitespace; else kept whole between the answer's
-        texts, or a line break put there. Where the answer goes on, or -1: only whitespace so far
-        (held, or at the end dropped). What it went past, and what is not held, is read as text."""
-        n = len(buf)
-        j, keep = self._trim_end(buf, i, final)
+    def _after_block(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """Right after a block (or markup trimmed as one: `_skip_ws`), the whitespace `tok.text`
+        (AFTER): trimmed, where the answer is empty or ends in whitespace; else kept whole between
+        the answer's texts, or a line break put there. How much of it is text, or -1: only
+        whitespace so far (held, or at the end dropped). What it went past, and what is not held,
+        is read as text."""
+        run, at_end = tok.text, tok.open
+        j = len(run)
+        keep = self._trim_end(run, at_end, final)
         if not self._answer_ws:
             keep = j   # (kept whole, between answer texts)
-        if self._answer_ws or (final and j == n):
-            if not self._pend and keep > i:
-                self._dropped(out, False, buf[i:keep], 0, len(self._gap))
-            self._w_close += buf[i:keep]   # trimmed after the block (kept between answer texts)
-        if j == n and not self._answer_ws and not final:
+        if self._answer_ws or (final and at_end):
+            if not self._pend and keep > 0:
+                self._dropped(out, False, run[:keep], 0, len(self._gap))
+            self._w_close += run[:keep]   # trimmed after the block (kept between answer texts)
+        if at_end and not self._answer_ws and not final:
             # The answer may go on, after text that does not end in whitespace: this
             # whitespace then stays (no words glued together). (Held: it is read when it goes.)
-            self._held = buf[i:]
+            self._held = run
             self._ws_hold = not self.rules._ws_lead
             return -1
-        if j == n:
-            if not final and keep < n:
-                self._held = buf[keep:]   # perhaps the first line's indentation
+        if at_end:
+            if not final and keep < j:
+                self._held = run[keep:]   # perhaps the first line's indentation
                 self._ws_hold = not self.rules._ws_lead
             return -1
         if self._answer_ws:
             j = keep   # the first line's indentation stays
-        if not self._answer_ws:
+        else:
             # It goes out in front of the answer's next text, if any; where the model wrote no
             # whitespace on either side, a line break does (words never run together).
-            if j > i:
-                self._gap += buf[i:j]
+            if j > 0:
+                self._gap += run
             else:
                 if not self._pend:
                     self._dropped(out, False, "", len(SEPARATOR), len(self._gap))
@@ -268,24 +319,25 @@ class Whitespace:
         self._skip_ws = self._ws_nl = False
         return j
 
-    def _remove(self, buf: str, i: int, j: int, tag: str, kept: Kept, final: bool, out: list[Piece],
-                boundary: bool) -> int:
-        """A tag removed from the middle of the answer at buf[j], the text since i kept. Where the
-        answer does not end in whitespace there (trimming), what follows the tag is as after a
-        block: whitespace, or a line break where there is none, goes in front of the answer's
-        next text (a gap in `kept`), and is trimmed before a block or at the end (`boundary`: at the
-        answer's start or right after a block, for recognition). Returns where the scan goes on,
-        or -1: only whitespace follows yet, held for the next feed."""
-        if j > i:
-            kept.append(buf[i:j])
-        end = j + len(tag)
+    def _remove(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """A tag (`tok.markup`) removed from the middle of the answer (REMOVED, REMOVED_AT_START),
+        after the text `tok.text`, kept. Where the answer does not end in whitespace there
+        (trimming), what follows the tag is as after a block: whitespace (`tok.after`), or a line
+        break where there is none, goes in front of the answer's next text (a gap in `_kept`), and
+        is trimmed before a block or at the end (at the start boundary: at the answer's start or
+        right after a block). How much of that whitespace it took (then the answer goes on after
+        it), or -1: only whitespace follows yet, held for the next feed."""
+        kept = self._kept
+        text, tag, after = tok.text, tok.markup, tok.after
+        if text:
+            kept.append(text)
         gap = len(self._gap)   # (what goes, for the way back: `_dropped`)
         if not self.rules.trim:
             self._dropped(out, False, tag, 0, gap, kept)
-            return end
+            return 0
         # Right after a block, where the answer so far is empty or ends in whitespace: trimmed as
         # after the block itself (only whitespace was kept since).
-        at_start = boundary and self._answer_ws and not self._gap
+        at_start = tok.kind == REMOVED_AT_START and self._answer_ws and not self._gap
         lead = ""   # (at the start: the whitespace kept before the tag, and the tag, go)
         if at_start:
             lead = "".join(p if isinstance(p, str) else p.text for p in kept) + tag
@@ -294,33 +346,33 @@ class Whitespace:
             kept.clear()
         elif isinstance(kept[-1], Gap) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
             self._dropped(out, False, tag, 0, gap, kept)
-            return end
-        n = len(buf)
-        k = end
-        while k < n and buf[k] in WS:
-            k += 1
-        if at_start and self._pend and (k < n or final):
-            self._w_close += buf[end:k]
+            return 0
+        at_end = tok.open
+        if at_start and self._pend and (not at_end or final):
+            self._w_close += after
         elif at_start and not self._pend:
-            self._dropped(out, False, lead + (buf[end:k] if k < n or final else ""))
+            self._dropped(out, False, lead + (after if not at_end or final else ""))
         if not at_start:
-            self._dropped(out, False, tag + (buf[end:k] if k == n and final else ""),
-                          len(SEPARATOR) if k == end < n else 0, gap, kept)
-        if k == n:
+            self._dropped(out, False, tag + (after if at_end and final else ""),
+                          len(SEPARATOR) if not after and not at_end else 0, gap, kept)
+        if at_end:
             if final:
-                return n
-            self._held = buf[end:]   # (read when it goes out)
+                return len(after)
+            self._held = after   # (read when it goes out)
             self._ws_hold = bool(self._held) and not self.rules._ws_lead
             self._skip_ws = True
+            self._emit_kept(out)
             return -1
         if not at_start:
-            kept.append(Gap(buf[end:k], 0) if k > end else Gap(SEPARATOR, len(SEPARATOR)))
-        return k
+            kept.append(Gap(after, 0) if after else Gap(SEPARATOR, len(SEPARATOR)))
+        return len(after)
 
-    def _emit_kept(self, kept: Kept, out: list[Piece], rest: str = "", before_block: bool = False) -> None:
+    def _emit_kept(self, out: list[Piece], rest: str = "", before_block: bool = False) -> None:
         """The answer's text kept since the last emission and `rest`, with the gaps `_remove`
         left: a gap at the end goes in front of the answer's next text, or is trimmed before a
-        block."""
+        block. The answer's next scan keeps its text afresh."""
+        kept = self._kept
+        self._kept = []   # (a new list: the way back's hook tells lists apart by identity)
         if rest:
             kept.append(rest)
         if not kept:
@@ -365,39 +417,44 @@ class Whitespace:
         else:
             out.append(make(Text, (CONTENT, text)))
 
-    def _answer_tail(self, buf: str, rest_start: int, cut: int, kept: Kept, out: list[Piece], final: bool) -> bool:
-        """The answer's text up to `cut` goes out (with `kept`); what follows is held. But at the
-        output's start, while only whitespace came, all of it waits (it is dropped if a block opens
-        next): True then (the line state goes back to where the scan began: it is read again)."""
-        n = len(buf)
-        if not final and self._at_start and self.rules.trim and buf[rest_start:cut].strip(WS) == "" and not any(
+    def _answer_tail(self, text: str, hold: str, out: list[Piece], final: bool) -> bool:
+        """The answer's text `text`, up to the end of what was fed, goes out (with what is kept);
+        what recognition holds undecided (`hold`) is held. But at the output's start, while only
+        whitespace came, all of it waits (it is dropped if a block opens next): True then (held
+        whole: the line state goes back to where the scan began, as it is read again)."""
+        kept = self._kept
+        if not final and self._at_start and self.rules.trim and text.strip(WS) == "" and not any(
                 p.strip(WS) for p in kept if isinstance(p, str)):   # (at the start no gap is kept: the answer is empty)
-            self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + buf[rest_start:]
-            self._ws_hold = cut == n and bool(self._held) and not self.rules._ws_lead
+            self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + text + hold
+            self._ws_hold = not hold and bool(self._held) and not self.rules._ws_lead
+            self._kept = []
             return True
-        self._emit_kept(kept, out, buf[rest_start:cut])
+        self._emit_kept(out, text)
         if not final:
-            self._held = buf[cut:]
+            self._held = hold
         return False
 
-    def _tool_head(self, kept: Kept, out: list[Piece], text: str) -> None:
-        """A tool call's header follows the answer's text `text`: what is kept goes out in front
-        of it, without a line break put there."""
+    def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """A tool call's header follows the answer's text `tok.text` (TOOL_HEAD): what is kept goes
+        out in front of it, without a line break put there."""
+        kept = self._kept
         last = kept[-1] if kept else None
         if last is not None and not isinstance(last, str) and last.added:
             kept.pop()   # (no line break put before it: a header is no word to keep apart)
             self._dropped(out, False, "", -last.added, len(self._gap), kept)
-        self._emit_kept(kept, out, text)
+        self._emit_kept(out, tok.text)
         if self._gap_added:
             if not self._pend:
                 self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
             self._gap, self._gap_added = "", 0
+        return 0
 
-    def _wrapper(self, kept: Kept, out: list[Piece], text: str, tag: str) -> None:
-        """Markup that opens the answer (a strip marker at its start or right after a block, a
-        closing tag with no block open at the start), removed after the answer's text `text`:
+    def _wrapper(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """Markup that opens the answer (WRAPPER: a strip marker at its start or right after a
+        block, a closing tag with no block open at the start), removed after the answer's text:
         what follows it is trimmed as after a block."""
-        self._emit_kept(kept, out, text)
+        tag = tok.markup
+        self._emit_kept(out, tok.text)
         if self._pend:
             if len(self._gap) > self._gap_added:   # (the model's whitespace before it, waiting for the answer's next text: its place)
                 self._dropped(out, False, "", 0, len(self._gap))
@@ -405,11 +462,38 @@ class Whitespace:
         else:
             self._dropped(out, False, tag, 0, len(self._gap))
         self._skip_ws = self.rules.trim
+        return 0
 
-    def _answered(self, kept: Kept, text: str) -> bool:
-        """Answer text other than whitespace went out, or waits (in `kept`, in `text`)."""
-        return not self._at_start or bool(text.strip(WS)) or any(isinstance(p, str) and p.strip(WS) for p in kept)
+    def _opened(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """A block opens after the answer's text (OPEN, RESUME: the marker is the text's end) or
+        the whitespace at the output's start (START)."""
+        if tok.kind == START:
+            self._block_opens(out, tok.markup, tok.text)
+        else:
+            self._emit_kept(out, tok.text, before_block=True)
+            self._block_opens(out, tok.markup)
+        return 0
 
-    def _hold(self, text: str) -> None:
-        """`text`, undecided, is read again with the next feed."""
-        self._held = text
+    def _call(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """A tool call's text, answer as written (CALL); what recognition holds undecided, held."""
+        self._emit_content(tok.text, out, False)
+        self._held = tok.markup
+        return 0
+
+    def _hold(self, tok: Token, out: list[Piece], final: bool) -> int:
+        """Undecided (HELD): read again with the next feed."""
+        self._held = tok.markup
+        return 0
+
+    def _answered(self, text: str) -> bool:
+        """Answer text other than whitespace went out, or waits (kept, or `text`)."""
+        return not self._at_start or bool(text.strip(WS)) or any(
+            isinstance(p, str) and p.strip(WS) for p in self._kept)
+
+
+_Step = Callable[[Whitespace, Token, list[Piece], bool], int]
+# Each token kind's step (by `Token.kind`).
+_STEPS: tuple[_Step, ...] = (
+    Whitespace._block_start, Whitespace._closed, Whitespace._marker, Whitespace._own_open, Whitespace._after_block,
+    Whitespace._opened, Whitespace._opened, Whitespace._opened, Whitespace._tool_head, Whitespace._wrapper,
+    Whitespace._remove, Whitespace._remove, Whitespace._call, Whitespace._hold)

@@ -29,6 +29,7 @@ SHAPE = "'choices' list"
 STREAM_TYPE = "text/event-stream"
 _NATIVE = ("reasoning_content", "reasoning")
 _CONTENT_KEY = key_pattern("content")
+_KEY_AT_END = re.compile(r'"content"\s*:\s*$')   # the content key, where a learned `before` ends
 
 
 def matches(path: str) -> bool:
@@ -192,7 +193,7 @@ class StreamRewriter(FastPath):
             data = learned.before + dumps(run.text) + learned.after
         else:
             r = dumps(run.text)
-            data = learned.before + "null," + ",".join(f'"{f}":{r}' for f in self.fields) + learned.after
+            data = learned.key_at + ",".join(f'"{f}":{r}' for f in self.fields) + learned.after
         return [encode(data, ev.event, ev.eol)]
 
     def _learn(self, ev: Event, data: str, obj: dict[str, Any]) -> None:
@@ -207,10 +208,12 @@ class StreamRewriter(FastPath):
         head = canonical_head(ev.raw, data, ev.event, ev.eol)
         if st is None or head is None:
             return
-        self._learned = _Learned(before, after, st)
+        k = _KEY_AT_END.search(before)
+        assert k is not None   # (learn_literal found the content key there)
+        self._learned = _Learned(before, after, before[:k.start()], st)
         b, a = before.encode("utf-8", OUT), after.encode("utf-8", OUT)
         self._shape_c = Delta(head, ev.event, (b, a), (TEXT,)).compile(st.splitter.rules)
-        self._reasoning = _lane(head, b, a, self.fields)
+        self._reasoning = _lane(head, self._learned.key_at.encode("utf-8", OUT), a, self.fields)
 
     def _choice(self, ch: object, model: object) -> list[dict[str, Any]] | None:
         """The choice dicts this choice becomes, or None when it passes unchanged."""
@@ -276,14 +279,21 @@ class StreamRewriter(FastPath):
         return {"index": idx, "delta": delta, "finish_reason": None}
 
     def _put(self, delta: dict[str, Any], kind: int, text: str) -> dict[str, Any]:
-        """A run's text into a delta: as content, or as reasoning with content null."""
+        """A run's text into a delta: as content, or as reasoning in the reasoning fields, where
+        the content key stood (no `"content": null`: see _lane)."""
         if kind == CONTENT:
             delta["content"] = text
-        else:
-            delta["content"] = None
-            for f in self.fields:
-                delta[f] = text
-        return delta
+            return delta
+        if "content" not in delta:
+            delta.update((f, text) for f in self.fields)
+            return delta
+        out: dict[str, Any] = {}
+        for k, v in delta.items():
+            if k == "content":
+                out.update((f, text) for f in self.fields)
+            elif k not in self.fields:   # (a native key left empty: the text takes its name)
+                out[k] = v
+        return out
 
     def flush(self) -> list[bytes]:
         """Text still held by any choice, as chunks of its own (before [DONE] or at the end)."""
@@ -325,17 +335,22 @@ def _learn_shape(data: str, obj: dict[str, Any]) -> tuple[str, str, int] | None:
 
 class _Learned(NamedTuple):
     """The last plain delta parsed in full (`_learn_shape`): the data before and after its content
-    literal, and its choice."""
+    literal, `before` up to the content key (`key_at`: where a reasoning delta's fields go), and
+    its choice."""
     before: str
     after: str
+    key_at: str
     st: TextRuns
 
 
 @functools.lru_cache(maxsize=64)
-def _lane(head: bytes, before: bytes, after: bytes, fields: tuple[str, ...]) -> Lane:
-    """Reasoning on a delta of the learned shape: the same event with content null and the text
-    in the reasoning fields. Whitespace alone is held, and nothing goes out."""
-    out: list[bytes | int] = [head + before + b'null,"' + fields[0].encode() + b'":"']
+def _lane(head: bytes, key_at: bytes, after: bytes, fields: tuple[str, ...]) -> Lane:
+    """Reasoning on a delta of the learned shape: the same event with the reasoning fields where
+    its content key stood. No `"content": null` in front of them: the wire format of the servers
+    that stream reasoning (vLLM, SGLang, llama.cpp) has none, and every client reads an absent
+    content as a null one (the openai SDK's accumulator, LangChain, the AI SDK). Whitespace alone
+    is held, and nothing goes out."""
+    out: list[bytes | int] = [head + key_at + b'"' + fields[0].encode() + b'":"']
     for f in fields[1:]:
         out += [hot.PART_BODY, b'","' + f.encode() + b'":"']
     out += [hot.PART_BODY, b'"' + after + b"\n\n"]

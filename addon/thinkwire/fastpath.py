@@ -1,17 +1,17 @@
 """The fast path: token deltas handled without a JSON parse, and most of them before any SSE framing.
 
 Servers send the same bytes around every token delta of a stream but the text. Learned from an
-event parsed in full, the text before and after its text literal (a *shape*) lets a later event
-that starts and ends the same way be read by decoding that literal alone (`read_literal`).
+event parsed in full (`learn_literal`), the text before and after its text literal (a *shape*)
+lets a later event that starts and ends the same way be read by decoding that literal alone.
 
-One step earlier, on the chunk's bytes (`ByteShape`): model servers flush one event per HTTP
-chunk, and mitmproxy calls the stream callable once per chunk. When the chunk is exactly the
+On the chunk's bytes (`ByteShape`), or on a whole event the parser framed: model servers flush
+one event per HTTP chunk, and mitmproxy calls the stream callable once per chunk. When the chunk is exactly the
 learned event with another text literal, and that text holds no first character of any tag or
 marker, the splitter's plain step (`Splitter.plain`) decides it, and the surface sends the
 original bytes (answer text) or one concatenation (reasoning). A plain literal (no quote,
 backslash, control or non-ASCII byte, backtick) is its own text; any other is decoded alone
 (`slot_text`). Anything else takes the surface's `on_event`, which gives the same bytes
-(tests/test_fastpath.py).
+(tests/test_fastpath.py). The interpreter that runs a surface's declared shape is thinkwire.shapes.
 
 A rewriter built with `fast=False` takes neither shortcut: the tests' reference.
 """
@@ -21,16 +21,20 @@ from __future__ import annotations
 import functools
 import json
 import re
-from json.decoder import scanstring as scanstring  # (re-exported)
+from json import decoder
 from typing import Any, Callable
 
 from .events import Event
 from .jsonio import OUT, dumps
 from .rules import Rules
 
+# json's string scanner, typed (its stub does not declare it): (text, end) of the literal whose
+# body starts at `end`. Re-exported: the surfaces and thinkwire.hot read single literals with it.
+scanstring: Callable[[str, int], tuple[str, int]] = decoder.scanstring   # type: ignore[attr-defined]
+
 
 # -- shapes in text ----------------------------------------------------------------------------
-def key_pattern(key: str) -> re.Pattern:
+def key_pattern(key: str) -> re.Pattern[str]:
     """`"key": "` (inside a JSON string a quote is escaped, so this finds keys only)."""
     return re.compile(r'"%s"\s*:\s*"' % re.escape(key))
 
@@ -41,7 +45,7 @@ def key_pattern(key: str) -> re.Pattern:
 SHAPE_MAX = 2048
 
 
-def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[Any], object]) -> tuple[str, str] | None:
+def learn_literal(data: str, key: re.Pattern[str], value: str, read: Callable[[Any], object]) -> tuple[str, str] | None:
     """The data before and after the string literal that the parse read `value` from: the last
     `key` literal equal to `value` that is the one `read(parsed)` takes (a number put in its
     place must come back there; not another key of that name, not an earlier duplicate). None
@@ -56,18 +60,6 @@ def learn_literal(data: str, key: re.Pattern, value: str, read: Callable[[Any], 
             if read(json.loads(before + "0" + after)) == 0:
                 return before, after
     return None
-
-
-def read_literal(data: str, before: str, after: str) -> tuple[str, str] | None:
-    """(text, literal) when what stands between `before` and `after` is one JSON string."""
-    start, stop = len(before), len(data) - len(after)
-    if stop - start < 2 or data[start] != '"':
-        return None
-    try:
-        text, end = scanstring(data, start + 1)
-    except ValueError:
-        return None
-    return (text, data[start:stop]) if end == stop else None
 
 
 # -- shapes in bytes ---------------------------------------------------------------------------
@@ -130,7 +122,7 @@ class ByteShape:
         keys = tuple(k for k, _ in checks)
         want = tuple(v for _, v in checks) if len(checks) != 1 else checks[0][1]   # m.group(*keys)
 
-        def match(chunk: bytes) -> re.Match | None:
+        def match(chunk: bytes) -> re.Match[bytes] | None:
             if chunk.startswith(prefix) and chunk.endswith(suffix):
                 m = whole(chunk, start, len(chunk) - tail)
                 if m is not None and (not keys or m.group(*keys) == want):
@@ -138,7 +130,7 @@ class ByteShape:
             return None
         self.match = match
 
-    def event(self, chunk: bytes):
+    def event(self, chunk: bytes) -> Event:
         """A chunk `match` took, as the SSE parser frames it: the chunk is one whole event, framed
         as canonical_head requires. The surface's on_event takes it without the driver's framing."""
         return Event(chunk, self.name, chunk[self.head_len:-self.end_len].decode("utf-8", "surrogateescape"))
@@ -153,7 +145,7 @@ def _escaped(tok: bytes) -> bytes:
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(slot: bytes) -> re.Pattern:
+def _compiled(slot: bytes) -> re.Pattern[bytes]:
     return re.compile(slot, re.S)
 
 
@@ -167,7 +159,7 @@ def text_slot(rules: Rules) -> bytes:
     return b'"(?:(' + plain_bytes(rules) + b'++)|(' + _ANY_BODY + b'))"'
 
 
-def slot_text(m: re.Match, group: int, rules: Rules, tags: bool = False) -> tuple[str, bool | None] | None:
+def slot_text(m: re.Match[bytes], group: int, rules: Rules, tags: bool = False) -> tuple[str, bool | None] | None:
     """The text of a `text_slot` whose first group is `group`, and whether its literal was plain
     (then the literal is the text). None where the full path must decide: an empty text, one
     that holds the first character of a tag or marker (with `tags`: (text, None), for a caller
@@ -201,9 +193,3 @@ def literal_body(text: str, got: tuple[str, bool]) -> bytes:
 
 NUMBER_SLOT = b"(0|[1-9][0-9]*)"
 ASCII_SLOT = b'("[^"\\\\\\x00-\\x1f\\x7f-\\xff]*")'   # a string literal without escapes, quotes kept
-
-
-def literal_shape(head: bytes, name: str | None, before: str, after: str, rules: Rules) -> ByteShape:
-    """The shape of an event whose one slot is a text literal between `before` and `after`."""
-    return ByteShape(head, name, [before.encode("utf-8", OUT),
-                                  after.encode("utf-8", OUT)], [text_slot(rules)])

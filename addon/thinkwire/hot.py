@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import functools
 import os
-from json.decoder import scanstring
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from .fastpath import scanstring
 from .jsonio import dumps
 from .rules import WS, Rules
 from .splitter import REASONING, Splitter
@@ -37,13 +37,16 @@ try:
     from ._hot import (ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, CAP, ESCAPE_WS, PART_BODY, PART_N, PART_N1, PART_STR,
                        SEQ_NEW, SEQ_NONE, SEQ_OWN, Hot)
 except ImportError:   # pragma: no cover - not built: Python alone
-    Hot = None
+    Hot = None   # type: ignore[misc, assignment]
     PART_N, PART_N1, PART_BODY, PART_STR, SEQ_NONE, SEQ_OWN, SEQ_NEW = 0, 1, 2, 3, 0, 1, 2
     ALLOW_BYTE, ALLOW_ESCAPE, BYTE_WS, ESCAPE_WS, CAP = 1, 2, 4, 8, 16384
 
 __all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "PART_STR", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW", "ALLOW_BYTE",
            "ALLOW_ESCAPE", "BYTE_WS", "ESCAPE_WS", "CAP", "MAX_NUMBER", "Spec", "Took", "Arming", "available",
            "table", "spec", "template", "reasoning", "holding", "fold", "literal"]
+
+
+Template = tuple[bytes | int, ...]   # an output template: bytes, and PART_* codes where the slots go
 
 
 class Spec(NamedTuple):
@@ -54,12 +57,12 @@ class Spec(NamedTuple):
     post: bytes
     table: bytes
     trim: bool
-    out: tuple | None
+    out: Template | None
     seq_mode: int
     channels: int
     pass_same: bool
     chars: bytes | None
-    held: tuple | None
+    held: Template | None
 
 
 class Took(NamedTuple):
@@ -109,18 +112,18 @@ def table(rules: Rules, trim: bool, exclude: str = "") -> bytes:
     return bytes(t)
 
 
-def template(cut: list[bytes]) -> tuple:
+def template(cut: list[bytes]) -> Template:
     """An output template with the text literal's body wherever `cut` was cut."""
-    out: list = [cut[0]]
+    out: list[bytes | int] = [cut[0]]
     for c in cut[1:]:
         out += [PART_BODY, c]
     return tuple(out)
 
 
-def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, trim: bool = False,
+def spec(rules: Rules, pre: bytes, post: bytes, out: Template | None = None, *, trim: bool = False,
          slot_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE, channels: int = 1,
          pass_same: bool = False, chars: bytes | None = None, exclude: str = "",
-         held: tuple | None = None) -> Spec:
+         held: Template | None = None) -> Spec:
     """What `Hot.arm` takes. A chunk it answers is `pre`, a text literal of what `table` allows
     (quotes included; `exclude`: characters it may not hold either), `post`; with a second slot
     before it (`slot_pos` 1) or after it (2), `mid` between the two. That slot is a number, read
@@ -137,7 +140,7 @@ def spec(rules: Rules, pre: bytes, post: bytes, out: tuple | None = None, *, tri
                 chars, held if trim else None)
 
 
-def reasoning(rules: Rules) -> dict:
+def reasoning(rules: Rules) -> dict[str, Any]:
     """The options of a spec for reasoning text under `rules`: trailing whitespace held, as the
     splitter holds it when it trims."""
     return {"trim": rules.trim}
@@ -163,6 +166,7 @@ def fold(splitter: Splitter, kind: int, got: Took, literal: bool = False) -> tup
             raise ValueError("fold: whitespace alone gave text")
         return "", "" if literal else None
     before = splitter.held_ws() if kind == REASONING else ""
+    assert before is not None   # (armed where the splitter is steady: whitespace held, or "")
     gave = splitter.took(kind, text)
     if not literal:
         return gave, None

@@ -339,8 +339,8 @@ def test_stream_text_held_back_sends_no_empty_answer_delta_at_any_chunking():
         out, _ = run_stream(data, rechunk(data, sizes))
         deltas = [c["choices"][0]["delta"] for c in chunks_of(out)]
         assert deltas == [{"role": "assistant", "content": None},
-                          {"content": None, "reasoning_content": "Two"},
-                          {"content": None, "reasoning_content": "\n and two"},
+                          {"reasoning_content": "Two"},
+                          {"reasoning_content": "\n and two"},
                           {"role": "assistant", "content": "It"}, {"content": " is 4."}, {}], sizes
 
 
@@ -350,7 +350,7 @@ def test_stream_text_held_back_keeps_the_usage_a_chunk_carries():
     got = chunks_of(out)
     assert got[0] == {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
                       "usage": {"completion_tokens": 1}}
-    assert [c["choices"][0]["delta"] for c in got[1:]] == [{"content": None, "reasoning_content": "x"},
+    assert [c["choices"][0]["delta"] for c in got[1:]] == [{"reasoning_content": "x"},
                                                            {"content": "y"}]
 
 
@@ -514,23 +514,22 @@ def test_restore_leaves_requests_without_reasoning_byte_identical():
 def test_fast_path_matches_the_full_path_for_every_kind_of_delta():
     pieces = ["<think>", "a", " b", "</th", "ink>", "\n\nans", "wer", "", "x<", "y", "\n<think>r</think>z"]
     data = text_stream(*pieces)
-    out, _ = run_stream(data)
-    slow = chat.StreamRewriter
-    calls = []
-
-    class NoFast(slow):
-        def _fast(self, *a):
-            calls.append(1)
-            return None
-    ctx = make_ctx()
-    rw = NoFast(ctx)
     from thinkwire.stream import StreamDriver
-    d = StreamDriver(rw)
+    taken = []
+
+    class Counted(chat.StreamRewriter):
+        def on_chunk(self, chunk):
+            got = super().on_chunk(chunk)
+            taken.append(got is not None)
+            return got
+    d = StreamDriver(Counted(make_ctx()))
+    out = b"".join(d(data) + d(b""))
+    d = StreamDriver(chat.StreamRewriter(make_ctx(), fast=False))
     full = b"".join(d(data) + d(b""))
-    assert calls, "the fast path was tried"
+    assert sum(taken) == len(pieces) - 1, "the fast path took every delta of the learned shape"
+    # (json.dumps' spaced events: the fast path keeps their spaces, the full path writes compact.)
     assert accumulate(out).choices[0].message.model_extra == accumulate(full).choices[0].message.model_extra
     assert accumulate(out).choices[0].message.content == accumulate(full).choices[0].message.content
-
 
 def test_fast_path_keeps_original_bytes_for_unchanged_answer_text():
     data = sse_bytes(chunk({"content": "hello"}), chunk({"content": " world"}), chunk({"content": " again"}))
@@ -592,6 +591,23 @@ def test_two_adjacent_blocks_in_one_delta_join_with_a_blank_line():
 def test_stream_of_only_non_choice_events_flushes_nothing():
     data = sse_bytes({"choices": [], "usage": {"total_tokens": 1}}, "[DONE]")
     assert run_stream(data)[0] == data
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "both"])
+def test_reasoning_deltas_carry_no_content_null_on_any_path(field):
+    # The reference wire format (vLLM, SGLang, llama.cpp): the reasoning field alone, where the
+    # delta's content stood. The full path, the byte path and the C part write the same bytes.
+    from support.fast import chat_stream, run
+    from thinkwire import hot
+    events = chat_stream(["<think>", "Okay", " so", " then", "</think>", "Hi", " there"])
+    full = run("chat", events, False, chat_field=field)[0]
+    assert b'"content":null' not in full
+    keys = b'"reasoning_content":"Okay"' if field != "both" else b'"reasoning_content":"Okay","reasoning":"Okay"'
+    assert b'"delta":{' + keys + b'}' in full
+    assert run("chat", events, True, chat_field=field)[0] == full
+    if hot.Hot is not None:
+        out, hits = run("chat", events, True, c=True, chat_field=field)
+        assert out == full and hits > 0
 
 
 def test_learned_shape_skips_other_content_keys():

@@ -1,17 +1,17 @@
 """The fast path: token deltas handled without a JSON parse, and most of them before any SSE framing.
 
 Servers send the same bytes around every token delta of a stream but the text. Learned from an
-event parsed in full, the text before and after its text literal (a *shape*) lets a later event
-that starts and ends the same way be read by decoding that literal alone (`read_literal`).
+event parsed in full (`learn_literal`), the text before and after its text literal (a *shape*)
+lets a later event that starts and ends the same way be read by decoding that literal alone.
 
-One step earlier, on the chunk's bytes (`ByteShape`): model servers flush one event per HTTP
-chunk, and mitmproxy calls the stream callable once per chunk. When the chunk is exactly the
+On the chunk's bytes (`ByteShape`), or on a whole event the parser framed: model servers flush
+one event per HTTP chunk, and mitmproxy calls the stream callable once per chunk. When the chunk is exactly the
 learned event with another text literal, and that text holds no first character of any tag or
 marker, the splitter's plain step (`Splitter.plain`) decides it, and the surface sends the
 original bytes (answer text) or one concatenation (reasoning). A plain literal (no quote,
 backslash, control or non-ASCII byte, backtick) is its own text; any other is decoded alone
 (`slot_text`). Anything else takes the surface's `on_event`, which gives the same bytes
-(tests/test_fastpath.py).
+(tests/test_fastpath.py). The interpreter that runs a surface's declared shape is thinkwire.shapes.
 
 A rewriter built with `fast=False` takes neither shortcut: the tests' reference.
 """
@@ -60,18 +60,6 @@ def learn_literal(data: str, key: re.Pattern[str], value: str, read: Callable[[A
             if read(json.loads(before + "0" + after)) == 0:
                 return before, after
     return None
-
-
-def read_literal(data: str, before: str, after: str) -> tuple[str, str] | None:
-    """(text, literal) when what stands between `before` and `after` is one JSON string."""
-    start, stop = len(before), len(data) - len(after)
-    if stop - start < 2 or data[start] != '"':
-        return None
-    try:
-        text, end = scanstring(data, start + 1)
-    except ValueError:
-        return None
-    return (text, data[start:stop]) if end == stop else None
 
 
 # -- shapes in bytes ---------------------------------------------------------------------------
@@ -205,9 +193,3 @@ def literal_body(text: str, got: tuple[str, bool]) -> bytes:
 
 NUMBER_SLOT = b"(0|[1-9][0-9]*)"
 ASCII_SLOT = b'("[^"\\\\\\x00-\\x1f\\x7f-\\xff]*")'   # a string literal without escapes, quotes kept
-
-
-def literal_shape(head: bytes, name: str | None, before: str, after: str, rules: Rules) -> ByteShape:
-    """The shape of an event whose one slot is a text literal between `before` and `after`."""
-    return ByteShape(head, name, [before.encode("utf-8", OUT),
-                                  after.encode("utf-8", OUT)], [text_slot(rules)])

@@ -139,12 +139,15 @@ class Shape:
         self._specs[lane] = spec
         return spec
 
-    def route(self, lane: Lane, took: Said | None = None, seq: Numbering | None = None) -> Route:
+    def route(self, lane: Lane, took: Said | None = None, seq: Numbering | None = None,
+              note: Callable[[str], object] | None = None) -> Route:
         """The Python sender for `lane`: `route(chunk, m, text, got)` for a chunk `match` took,
         whose text `got` (slot_text) the splitter gave as `text`. `took(text, got)`: the
         surface's bookkeeping, first; it gives the text to send (str), or its literal's body
-        (bytes). `seq`: the numbering, for a lane that numbers."""
-        return _route(self, lane, took, seq)
+        (bytes). `note(text)`, in place of `took`: bookkeeping that sends the text as the splitter
+        gave it (one call less per chunk). `seq`: the numbering, for a lane that numbers.
+        A lane that sends the chunk as it came, with neither, is `as_it_came`."""
+        return _route(self, lane, took, seq, note)
 
 
 class Numbering(Protocol):
@@ -183,11 +186,44 @@ def _fill(out: tuple[bytes | int, ...]) -> Callable[[bytes, bytes | None, int], 
     return fill
 
 
-def _route(shape: Shape, lane: Lane, took: Said | None, seq: Numbering | None) -> Route:
+def as_it_came(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+    """The route of a lane whose chunk goes as it came, with no bookkeeping (`on_chunk` sends
+    the chunk without calling it)."""
+    return [chunk]
+
+
+def _one_body(out: tuple[bytes | int, ...]) -> bytes | None:
+    """A template whose one slot is the text's body, as a %-format; else None."""
+    if tuple(p for p in out if isinstance(p, int)) != (hot.PART_BODY,):
+        return None
+    return b"".join(p.replace(b"%", b"%%") if isinstance(p, bytes) else b"%s" for p in out)
+
+
+def _route(shape: Shape, lane: Lane, took: Said | None, seq: Numbering | None,
+           note: Callable[[str], object] | None = None) -> Route:
     out, escape = lane.out, lane.escape
+    if note is not None:
+        assert took is None
+        fmt = _one_body(out) if out is not None and lane.number == hot.SEQ_NONE and escape is None \
+            and shape.string is None else None
+        if out is None and lane.number == hot.SEQ_NONE:
+            def same_noted(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+                note(text)
+                return [chunk]
+            return same_noted
+        if fmt is not None:
+            def send_noted(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+                note(text)
+                return [fmt % (literal_body(text, got),)]
+            return send_noted
+
+        def noted(text: str, got: tuple[str, bool]) -> str:   # (any other lane: as a took)
+            note(text)
+            return text
+        took = noted
     if out is None and lane.number == hot.SEQ_NONE:
         if took is None:
-            return lambda chunk, m, text, got: [chunk]
+            return as_it_came
 
         def same(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
             took(text, got)
@@ -205,6 +241,13 @@ def _route(shape: Shape, lane: Lane, took: Said | None, seq: Numbering | None) -
         if sg is None and escape is None:
             if took is None:
                 return lambda chunk, m, text, got: [fill(literal_body(text, got), None, 0)]
+
+            one = _one_body(out)
+            if one is not None:
+                def send_one(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+                    t = took(text, got)
+                    return [one % (t if type(t) is bytes else literal_body(t, got),)]   # type: ignore[arg-type]
+                return send_one
 
             def send(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
                 t = took(text, got)
@@ -291,6 +334,8 @@ class FastPath:
             piece = plan.splitter.plain(got[0])
             if piece is not None:
                 route = plan.answer if piece[0] == CONTENT else plan.reasoning
+                if route is as_it_came:
+                    return [chunk]
                 if route is not None:
                     return route(chunk, m, piece[1], got)   # type: ignore[arg-type]
         self._plan = None

@@ -7,17 +7,20 @@ answer keep their order. Everything the rewrite does not own passes through as i
 
 from __future__ import annotations
 
+import functools
+import re
+from typing import Any, NamedTuple, cast
 
 from ..jsonnum import loads
 from ..context import LENGTH, OTHER, STOP, FlowContext
-from ..splitter import CONTENT, REASONING, Text
+from ..splitter import CONTENT, Text
 from . import event_object, is_done, restore
 from ..again import Again
-from .textruns import BLOCK_JOIN, TextRuns
+from .textruns import BLOCK_JOIN, TextRuns, plan
 from .. import hot
 from ..jsonio import OUT, dumps
-from ..fastpath import (canonical_head, key_pattern, learn_literal, literal_body, literal_shape,
-                        read_literal, slot_text)
+from ..fastpath import canonical_head, key_pattern, learn_literal
+from ..shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
 from ..events import Event
 from ..sse import encode
 
@@ -26,13 +29,14 @@ SHAPE = "'choices' list"
 STREAM_TYPE = "text/event-stream"
 _NATIVE = ("reasoning_content", "reasoning")
 _CONTENT_KEY = key_pattern("content")
+_KEY_AT_END = re.compile(r'"content"\s*:\s*$')   # the content key, where a learned `before` ends
 
 
 def matches(path: str) -> bool:
     return path.split("?", 1)[0].rstrip("/").endswith("/chat/completions")
 
 
-def looks_like(obj: dict) -> bool:
+def looks_like(obj: dict[str, Any]) -> bool:
     return isinstance(obj.get("choices"), list)
 
 
@@ -41,7 +45,7 @@ def _fields(ctx: FlowContext) -> tuple[str, ...]:
     return _NATIVE if f == "both" else (f,)
 
 
-def _has_native(d: dict) -> bool:
+def _has_native(d: dict[str, Any]) -> bool:
     return any(isinstance(d.get(k), str) and d.get(k) for k in _NATIVE)
 
 
@@ -58,14 +62,14 @@ def rewrite_body(data: bytes, ctx: FlowContext) -> bytes | None:
     return dumps(obj).encode("utf-8", OUT) if changed else None
 
 
-def ended(ch: dict) -> str | None:
+def ended(ch: dict[str, Any]) -> str | None:
     """How a choice's output ended: STOP for an answer given in full, LENGTH at the token limit,
     OTHER for the rest (`tool_calls`, `content_filter`), None while it goes on."""
     reason = ch.get("finish_reason")
     return None if reason is None else STOP if reason == "stop" else LENGTH if reason == "length" else OTHER
 
 
-def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = True,
+def _split_message(msg: dict[str, Any], ctx: FlowContext, model: object, count: bool = True,
                    finish: str | None = None) -> bool:
     content = msg.get("content")
     if not isinstance(content, str) or not content:
@@ -85,92 +89,61 @@ def _split_message(msg: dict, ctx: FlowContext, model: object, count: bool = Tru
 
 
 # -- streams --------------------------------------------------------------------------------
-class StreamRewriter:
-    """One chat stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure."""
+class StreamRewriter(FastPath):
+    """One chat stream. `on_event` for each SSE event; `finish` at the end; `abort` on failure; the
+    fast path (thinkwire.shapes) for a plain delta shaped like the last one parsed in full."""
 
     def __init__(self, ctx: FlowContext, fast: bool = True) -> None:
         self.ctx = ctx
         self.fast = fast                     # False: no shortcut, every event parsed in full
         self.fields = _fields(ctx)
-        self.choices: dict = {}
-        self.template: dict | None = None   # top-level fields of the last chunk, for flush chunks
+        self.choices: dict[int, TextRuns] = {}
+        self.template: dict[str, Any] | None = None   # top-level fields of the last chunk, for flush chunks
         self.event_name: str | None = None
         self.eol = b"\n"
-        # The text around the content of the last plain delta (see _learn_shape).
-        self._shape: tuple[str, str, int] | None = None
-        # The same as bytes, for on_chunk: (ByteShape, the choice, the reasoning event cut
-        # where its text goes).
-        self._bytes: tuple | None = None
-        self._hot: tuple | None = None     # (the _bytes they are for, C specs for answer, reasoning)
-        self._armed: tuple | None = None   # (kind, choice) the C callable was last armed for
+        # The last plain delta parsed in full (_learn): the text around its content literal and
+        # its choice (`_Learned`), and the same as bytes, the fast path's (thinkwire.shapes).
+        self._learned: _Learned | None = None
+        self._shape_c: Shape | None = None
+        self._reasoning = Lane()               # ... and the lane of its reasoning
+        self._plan: Plan | None = None
+        self._plans: dict[tuple[Shape, bool], Plan] = {}   # made for a state, kept
+        self._armed: tuple[Plan, int] | None = None
 
-    def on_chunk(self, chunk: bytes) -> list[bytes] | None:
-        """The byte fast path (see thinkwire.fastpath): a plain delta shaped like the last."""
-        b = self._bytes
-        if b is None:
+    # -- the fast path's plan (thinkwire.shapes) --------------------------------------------
+    def _make_plan(self) -> Plan | None:
+        """The learned choice's plain text: the answer as it came, reasoning in its field (a
+        block's first text with its separator, thinkwire.surfaces.textruns)."""
+        shape, learned = self._shape_c, self._learned
+        if shape is None or learned is None:
             return None
-        m = b[0].match(chunk)
-        st = b[1]
-        if m is None or st.native or st.done:
-            return None
-        got = slot_text(m, 1, st.splitter.rules, tags=True)
-        if got is None:   # undecodable, or empty: on_event, without the driver's framing
-            return self.on_event(b[0].event(chunk))
-        if got[1] is not None:
-            piece = st.splitter.plain(got[0])
-            if piece is not None:
-                if piece.kind == CONTENT:
-                    return [chunk]              # answer text as it came
-                # (runs() changes a block's first text only: skip it for the rest.)
-                text = piece.text if st.block_has_text else st.runs([piece])[0].text
-                if st.again is not None and st.block_has_text:
-                    st.again.said(REASONING, text)
-                return [literal_body(text, got).join(b[2])]
-        # The splitter decides (a tag's first character, text held): as _fast does once it has
-        # read the literal, which the match already did.
-        ev = b[0].event(chunk)
-        return self._split(ev, ev.data, self._shape[0], self._shape[1], st, got[0])   # type: ignore[index]
-
-    def hot(self) -> hot.Arming | None:
-        """thinkwire.hot: the arguments of `Hot.arm` while a plain delta shaped like the last
-        changes nothing here but the splitter's state (`Splitter.took`); None when on_chunk
-        must decide."""
-        b = self._bytes
-        if b is None:
-            return None
-        st = b[1]
+        st = learned.st
         if st.native or st.done:
             return None
-        kind = st.splitter.steady()
-        if kind is None or (kind == REASONING and not st.block_has_text):
-            return None
-        specs = self._hot
-        if specs is None or specs[0] is not b:
-            rules, m = st.splitter.rules, b[0]
-            # The answer goes as it came; reasoning in its field; whitespace alone is held, and
-            # nothing goes out (as _split sends).
-            specs = self._hot = (b, hot.spec(rules, m.prefix, m.suffix),
-                                 hot.spec(rules, m.prefix, m.suffix, hot.template(b[2]), **hot.reasoning(rules),
-                                          held=()))
-        self._armed = (kind, st)
-        return hot.Arming(specs[1 if kind == CONTENT else 2], held=hot.holding(st.splitter, kind))
+        key = (shape, st.block_has_text)
+        p = self._plans.get(key)
+        if p is None:
+            if len(self._plans) >= PLANS_MAX:
+                self._plans.clear()
+            p = self._plans[key] = plan(self, st, shape, self._reasoning)
+        self._plan = p
+        return p
 
-    def settle(self, got: hot.Took) -> None:
-        """What the C callable took since it was armed (`Hot.take`)."""
-        kind, st = self._armed   # type: ignore[misc]
-        gave = hot.fold(st.splitter, kind, got)[0]
-        if st.again is not None:
-            st.again.said(kind, gave)
+    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
+                piece: tuple[int, str] | None) -> list[bytes] | None:
+        assert piece is None and self._shape_c is not None and self._learned is not None   # (a route for each kind)
+        ev = self._shape_c.event(chunk)
+        if got is None:   # undecodable, or empty: on_event, without the driver's framing
+            return self.on_event(ev)
+        # The splitter decides (a tag's first character, text held): fed without a parse.
+        return self._split(ev, self._learned, got[0])
 
+    # -- the full path --------------------------------------------------------------------
     def on_event(self, ev: Event) -> list[bytes]:
+        self._plan = None
         data = ev.data
         if data is None:
             return [ev.raw]                 # comments, keep-alives
-        shape = self._shape
-        if shape is not None and self.fast and data.startswith(shape[0]) and data.endswith(shape[1]):
-            out = self._fast(ev, data, *shape)
-            if out is not None:
-                return out
         if is_done(data):
             return self.flush() + [ev.raw]
         obj = event_object(data, self.ctx)
@@ -178,14 +151,16 @@ class StreamRewriter:
             return [ev.raw]                 # usage chunk (`choices: []`), errors, other shapes
         self.template = {k: v for k, v in obj.items() if k not in ("choices", "usage")}
         self.event_name, self.eol = ev.event, ev.eol
-        self._shape = _learn_shape(data, obj)
         per_choice = [self._choice(ch, obj.get("model")) for ch in obj["choices"]]
-        self._bytes = self._learn_bytes(ev) if self._shape is not None and self.fast else None
+        if self.fast:   # (the same bytes around the text as the shape learned: nothing new to learn)
+            shape = self._shape_c
+            if shape is None or shape.match(ev.raw) is None:
+                self._learn(ev, data, obj)
         if all(p is None for p in per_choice):
             return [ev.raw]
         return self._chunks(obj, ev, [[ch] if p is None else p for ch, p in zip(obj["choices"], per_choice)])
 
-    def _chunks(self, obj: dict, ev: Event, lists: list[list[dict]]) -> list[bytes]:
+    def _chunks(self, obj: dict[str, Any], ev: Event, lists: list[list[dict[str, Any]]]) -> list[bytes]:
         """Chunk j holds the j-th dict of every choice that has one."""
         count = max(len(x) for x in lists)
         if count == 0:   # every choice's text held back: only the usage goes, as a usage chunk does
@@ -199,24 +174,14 @@ class StreamRewriter:
             out.append(encode(dumps(chunk), ev.event, ev.eol))
         return out
 
-    def _fast(self, ev: Event, data: str, before: str, after: str, idx: int) -> list[bytes] | None:
-        """A plain content delta shaped like the last one: split its text without parsing the
-        event, and splice the result into the same bytes. None: take the full path."""
-        got = read_literal(data, before, after)
-        st = self.choices.get(idx)
-        if got is None or st is None or st.native or st.done:
-            return None
-        text = got[0]
-        if not text:
-            return [ev.raw]
-        return self._split(ev, data, before, after, st, text)
-
-    def _split(self, ev: Event, data: str, before: str, after: str, st: TextRuns, text: str) -> list[bytes]:
-        """_fast's delta, its text (not empty) read: the splitter's runs, spliced into the same
-        bytes (one run) or built in full."""
+    def _split(self, ev: Event, learned: _Learned, text: str) -> list[bytes]:
+        """A delta of the learned shape whose text (not empty) the splitter decides: its runs,
+        spliced into the same bytes (one run) or built in full."""
+        st = learned.st
         runs = st.runs(st.splitter.feed(text))
         if len(runs) > 1:  # a block boundary inside this delta: several chunks, built in full
-            obj = loads(data)
+            assert ev.data is not None
+            obj = cast(dict[str, Any], loads(ev.data))   # (the learned shape: a chunk object)
             ch = obj["choices"][0]
             return self._chunks(obj, ev, [self._emit(ch, ch["delta"], runs)])
         if not runs:
@@ -225,27 +190,32 @@ class StreamRewriter:
         if run.kind == CONTENT:
             if run.text == text:
                 return [ev.raw]             # answer text as it came: the original bytes go out
-            value = dumps(run.text)
+            data = learned.before + dumps(run.text) + learned.after
         else:
             r = dumps(run.text)
-            value = "null," + ",".join(f'"{f}":{r}' for f in self.fields)
-        return [encode(before + value + after, ev.event, ev.eol)]
+            data = learned.key_at + ",".join(f'"{f}":{r}' for f in self.fields) + learned.after
+        return [encode(data, ev.event, ev.eol)]
 
-    def _learn_bytes(self, ev: Event) -> tuple | None:
-        before, after, idx = self._shape   # type: ignore[misc]
+    def _learn(self, ev: Event, data: str, obj: dict[str, Any]) -> None:
+        """The shape of this event, where it is a plain delta framed as the full path writes
+        events (thinkwire.fastpath.canonical_head), else none."""
+        self._learned = self._shape_c = None
+        got = _learn_shape(data, obj)
+        if got is None:
+            return
+        before, after, idx = got
         st = self.choices.get(idx)
-        head = canonical_head(ev.raw, ev.data, ev.event, ev.eol)  # type: ignore[arg-type]
+        head = canonical_head(ev.raw, data, ev.event, ev.eol)
         if st is None or head is None:
-            return None
-        # What _fast sends for a reasoning run (the event framed as it came: `head`, the data, a
-        # blank line), cut where the text goes: built in pieces, not cut at a mark, which the
-        # upstream's bytes (its event name) could hold too.
-        keys = [f'"{f}":"' for f in self.fields]
-        cut = ([head + (before + "null," + keys[0]).encode("utf-8", OUT)] + [('",' + k).encode() for k in keys[1:]]
-               + [('"' + after).encode("utf-8", OUT) + b"\n\n"])
-        return literal_shape(head, ev.event, before, after, st.splitter.rules), st, cut
+            return
+        k = _KEY_AT_END.search(before)
+        assert k is not None   # (learn_literal found the content key there)
+        self._learned = _Learned(before, after, before[:k.start()], st)
+        b, a = before.encode("utf-8", OUT), after.encode("utf-8", OUT)
+        self._shape_c = Delta(head, ev.event, (b, a), (TEXT,)).compile(st.splitter.rules)
+        self._reasoning = _lane(head, self._learned.key_at.encode("utf-8", OUT), a, self.fields)
 
-    def _choice(self, ch: object, model: object) -> list[dict] | None:
+    def _choice(self, ch: object, model: object) -> list[dict[str, Any]] | None:
         """The choice dicts this choice becomes, or None when it passes unchanged."""
         if not isinstance(ch, dict):
             return None
@@ -285,11 +255,11 @@ class StreamRewriter:
             runs += st.ended(how)   # the reasoning again, as the answer (thinkwire.again)
         if not runs and not (isinstance(content, str) and content):
             return unchanged   # (a block's end alone changes nothing a chat client sees)
-        if len(runs) == 1 and runs[0] == Text(CONTENT, content):
+        if len(runs) == 1 and runs[0] == (CONTENT, content):
             return unchanged  # answer text as it came: the original bytes go out
         return self._emit(ch, delta, runs)
 
-    def _emit(self, ch: dict, delta: dict, runs: list[Text]) -> list[dict]:
+    def _emit(self, ch: dict[str, Any], delta: dict[str, Any], runs: list[Text]) -> list[dict[str, Any]]:
         """The choice as one dict per run; the last keeps every other field of the original."""
         if not runs:  # all of it held back for now: no answer delta (an empty one reads as the answer starting)
             if len(delta) == 1 and all(v is None for k, v in ch.items() if k not in ("index", "delta")):
@@ -304,19 +274,26 @@ class StreamRewriter:
         out.append(dict(ch, delta=self._put(d, *runs[-1])))
         return out
 
-    def _standalone(self, idx: int, kind: int, text: str, role: str | None = None) -> dict:
+    def _standalone(self, idx: int, kind: int, text: str, role: str | None = None) -> dict[str, Any]:
         delta = self._put({"role": role} if role else {}, kind, text)
         return {"index": idx, "delta": delta, "finish_reason": None}
 
-    def _put(self, delta: dict, kind: int, text: str) -> dict:
-        """A run's text into a delta: as content, or as reasoning with content null."""
+    def _put(self, delta: dict[str, Any], kind: int, text: str) -> dict[str, Any]:
+        """A run's text into a delta: as content, or as reasoning in the reasoning fields, where
+        the content key stood (no `"content": null`: see _lane)."""
         if kind == CONTENT:
             delta["content"] = text
-        else:
-            delta["content"] = None
-            for f in self.fields:
-                delta[f] = text
-        return delta
+            return delta
+        if "content" not in delta:
+            delta.update((f, text) for f in self.fields)
+            return delta
+        out: dict[str, Any] = {}
+        for k, v in delta.items():
+            if k == "content":
+                out.update((f, text) for f in self.fields)
+            elif k not in self.fields:   # (a native key left empty: the text takes its name)
+                out[k] = v
+        return out
 
     def flush(self) -> list[bytes]:
         """Text still held by any choice, as chunks of its own (before [DONE] or at the end)."""
@@ -337,11 +314,11 @@ class StreamRewriter:
     abort = flush
 
 
-def _learn_shape(data: str, obj: dict) -> tuple[str, str, int] | None:
+def _learn_shape(data: str, obj: dict[str, Any]) -> tuple[str, str, int] | None:
     """For a one-choice chunk whose delta is plain content: the text before and after the
     content's string literal, and the choice index. Servers send the same bytes around every
     token delta of a stream, so a later event that starts and ends the same way differs only in
-    its text, and can be handled without a JSON parse (StreamRewriter._fast)."""
+    its text, and can be handled without a JSON parse (thinkwire.shapes, on its bytes)."""
     choices = obj["choices"]
     if len(choices) != 1 or not isinstance(choices[0], dict):
         return None
@@ -356,6 +333,30 @@ def _learn_shape(data: str, obj: dict) -> tuple[str, str, int] | None:
     return None if shape is None else (*shape, idx)
 
 
+class _Learned(NamedTuple):
+    """The last plain delta parsed in full (`_learn_shape`): the data before and after its content
+    literal, `before` up to the content key (`key_at`: where a reasoning delta's fields go), and
+    its choice."""
+    before: str
+    after: str
+    key_at: str
+    st: TextRuns
+
+
+@functools.lru_cache(maxsize=64)
+def _lane(head: bytes, key_at: bytes, after: bytes, fields: tuple[str, ...]) -> Lane:
+    """Reasoning on a delta of the learned shape: the same event with the reasoning fields where
+    its content key stood. No `"content": null` in front of them: the wire format of the servers
+    that stream reasoning (vLLM, SGLang, llama.cpp) has none, and every client reads an absent
+    content as a null one (the openai SDK's accumulator, LangChain, the AI SDK). Whitespace alone
+    is held, and nothing goes out."""
+    out: list[bytes | int] = [head + key_at + b'"' + fields[0].encode() + b'":"']
+    for f in fields[1:]:
+        out += [hot.PART_BODY, b'","' + f.encode() + b'":"']
+    out += [hot.PART_BODY, b'"' + after + b"\n\n"]
+    return Lane(tuple(out), reasoning=True, held=())
+
+
 # -- the way back ---------------------------------------------------------------------------
 def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
     """Assistant messages' reasoning fields: kept (default), put back inline, or dropped.
@@ -367,7 +368,7 @@ def restore_request(data: bytes, ctx: FlowContext) -> bytes | None:
                    lambda obj, messages, mode: _restore_messages(messages, mode, ctx))
 
 
-def _restore_messages(messages: list, mode: str, ctx: FlowContext) -> int:
+def _restore_messages(messages: list[Any], mode: str, ctx: FlowContext) -> int:
     changed = 0
     for m in messages:
         if not isinstance(m, dict) or m.get("role") != "assistant":
@@ -382,7 +383,7 @@ def _restore_messages(messages: list, mode: str, ctx: FlowContext) -> int:
     return changed
 
 
-def inline_turn(m: dict, reasoning: str, ctx: FlowContext, counted: bool = True) -> int:
+def inline_turn(m: dict[str, Any], reasoning: str, ctx: FlowContext, counted: bool = True) -> int:
     """An assistant message's reasoning back in its `content`, as the model wrote it where this
     proxy saw the output (thinkwire.written: its whitespace, several blocks where they stood),
     else around the pair the model was last seen writing (the profile's, before any). A turn

@@ -4,6 +4,7 @@ reasoning field per message)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from .. import hot
@@ -80,6 +81,11 @@ def plan(owner: FastPath, st: TextRuns, shape: Shape, reasoning: Lane) -> Plan:
         if st.again is not None:
             st.again.said(kind, text)
 
-    p = owner._plan = Plan(st.splitter, shape.route(ANSWER), shape.route(reasoning, took), shape.spec(ANSWER),
+    if st.block_has_text:   # (the block's later texts go as the splitter gave them)
+        again = st.again
+        route = shape.route(reasoning, note=None if again is None else functools.partial(again.said, REASONING))
+    else:
+        route = shape.route(reasoning, took)
+    p = owner._plan = Plan(st.splitter, shape.route(ANSWER), route, shape.spec(ANSWER),
                            shape.spec(reasoning) if st.block_has_text else None, settled)
     return p

@@ -184,13 +184,19 @@ def test_messages_failing_open_after_renumbering_keeps_the_answer_on_its_text_bl
     its block 0 to the client's text block 1; the SDK's message has the whole answer."""
     objs = msup.stream_objs(msup.text("<think>why</think>the ", "answer"))
     data = b"".join(msup.sse_event(o) for o in objs)
-    real = messages.StreamRewriter._text
+    real, real_chunk = messages.StreamRewriter._text, messages.StreamRewriter.on_chunk
 
     def text(self, ev, st, u, t, literal):
         if t == "answer":
             raise RuntimeError("a bug")
         return real(self, ev, st, u, t, literal)
+
+    def on_chunk(self, chunk):   # (the byte path takes a plain delta: the bug there too)
+        if b'"answer"' in chunk:
+            raise RuntimeError("a bug")
+        return real_chunk(self, chunk)
     monkeypatch.setattr(messages.StreamRewriter, "_text", text)
+    monkeypatch.setattr(messages.StreamRewriter, "on_chunk", on_chunk)
     ctx = msup.ctx_for(signature="off")
     out, d = drive(messages, ctx, data)
     assert d.failure == "the rewrite raised RuntimeError"

@@ -218,13 +218,19 @@ def sdk_answers(stream: bytes) -> dict[int, str]:
 
 def test_responses_failing_open_after_renumbering_keeps_the_answer_on_its_message(monkeypatch):
     data = rsup.stream_of([rsup.msg(["<think>why</think>the ", "answer"])])
-    real = responses.StreamRewriter.on_event
+    real, real_chunk = responses.StreamRewriter.on_event, responses.StreamRewriter.on_chunk
 
     def on_event(self, ev):
         if ev.data is not None and '"delta": "answer"' in ev.data:
             raise RuntimeError("a bug")
         return real(self, ev)
+
+    def on_chunk(self, chunk):   # (the byte path takes a plain delta: the bug there too)
+        if b'"delta": "answer"' in chunk:
+            raise RuntimeError("a bug")
+        return real_chunk(self, chunk)
     monkeypatch.setattr(responses.StreamRewriter, "on_event", on_event)
+    monkeypatch.setattr(responses.StreamRewriter, "on_chunk", on_chunk)
     ctx = make_ctx()
     out, d = drive(responses, ctx, data)
     assert d.failure == "the rewrite raised RuntimeError"

@@ -12,7 +12,9 @@ from conftest import corpus_bytes, corpus_files, make_ctx
 from harness import rechunk
 from thinkwire import engine
 from thinkwire.marks import Sealer
+from thinkwire.fastpath import slot_text
 from thinkwire.sse import SSEParser
+from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import responses
 import thinkwire.jsonio as jsonio
 from support.responses import (  # noqa: F401  (builders shared with other test modules)
@@ -791,22 +793,27 @@ class _FullPath(responses.StreamRewriter):
 
 
 class _Counted(responses.StreamRewriter):
-    """The rewriter, counting the events its fast path handled."""
+    """The rewriter, counting the events its fast path handled without on_event."""
     fast = 0
 
-    def _fast(self, ev, shape, vals):
-        out = super()._fast(ev, shape, vals)
-        type(self).fast += out is not None
+    def on_chunk(self, chunk):
+        self._full = False
+        out = super().on_chunk(chunk)
+        type(self).fast += out is not None and not self._full
         return out
+
+    def on_event(self, ev):
+        self._full = True
+        return super().on_event(ev)
 
 
 def _drive(cls, data, request=None, sealer=None, **opts):
+    """The stream through the driver in one chunk: each event it frames goes to the byte path
+    first (thinkwire.stream), then, where that declines, to on_event."""
     rw = cls(make_ctx(request, sealer, **opts))
-    p = SSEParser()
-    out = []
-    for ev in p.feed(data) + p.finish():
-        out += rw.on_event(ev)
-    out += rw.finish()
+    d = StreamDriver(rw)
+    out = d(data) + d(b"")
+    assert d.failure is None
     assert all(out)
     return b"".join(out)
 
@@ -963,18 +970,35 @@ def test_fast_path_without_any_number_sent_yet_takes_the_full_path():
 ])
 def test_no_shape_is_learned_from_events_it_cannot_read_safely(data):
     ev = parse(f"data: {data}\n\n".encode())[0]
-    assert responses._learn(ev, json.loads(data)) is None
+    assert responses._learn(ev, json.loads(data), _RULES) is None
+
+
+_RULES = make_ctx().rules(MODEL)
+
+
+def _read(learned, data):
+    """The slots' values the learned shape reads from the event whose data is `data`, or None."""
+    m = learned.shape.match(f"data: {data}\n\n".encode())
+    got = slot_text(m, learned.shape.text, _RULES) if m is not None else None
+    return learned.values(m, got[0]) if got is not None else None
 
 
 def test_a_shape_reads_only_events_with_its_text_around_valid_values():
     data = '{"type":"response.output_text.delta","sequence_number":5,"output_index":0,"delta":"x","obfuscation":"ab"}'
-    shape = responses._learn(parse(f"data: {data}\n\n".encode())[0], json.loads(data))
-    assert shape.match(data) == [5, "x", '"ab"']
-    assert shape.match(data.replace(":5,", ":50,").replace('"x"', '"\\u00e9"')) == [50, "é", '"ab"']
+    learned = responses._learn(parse(f"data: {data}\n\n".encode())[0], json.loads(data), _RULES)
+    assert _read(learned, data) == [5, "x", "ab"]
+    assert _read(learned, data.replace(":5,", ":50,").replace('"x"', '"\\u00e9"')) == [50, "é", "ab"]
     for bad in (data.replace(":5,", ":05,"), data.replace(":5,", ":5.0,"), data.replace('"x"', '"\x01"'),
                 data.replace('"x"', "1"), data.replace('"ab"', '"ab\\q"'), data[:-1] + ',"more":1}',
                 data.replace("output_index", "output_indeks")):
-        assert shape.match(bad) is None, bad
+        assert _read(learned, bad) is None, bad
+
+
+def test_no_shape_is_learned_from_events_framed_otherwise():
+    # The byte path reads events as sse.encode frames them (LF, `data: `): others are parsed in full.
+    data = '{"type":"response.output_text.delta","sequence_number":5,"output_index":0,"delta":"x"}'
+    for raw in (f"data: {data}\r\n\r\n", f"data:{data}\n\n"):
+        assert responses._learn(parse(raw.encode())[0], json.loads(data), _RULES) is None
 
 
 def test_text_is_held_once_and_comes_back_whole():
@@ -1029,7 +1053,7 @@ def test_deltas_that_differ_in_more_than_their_slots_stop_the_learning():
     rw = responses.StreamRewriter(make_ctx())
     p = SSEParser()
     out = b"".join(b for ev in p.feed(data) for b in rw.on_event(ev))
-    assert out == data and rw._shape is None and rw._misses == 16
+    assert out == data and rw._shape_c is None and rw._misses == 16
 
 
 def test_a_non_numeric_content_index_fails_open_before_any_text_is_fed():

@@ -288,6 +288,9 @@ class Plan(NamedTuple):
     settled: Callable[[int, Taken, str, str | None], None]
     literal: tuple[int, ...] = ()   # the kinds whose literal `settled` takes
     numbering: Numbering | None = None
+    # What the surface keeps of each chunk the shape took with a text, first (before the splitter
+    # reads it): it may raise, and then nothing was fed (Responses: the literal it holds, capped).
+    came: Callable[[re.Match[bytes]], None] | None = None
 
 
 class FastPath:
@@ -330,6 +333,8 @@ class FastPath:
             return self._unplanned(chunk, shape)
         got = slot_text(m, shape.text, plan.splitter.rules, tags=True)
         piece = None
+        if got is not None and plan.came is not None:
+            plan.came(m)
         if got is not None and got[1] is not None:
             piece = plan.splitter.plain(got[0])
             if piece is not None:

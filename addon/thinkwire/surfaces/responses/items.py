@@ -179,12 +179,11 @@ class _UpstreamPart:
 
 class _OutputPart:
     """A downstream output_text part being written."""
-    __slots__ = ("content_index", "text", "text_done", "upart", "first", "delta_template")
+    __slots__ = ("content_index", "text", "text_done", "upart", "first")
 
     def __init__(self, content_index: int, upart: _UpstreamPart, escaped: bool = False) -> None:
         self.content_index = content_index   # ours
         self.text = HeldText(escaped)
-        self.delta_template: tuple[Any, ...] | None = None  # (shape, framed cuts, unchanged, (event lines, eol)) for the fast path
         self.text_done = False
         self.upart = upart
         self.first = upart.made == 0
@@ -205,13 +204,12 @@ class _MessagePiece:
 
 class _ReasoningItem:
     """A reasoning item being written."""
-    __slots__ = ("output_index", "id", "text", "delta_template")
+    __slots__ = ("output_index", "id", "text")
 
     def __init__(self, output_index: int, id_: str, escaped: bool = False) -> None:
         self.output_index = output_index     # ours
         self.id = id_
         self.text = HeldText(escaped)
-        self.delta_template: tuple[Any, ...] | None = None  # ((event lines, eol), the delta events cut), for the fast path
 
 
 class _Message:

@@ -1,20 +1,23 @@
 """OpenAI Responses streams: the event rewriter (`StreamRewriter`), its numbering of
-`output_index` and `sequence_number`; its shortcuts for the hot `output_text.delta` event are in
-shortcuts.py."""
+`output_index` and `sequence_number`; the hot `output_text.delta` event, declared for the one
+fast path (thinkwire.shapes), is in shortcuts.py."""
 
 from __future__ import annotations
 
-from ...context import FlowContext
-from ...fastpath import ByteShape
+from typing import Any
+
+from ...context import LENGTH, FlowContext
 from ...again import Again
-from ...splitter import CONTENT, REASONING, Rules, Splitter
+from ...shapes import Plan, Shape
+from ...splitter import CONTENT, REASONING, Splitter
 from ...events import Event
 from ...jsonio import LONG, OUT, dumps, loads_known, sharing_dumps
 from ...jsonnum import loads
 from .. import event_object, is_done
 from .held import HeldText
-from .items import LENGTH, _ev, _Message, _MessagePiece, _ResponseState, ended
-from .shortcuts import Shortcuts, _learn, _Shape
+from .items import Obj, Src, _ev, _Message, _MessagePiece, _ResponseState, ended
+from .items import _UpstreamPart
+from .shortcuts import Learned, Shortcuts, _State
 
 _ABSENT = object()
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
@@ -51,7 +54,7 @@ class _Sequencer:
             self.offset = last - seq
         return n
 
-    def stamp(self, batch: list, seq: object) -> None:
+    def stamp(self, batch: list[tuple[Obj, Src | None]], seq: object) -> None:
         """Number a batch of (event, its upstream source or None) in place; `seq` is the upstream
         number of the event that produced the batch."""
         prev, offset = self.last, self.offset
@@ -83,24 +86,28 @@ class StreamRewriter(Shortcuts, _ResponseState):
         self.fast = fast               # False: no shortcut, every event parsed in full
         self.passthrough = False
         self.translating = False       # failed open with numbers moved (abort, translate)
-        self.map: dict = {}            # upstream output_index -> ours, for items passed through
-        self.active: dict = {}         # upstream output_index -> _Message still open
-        self.records: dict = {}        # message key -> the items it became (changed ones only)
+        self.map: dict[int, int] = {}  # upstream output_index -> ours, for items passed through
+        self.active: dict[int, _Message] = {}   # upstream output_index -> _Message still open
+        self.records: dict[tuple[object, ...], list[Obj]] = {}   # message key -> the items it became (changed ones only)
         self.seq = _Sequencer()
         self.dirty = False             # something went out other than it came in
         self.event_lines = False
         self.eol = b"\n"
-        self._batch: list = []
+        self._batch: list[tuple[Obj, Src | None]] = []
         self._dumps = sharing_dumps()   # an item's text goes out in several events at its end
-        self._shape: _Shape | None = None  # of the last output_text.delta parsed in full
-        self._bytes: tuple[ByteShape, Rules] | None = None  # the same, as bytes, for on_chunk
+        # The last output_text.delta parsed in full (shortcuts.py), and its shape: the fast path's
+        # (thinkwire.shapes), on a chunk or on an event the driver framed (thinkwire.stream).
+        self._learned: Learned | None = None
+        self._shape_c: Shape | None = None
         self._hits = self._misses = 0      # deltas the shape read / learned shapes that failed
-        self._plan: tuple | None = None    # on_chunk's plan for the current state (_make_plan)
-        self._hot: tuple | None = None     # thinkwire.hot: (cut events, byte shape, extra; the C spec)
-        self._armed: tuple | None = None   # the plan the C callable was last armed for
-        self._known: tuple | None = None   # (part, its size, literal, text): what loads_known skips
-        self._unnumbered: dict = {}        # item id -> the output_index its events lack (_numbered)
-        self._again: tuple | None = None   # (Again, the output's first splitter): thinkwire.again
+        self._same = False                 # on_event's event has the learned shape (nothing to learn)
+        self._plan: Plan | None = None     # the fast path's plan for the current state (_make_plan)
+        self._state: _State | None = None  # ... and what _decide needs of that state
+        self._plans: dict[tuple[Shape, object, object, _UpstreamPart], _State] = {}   # made for a state, kept
+        self._armed: tuple[Plan, int] | None = None   # the plan the C callable was last armed for
+        self._known: tuple[_UpstreamPart, int, str, str] | None = None   # (part, its size, literal, text): what loads_known skips
+        self._unnumbered: dict[str, int] = {}   # item id -> the output_index its events lack (_numbered)
+        self._again: tuple[Again, Splitter] | None = None   # (Again, the output's first splitter): thinkwire.again
         # Events held from a text's done event whose splitter holds the start of a tag until the
         # response's final event says whether the output was cut off there (`_hold`).
         self._held: list[Event] | None = None
@@ -108,7 +115,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
         self._replaying = False            # the held events going on, decided
 
     # -- the Owner side ------------------------------------------------------------------------
-    def emit(self, ev: dict, src: tuple | None = None) -> None:
+    def emit(self, ev: Obj, src: Src | None = None) -> None:
         self._batch.append((ev, src))
 
     def splitter(self) -> Splitter:
@@ -119,26 +126,15 @@ class StreamRewriter(Shortcuts, _ResponseState):
 
     def known(self, text: str, t: HeldText) -> None:
         if len(text) >= LONG:   # (sharing_dumps keeps long strings only)
-            self._dumps.known(text, t.literal())   # type: ignore[attr-defined]
+            self._dumps.known(text, t.literal())
 
     def on_event(self, ev: Event) -> list[bytes]:
+        same, self._same = self._same, False
         if self.passthrough or ev.data is None:
             return [ev.raw]
         if self._held is not None:
             return self._hold(ev)
         self._plan = None
-        learn = True
-        shape = self._shape
-        if shape is not None and self.fast and ev.event == shape.event:
-            vals = shape.match(ev.data)
-            if vals is None:
-                self._misses += 1
-            else:
-                self._hits += 1
-                out = self._fast(ev, shape, vals)
-                if out is not None:
-                    return out
-                learn = False
         if is_done(ev.data):
             return self._flush() + [ev.raw]
         obj = self._parse(ev.data)
@@ -146,10 +142,8 @@ class StreamRewriter(Shortcuts, _ResponseState):
             return [ev.raw]
         self.event_lines = ev.event is not None
         self.eol = ev.eol
-        if learn and obj["type"] == "response.output_text.delta":
-            # A server whose deltas differ in more than the slots is not learned from for long.
-            self._shape = _learn(ev, obj) if self._misses < 16 or self._misses * 4 < self._hits else None
-            self._bytes = self._learn_bytes(ev, self._shape) if self._shape is not None and self.fast else None
+        if obj["type"] == "response.output_text.delta" and self.fast and not same:
+            self._learn_from(ev, obj, self.ctx.rules(self.model))   # (the rules the parts' splitters have)
         self._batch = []
         src = (ev, obj)
         if "output_index" not in obj and obj["type"] not in _LIFECYCLE and obj["type"] not in _FINAL:
@@ -160,7 +154,12 @@ class StreamRewriter(Shortcuts, _ResponseState):
         self._dispatch(obj, src)
         return self._send(obj.get("sequence_number"))
 
-    def _holds_tag(self, obj: dict) -> bool:
+    def _pass_all(self) -> None:
+        """From here on every event goes as it came (the fast path's too: no shape)."""
+        self.passthrough = True
+        self._learned = self._shape_c = None
+
+    def _holds_tag(self, obj: Obj) -> bool:
         """Whether the text this done event ends has the start of a tag held in its splitter."""
         u = obj.get("output_index")
         m = self.active.get(u) if type(u) is int else self._by_item_id(obj.get("item_id"))
@@ -180,7 +179,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
             except (ValueError, RecursionError):
                 obj = None
             t = obj.get("type") if isinstance(obj, dict) else None
-            if t in _FINAL:
+            if t in _FINAL and isinstance(obj, dict):
                 final = obj
             elif len(held) < HELD_MAX and self._held_bytes + len(ev.raw) <= HELD_BYTES_MAX:
                 held.append(ev)
@@ -197,7 +196,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
             self._replaying = False
         return out + (self.on_event(ev) if ev is not None else [])
 
-    def _numbered(self, obj: dict) -> dict:
+    def _numbered(self, obj: Obj) -> Obj:
         """An item's event without an output_index (llama-server's carry none, nor content_index
         or sequence_number), numbered as the upstream's items come: by the order they were added,
         found by the item's id; a message's one text part is its content_index 0. The events go
@@ -210,7 +209,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
         if t == "response.output_item.added":
             if isinstance(item, dict) and item.get("type") == "reasoning" and not self.dirty and not self.active:
                 self.ctx.stats.native = True
-                self.passthrough = True   # native reasoning: the rest goes as it comes
+                self._pass_all()   # native reasoning: the rest goes as it comes
                 return obj
             if len(self._unnumbered) >= UNNUMBERED_MAX:
                 return obj
@@ -224,7 +223,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
             new["content_index"] = 0
         return new
 
-    def _parse(self, data: str) -> dict | None:
+    def _parse(self, data: str) -> Obj | None:
         """event_object, but an event that repeats the whole text the deltas of a part brought
         (its done events, the final one) is parsed without reading that text again."""
         if len(data) > LONG:
@@ -241,21 +240,15 @@ class StreamRewriter(Shortcuts, _ResponseState):
                     return obj
         return event_object(data, self.ctx)
 
-    def _pieces(self, ev: Event, shape: _Shape, vals: list, pieces: list) -> list[bytes]:
-        """A delta whose text the splitter has split into `pieces`: its message sends them."""
-        obj = shape.event_obj(vals)
-        self._batch = []
-        self.active[shape.output_index].pieces(pieces, obj, (ev, obj))
-        return self._send(vals[shape.seq_i])
-
     def _frame(self, type_: str, data: str, lines: bool | None = None, eol: bytes | None = None) -> bytes:
-        """sse.encode for compact JSON (it has no line breaks), framed as in `_delta_template`."""
+        """sse.encode for compact JSON (it has no line breaks), framed as this stream's events are
+        so far, or with `lines` (an event: line) and `eol`."""
         eol = self.eol if eol is None else eol
         e = "\n" if eol == b"\n" else eol.decode()
         head = f"event: {type_}{e}data: " if (self.event_lines if lines is None else lines) else "data: "
         return f"{head}{data}{e}{e}".encode("utf-8", OUT)
 
-    def _dispatch(self, obj: dict, src: tuple) -> None:
+    def _dispatch(self, obj: Obj, src: Src) -> None:
         t = obj["type"]
         if t in _LIFECYCLE:
             resp = obj.get("response")
@@ -312,13 +305,13 @@ class StreamRewriter(Shortcuts, _ResponseState):
                     return m
         return None
 
-    def _added(self, u: int, obj: dict, src: tuple) -> None:
+    def _added(self, u: int, obj: Obj, src: Src) -> None:
         item = obj["item"]
         kind = item.get("type")
         if kind == "reasoning":
             self.ctx.stats.native = True
             if not self.dirty and not self.active:
-                self.passthrough = True   # nothing changed so far: the rest goes as it comes
+                self._pass_all()   # nothing changed so far: the rest goes as it comes
         if kind == "message" and u not in self.active:
             self.active[u] = _Message(self, u, item, (obj, src))
             return
@@ -329,7 +322,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
         if changed:
             self.records[("id", m.mid) if m.mid else ("pos", m.upstream_index)] = m.built
 
-    def _final(self, obj: dict, src: tuple) -> None:
+    def _final(self, obj: Obj, src: Src) -> None:
         resp = obj.get("response")
         output = resp.get("output") if isinstance(resp, dict) else None
         self.ending = ended(resp)
@@ -353,7 +346,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
         if not isinstance(output, list) or not self.records:
             self.emit(dict(obj), src)
             return
-        new: list = []
+        new: list[Any] = []
         for i, it in enumerate(output):
             if isinstance(it, dict) and it.get("type") == "message":
                 key = ("id", it["id"]) if isinstance(it.get("id"), str) and it["id"] else ("pos", i)
@@ -364,9 +357,10 @@ class StreamRewriter(Shortcuts, _ResponseState):
             new.append(it)
         if extra is not None:
             new.append(extra)
+        assert isinstance(resp, dict)   # (it has an output list)
         self.emit(dict(obj, response=dict(resp, output=new)), src)
 
-    def _answer_again(self) -> dict | None:
+    def _answer_again(self) -> Obj | None:
         """The reasoning that went out, again as a message item of its own, when a body of this
         output would give it as the answer (thinkwire.again): its events, and the item."""
         again, self._again = self._again, None
@@ -428,7 +422,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
         if self.passthrough:
             return []
         held, self._held = self._held or [], None   # (they go on as events after failing open)
-        self.passthrough = True
+        self._pass_all()
         out = self._flush()
         for m in self.active.values():
             seg = m._ensure_seg()
@@ -451,13 +445,13 @@ class StreamRewriter(Shortcuts, _ResponseState):
         out = dict(obj, **new)   # type: ignore[arg-type]
         return [self._frame(out["type"], dumps(out), ev.event is not None, ev.eol)]
 
-    def renumbered(self, obj: dict) -> dict:
+    def renumbered(self, obj: Obj) -> Obj:
         """The fields of an event after failing open that the client has otherwise: its
         output_index, content_index, item_id and sequence_number (and a done item's id)."""
         t = obj.get("type")
         if not isinstance(t, str):
             return {}
-        new: dict = {}
+        new: Obj = {}
         u = obj.get("output_index")
         m = self.active.get(u) if type(u) is int else None
         seg = m.cur if m is not None else None
@@ -475,6 +469,7 @@ class StreamRewriter(Shortcuts, _ResponseState):
             if t == "response.output_item.done":
                 if isinstance(item, dict) and seg.id is not None:
                     new["item"] = dict(item, id=seg.id)
+                assert type(u) is int   # (m was found by it)
                 del self.active[u]
                 self.map[u] = seg.output_index
         elif type(u) is int:

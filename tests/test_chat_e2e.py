@@ -194,8 +194,8 @@ def test_chat_restore_inline_sends_reasoning_back_as_the_model_wrote_it(proxy_fa
         {"role": "user", "content": "more"}])
     sent = up.requests[-1].json()["messages"]
     assert sent[1] == {"role": "assistant", "content": "<think>x</think>hi"}
-    assert "1 object(s) restored on the request" in p.log() or True  # the log line is checked below
-    assert any("restored on the request" in line for line in p.lines)
+    # (The flow's line is logged once its response hook ran: waited for, under load it comes late.)
+    p.wait_for(r"1 object\(s\) restored on the request", timeout=10)
 
 
 @pytest.mark.parametrize("spelling", ["yes", "on", "1", "true"])

@@ -112,6 +112,17 @@ def test_literals_the_byte_path_declines_give_what_the_full_path_gives(surface, 
         assert "\U0001f600".encode() in fast
 
 
+@pytest.mark.parametrize("surface", ["chat", "messages", "responses"])
+@pytest.mark.parametrize("odd", ODD_LITERALS)
+def test_a_shape_learned_from_a_delta_the_byte_path_cannot_read_fails_nothing(surface, odd):
+    # The first delta, the one a shape is learned from, holds the odd literal (a Responses stream
+    # whose first delta was bytes that are not UTF-8 failed open: the shape's probe read them).
+    texts = ["ODD", "a", " b", "<think>", "c", "</think>", "d"]
+    events = [e.replace(b'"ODD"', b'"' + ODD_LITERALS[odd] + b'"') for e in SURFACES[surface][1](texts)]
+    for chunks in (events, [b"".join(events)]):
+        assert run(surface, chunks, True)[0] == run(surface, chunks, False)[0]   # (run: no failure)
+
+
 @pytest.mark.parametrize("surface", ["chat", "messages"])
 def test_held_whitespace_in_front_of_a_shorter_kept_text_is_escaped(surface):
     # "\t" is held; "b  " then gives "\tb": no longer than the literal, but not a start of it.

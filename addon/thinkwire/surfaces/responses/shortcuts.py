@@ -112,7 +112,11 @@ def _learn(ev: Event, obj: Obj, rules: Rules) -> Learned | None:
     mb = s.match(head + probe.encode("utf-8", OUT) + delta.end)
     if mb is not None:
         lit: bytes = mb[s.text] if mb[s.text] is not None else mb[s.text + 1]
-        if learned.values(mb, json.loads(b'"' + lit + b'"')) != probe_vals:
+        try:
+            back = json.loads(b'"' + lit + b'"')
+        except ValueError:   # (a text the upstream sent as bytes that are not UTF-8: no shape from it)
+            return None
+        if learned.values(mb, back) != probe_vals:
             return None
     return learned
 

@@ -159,7 +159,12 @@ def text_slot(rules: Rules) -> bytes:
     return b'"(?:(' + plain_bytes(rules) + b'++)|(' + _ANY_BODY + b'))"'
 
 
-def slot_text(m: re.Match[bytes], group: int, rules: Rules, tags: bool = False) -> tuple[str, bool | None] | None:
+# What `slot_text` gives: a slot's text, and whether its literal was plain (None: the splitter
+# must decide; only a text whose second value is not None may go to `Splitter.plain`).
+Got = tuple[str, bool | None]
+
+
+def slot_text(m: re.Match[bytes], group: int, rules: Rules, tags: bool = False) -> Got | None:
     """The text of a `text_slot` whose first group is `group`, and whether its literal was plain
     (then the literal is the text). None where the full path must decide: an empty text, one
     that holds the first character of a tag or marker (with `tags`: (text, None), for a caller
@@ -182,7 +187,7 @@ def slot_text(m: re.Match[bytes], group: int, rules: Rules, tags: bool = False) 
     return text, False
 
 
-def literal_body(text: str, got: tuple[str, bool]) -> bytes:
+def literal_body(text: str, got: Got) -> bytes:
     """The bytes of text's JSON literal without its quotes, text being what the splitter made of
     the slot text `got` (slot_text): a plain literal is its own text, and so is any start of
     it; other text (escapes, held whitespace or a separator in front) is encoded."""

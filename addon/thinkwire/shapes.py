@@ -29,7 +29,7 @@ from typing import Callable, NamedTuple, Protocol
 
 from . import hot
 from .hot import Arming, Took as Taken
-from .fastpath import NUMBER_SLOT, ByteShape, literal_body, slot_text, text_slot
+from .fastpath import NUMBER_SLOT, ByteShape, Got, literal_body, slot_text, text_slot
 from .rules import Rules
 from .splitter import CONTENT, REASONING, Splitter, Text
 
@@ -95,6 +95,14 @@ def _compiled(delta: Delta, rules: Rules) -> Shape:
     return Shape(delta, rules)
 
 
+class _CSlots(NamedTuple):
+    """Where C finds a shape's slots (`hot.spec`): the text literal alone (slot_pos 0), or with a
+    second slot before it (1) or after it (2), `mid` between the two; `chars`: a string slot's."""
+    slot_pos: int
+    mid: bytes
+    chars: bytes | None
+
+
 class Shape:
     """A `Delta` compiled for `rules`: its byte pattern (`match`, `event`), the groups of its
     slots, and, where C can take it (a text slot and at most one other), where C finds them."""
@@ -113,29 +121,28 @@ class Shape:
         self.string = strings[0] if strings else None
         # C: pre, the text literal (with a second slot before it, slot_pos 1, or after it, 2,
         # `mid` between the two), post.
-        self.c: dict[str, object] | None = None
+        self.c: _CSlots | None = None
         slots = delta.slots
         if len(slots) == 1:
-            self.c = {"slot_pos": 0}
+            self.c = _CSlots(0, b"", None)
         elif len(slots) == 2 and TEXT in slots:
             other = slots[1 - slots.index(TEXT)]
-            self.c = {"slot_pos": 1 if slots[1] == TEXT else 2, "mid": delta.consts[1],
-                      "chars": other.chars if isinstance(other, String) else None}
-        self._specs: dict[object, hot.Spec | None] = {}
+            self.c = _CSlots(1 if slots[1] == TEXT else 2, delta.consts[1],
+                             other.chars if isinstance(other, String) else None)
+        self._specs: dict[Lane, hot.Spec | None] = {}
 
     def spec(self, lane: Lane) -> hot.Spec | None:
         """C's spec for `lane` (kept: made once per shape and lane), or None where C cannot
         take this shape."""
-        got = self._specs.get(lane, self)
-        if got is not self:
-            return got   # type: ignore[return-value]
+        if lane in self._specs:
+            return self._specs[lane]
         c, d, rules = self.c, self.delta, self.rules
         spec = None
-        if c is not None:
-            opts = dict(hot.reasoning(rules), held=lane.held) if lane.reasoning else {}
+        if c is not None:   # (reasoning: trailing whitespace held as the splitter holds it, hot.reasoning)
             spec = hot.spec(rules, d.head + d.consts[0], d.consts[-1] + d.end, lane.out,
                             seq_mode=lane.number, channels=lane.channels, pass_same=lane.pass_same,
-                            exclude=lane.exclude, **c, **opts)   # type: ignore[arg-type]
+                            exclude=lane.exclude, slot_pos=c.slot_pos, mid=c.mid, chars=c.chars,
+                            trim=lane.reasoning and rules.trim, held=lane.held if lane.reasoning else None)
         self._specs[lane] = spec
         return spec
 
@@ -158,8 +165,8 @@ class Numbering(Protocol):
     def number(self, seq: int, own: bool, count: int = 1) -> int: ...
 
 
-Said = Callable[[str, tuple[str, bool]], "str | bytes"]
-Route = Callable[[bytes, "re.Match[bytes]", str, tuple[str, bool]], list[bytes]]
+Said = Callable[[str, Got], "str | bytes"]
+Route = Callable[[bytes, "re.Match[bytes]", str, Got], list[bytes]]
 
 
 def _fill(out: tuple[bytes | int, ...]) -> Callable[[bytes, bytes | None, int], bytes]:
@@ -186,7 +193,7 @@ def _fill(out: tuple[bytes | int, ...]) -> Callable[[bytes, bytes | None, int], 
     return fill
 
 
-def as_it_came(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+def as_it_came(chunk: bytes, m: re.Match[bytes], text: str, got: Got) -> list[bytes]:
     """The route of a lane whose chunk goes as it came, with no bookkeeping (`on_chunk` sends
     the chunk without calling it)."""
     return [chunk]
@@ -207,17 +214,17 @@ def _route(shape: Shape, lane: Lane, took: Said | None, seq: Numbering | None,
         fmt = _one_body(out) if out is not None and lane.number == hot.SEQ_NONE and escape is None \
             and shape.string is None else None
         if out is None and lane.number == hot.SEQ_NONE:
-            def same_noted(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+            def same_noted(chunk: bytes, m: re.Match[bytes], text: str, got: Got) -> list[bytes]:
                 note(text)
                 return [chunk]
             return same_noted
         if fmt is not None:
-            def send_noted(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+            def send_noted(chunk: bytes, m: re.Match[bytes], text: str, got: Got) -> list[bytes]:
                 note(text)
                 return [fmt % (literal_body(text, got),)]
             return send_noted
 
-        def noted(text: str, got: tuple[str, bool]) -> str:   # (any other lane: as a took)
+        def noted(text: str, got: Got) -> str:   # (any other lane: as a took)
             note(text)
             return text
         took = noted
@@ -225,16 +232,16 @@ def _route(shape: Shape, lane: Lane, took: Said | None, seq: Numbering | None,
         if took is None:
             return as_it_came
 
-        def same(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+        def same(chunk: bytes, m: re.Match[bytes], text: str, got: Got) -> list[bytes]:
             took(text, got)
             return [chunk]
         return same
     assert out is not None
     fill, sg = _fill(out), shape.string
 
-    def body_of(text: str, got: tuple[str, bool]) -> bytes:
+    def body_of(text: str, got: Got) -> bytes:
         t = took(text, got) if took is not None else text
-        body = t if type(t) is bytes else literal_body(t, got)   # type: ignore[arg-type]
+        body = t if isinstance(t, bytes) else literal_body(t, got)
         return escape(body) if escape is not None else body
 
     if lane.number == hot.SEQ_NONE:
@@ -244,29 +251,29 @@ def _route(shape: Shape, lane: Lane, took: Said | None, seq: Numbering | None,
 
             one = _one_body(out)
             if one is not None:
-                def send_one(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+                def send_one(chunk: bytes, m: re.Match[bytes], text: str, got: Got) -> list[bytes]:
                     t = took(text, got)
-                    return [one % (t if type(t) is bytes else literal_body(t, got),)]   # type: ignore[arg-type]
+                    return [one % (t if isinstance(t, bytes) else literal_body(t, got),)]
                 return send_one
 
-            def send(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+            def send(chunk: bytes, m: re.Match[bytes], text: str, got: Got) -> list[bytes]:
                 t = took(text, got)
-                return [fill(t if type(t) is bytes else literal_body(t, got), None, 0)]   # type: ignore[arg-type]
+                return [fill(t if isinstance(t, bytes) else literal_body(t, got), None, 0)]
             return send
 
-        def send_str(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+        def send_str(chunk: bytes, m: re.Match[bytes], text: str, got: Got) -> list[bytes]:
             return [fill(body_of(text, got), m[sg] if sg is not None else None, 0)]
         return send_str
     assert seq is not None and shape.number is not None
     ng, own, count, pass_same = shape.number, lane.number == hot.SEQ_OWN, lane.channels, lane.pass_same
 
-    def numbered(chunk: bytes, m: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+    def numbered(chunk: bytes, m: re.Match[bytes], text: str, got: Got) -> list[bytes]:
         came = int(m[ng])
         t = took(text, got) if took is not None else text
         n = seq.number(came, own, count)
         if pass_same and n == came and t == got[0]:
             return [chunk]   # as it came: the original bytes
-        body = t if type(t) is bytes else literal_body(t, got)   # type: ignore[arg-type]
+        body = t if isinstance(t, bytes) else literal_body(t, got)
         return [fill(escape(body) if escape is not None else body, m[sg] if sg is not None else None, n)]
     return numbered
 
@@ -342,7 +349,7 @@ class FastPath:
                 if route is as_it_came:
                     return [chunk]
                 if route is not None:
-                    return route(chunk, m, piece[1], got)   # type: ignore[arg-type]
+                    return route(chunk, m, piece[1], got)
         self._plan = None
         return self._decide(chunk, m, got, piece)
 
@@ -359,8 +366,9 @@ class FastPath:
         if spec is None:
             return None
         seq = plan.numbering
-        self._plan, self._armed = plan, (plan, kind)   # type: ignore[assignment]
-        held = hot.holding(plan.splitter, kind)   # type: ignore[arg-type]
+        assert kind is not None   # (a spec only for a steady kind)
+        self._plan, self._armed = plan, (plan, kind)
+        held = hot.holding(plan.splitter, kind)
         if seq is None:
             return Arming(spec, held=held)
         last = seq.last

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from .. import hot
 from ..again import Again
+from ..fastpath import Got
 from ..shapes import FastPath, Lane, Plan, Shape
 from ..splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 
@@ -69,7 +70,7 @@ def plan(owner: FastPath, st: TextRuns, shape: Shape, reasoning: Lane) -> Plan:
     may take a separator in front (`runs`): Python's, and then the plan is made again (C takes
     the block's later texts)."""
 
-    def took(text: str, got: tuple[str, bool]) -> str:
+    def took(text: str, got: Got) -> str:
         if st.block_has_text:
             if st.again is not None:
                 st.again.said(REASONING, text)

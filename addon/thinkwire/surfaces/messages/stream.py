@@ -9,7 +9,7 @@ from typing import Any
 from ... import hot
 from ...context import LENGTH, FlowContext
 from ...events import Event
-from ...fastpath import canonical_head, key_pattern, learn_literal, literal_body
+from ...fastpath import Got, canonical_head, key_pattern, learn_literal, literal_body
 from ...jsonio import OUT, dumps
 from ...shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
 from ...jsonnum import loads
@@ -122,7 +122,7 @@ class StreamRewriter(FastPath):
             if index == u:
                 answer = _ANSWER
 
-                def said(text: str, got: tuple[str, bool]) -> str:
+                def said(text: str, got: Got) -> str:
                     self.eol = b"\n"
                     again = self.again
                     if again is not None:
@@ -131,7 +131,7 @@ class StreamRewriter(FastPath):
             else:
                 answer = self._lane(index, _TEXT_DELTA)
 
-                def said(text: str, got: tuple[str, bool]) -> str:
+                def said(text: str, got: Got) -> str:
                     self.eol = b"\n"
                     again = self.again
                     if again is not None:
@@ -143,7 +143,7 @@ class StreamRewriter(FastPath):
             reasoning = self._lane(index, _THINKING_DELTA)
             sealed = self._sealed
 
-            def thought(text: str, got: tuple[str, bool]) -> bytes:
+            def thought(text: str, got: Got) -> bytes:
                 self.eol = b"\n"
                 again = self.again
                 if again is not None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from ... import hot
 from ...again import Again
 from ...events import Event
-from ...fastpath import SHAPE_MAX, canonical_head, scanstring
+from ...fastpath import SHAPE_MAX, Got, canonical_head, scanstring
 from ...jsonio import OUT, dumps
 from ...rules import Rules
 from ...shapes import NUMBER, PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Route, Shape, Slot, String
@@ -281,7 +281,7 @@ class Shortcuts(FastPath):
             self.event_lines, self.eol = lines, b"\n"
             self._hits += 1
 
-        def route(chunk: bytes, mt: re.Match[bytes], text: str, got: tuple[str, bool]) -> list[bytes]:
+        def route(chunk: bytes, mt: re.Match[bytes], text: str, got: Got) -> list[bytes]:
             add(text)
             if self._again is not None:   # (what goes out, for thinkwire.again)
                 self._again[0].said(kind, text)
@@ -354,7 +354,7 @@ class Shortcuts(FastPath):
                 st.add(value)
                 if self._again is not None:
                     self._again[0].said(st.kind, value)
-                out = st.inner(chunk, m, value, got)   # type: ignore[arg-type]
+                out = st.inner(chunk, m, value, got)
                 if st.kind == REASONING or out[0] is not chunk:
                     self.dirty = True
                 return out

@@ -16,11 +16,11 @@ from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..splitter import CONTENT, Text
 from . import event_object, is_done, restore
 from ..again import Again
-from .textruns import BLOCK_JOIN, TextRuns, plan
+from .textruns import BLOCK_JOIN, TextRuns, kept_plan
 from .. import hot
 from ..jsonio import OUT, dumps
 from ..fastpath import canonical_head, key_pattern, learn_literal
-from ..shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape
+from ..shapes import TEXT, Delta, FastPath, Lane, Plan, Shape
 from ..events import Event
 from ..sse import encode
 
@@ -120,14 +120,7 @@ class StreamRewriter(FastPath):
         st = learned.st
         if st.native or st.done:
             return None
-        key = (shape, st.block_has_text)
-        p = self._plans.get(key)
-        if p is None:
-            if len(self._plans) >= PLANS_MAX:
-                self._plans.clear()
-            p = self._plans[key] = plan(self, st, shape, self._reasoning)
-        self._plan = p
-        return p
+        return kept_plan(self, self._plans, st, shape, self._reasoning)
 
     def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
                 piece: tuple[int, str] | None) -> list[bytes] | None:

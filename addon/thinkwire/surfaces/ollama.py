@@ -31,14 +31,14 @@ from ..jsonnum import loads
 from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..jsonio import OUT, dumps
 from ..fastpath import key_pattern, learn_literal, scanstring
-from ..shapes import PLANS_MAX, TEXT, Delta, FastPath, Lane, Plan, Shape, String
+from ..shapes import TEXT, Delta, FastPath, Lane, Plan, Shape, String
 from ..ndjson import NDJSONParser
 from ..splitter import CONTENT, Text
 from ..events import Event
 from . import event_object
 from ..again import Again
 from .chat import inline_turn
-from .textruns import BLOCK_JOIN, TextRuns, plan
+from .textruns import BLOCK_JOIN, TextRuns, kept_plan
 
 NAME = "ollama"
 SHAPE = "'message' or 'response' next to a 'done' flag"
@@ -290,14 +290,7 @@ class StreamRewriter(FastPath):
         shape, st = self._shape_c, self.state
         if shape is None or st is None or st.native or st.done:
             return None
-        key = (shape, st.block_has_text)
-        p = self._plans.get(key)
-        if p is None:
-            if len(self._plans) >= PLANS_MAX:
-                self._plans.clear()
-            p = self._plans[key] = plan(self, st, shape, self._reasoning)
-        self._plan = p
-        return p
+        return kept_plan(self, self._plans, st, shape, self._reasoning)
 
     def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
                 piece: Text | None) -> list[bytes] | None:

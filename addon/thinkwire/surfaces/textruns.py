@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from .. import hot
 from ..again import Again
 from ..fastpath import Got
-from ..shapes import FastPath, Lane, Plan, Shape
+from ..shapes import PLANS_MAX, FastPath, Lane, Plan, Shape
 from ..splitter import CONTENT, END, REASONING, Piece, Splitter, Text
 
 BLOCK_JOIN = "\n\n"  # between several reasoning blocks of one message
@@ -62,6 +62,20 @@ class TextRuns:
 
 
 ANSWER = Lane()   # the answer's plain text goes as it came
+
+
+def kept_plan(owner: FastPath, plans: dict[tuple[Shape, bool], Plan], st: TextRuns, shape: Shape,
+              reasoning: Lane) -> Plan:
+    """`plan`, kept in `plans` per state (the shape, whether the block has text yet: at most
+    PLANS_MAX, then all dropped), and the owner's current plan."""
+    key = (shape, st.block_has_text)
+    p = plans.get(key)
+    if p is None:
+        if len(plans) >= PLANS_MAX:
+            plans.clear()
+        p = plans[key] = plan(owner, st, shape, reasoning)
+    owner._plan = p
+    return p
 
 
 def plan(owner: FastPath, st: TextRuns, shape: Shape, reasoning: Lane) -> Plan:

@@ -6,6 +6,7 @@ import json
 import re
 
 from conftest import make_ctx
+from thinkwire.decoding import decoder_for
 from thinkwire.engine import PARSERS
 from thinkwire.marks import PREFIX
 from thinkwire.rules import Rules, TagPair
@@ -83,9 +84,10 @@ SURFACES = {"chat": (chat, chat_stream), "messages": (messages, messages_stream)
 _MARK = re.compile(re.escape(PREFIX.encode()) + rb"[A-Za-z0-9_-]+")
 
 
-def run(surface, chunks, fast, sealer=None, request=None, c=False, **opts):
+def run(surface, chunks, fast, sealer=None, request=None, c=False, encoding=None, **opts):
     """The bytes the client gets, and how many chunks the byte path answered (`c`: with the C
-    callable of thinkwire.hot in front, the chunks it answered)."""
+    callable of thinkwire.hot in front, the chunks it answered; `encoding`: the chunks are that
+    Content-Encoding's, decoded by the driver)."""
     mod = SURFACES[surface][0]
     rw = mod.StreamRewriter(make_ctx(request, sealer, **opts), fast=fast)
     hits = []
@@ -102,7 +104,7 @@ def run(surface, chunks, fast, sealer=None, request=None, c=False, **opts):
             hits.append(got[0])
             settle(got)
         rw.settle = settled
-    d = StreamDriver(rw, parser=PARSERS[mod.STREAM_TYPE]())
+    d = StreamDriver(rw, decoder=decoder_for(encoding), parser=PARSERS[mod.STREAM_TYPE]())
     call = d.callable() if c else d
     assert (call is not d) == c
     out = b"".join(b for ch in chunks for b in call(ch)) + b"".join(call(b""))

@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from harness import StrictAnthropic, StrictChat, StrictResponses, Turn
-from support.loops import TOOLS_C, TOOLS_M, TOOLS_R, assistant_texts, codex_echo, ollama_turn, read_chat_stream
+from support.loops import TOOLS_C, TOOLS_M, TOOLS_R, assistant_texts, codex_echo, ollama_loop, read_chat_stream
 from support.ollama import StrictOllama
 
 pytestmark = pytest.mark.e2e
@@ -154,13 +154,7 @@ def test_ollama_gives_back_each_gap_byte_for_byte(proxies, up, stream):
         up.route(path, strict.handle)
     client = ollama.Client(host=proxies["off"].url, headers={"Authorization": f"Bearer ollama gaps {stream}"})
     msgs: list = [{"role": "user", "content": "hi"}]
-    read = []
-    for i in range(4):
-        thinking, content = ollama_turn(client, MODEL, msgs, stream)
-        read.append((thinking, content))
-        msgs += [{"role": "assistant", "content": content, "thinking": thinking}, {"role": "user", "content": "go on"}]
-        if i == 0:
-            behind_the_tag(strict, stream)
+    read = ollama_loop(client, MODEL, msgs, stream, after_first=lambda: behind_the_tag(strict, stream))
     assert strict.errors == []
     assert read == READ
     assert [m["content"] for m in strict.bodies[-1]["messages"] if m["role"] == "assistant"] == back(stream)

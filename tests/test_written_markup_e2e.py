@@ -22,7 +22,7 @@ import ollama
 import pytest
 
 from harness import StrictAnthropic, StrictChat, StrictResponses, Turn
-from support.loops import ChatConversation, MessagesConversation, ResponsesConversation, assistant_texts, ollama_turn
+from support.loops import ChatConversation, MessagesConversation, ResponsesConversation, assistant_texts, ollama_loop
 from support.ollama import StrictOllama
 
 pytestmark = pytest.mark.e2e
@@ -114,13 +114,7 @@ def test_ollama_gives_back_each_dropped_markup_byte_for_byte(proxies, up, stream
         up.route(path, strict.handle)
     client = ollama.Client(host=proxies["off"].url, headers={"Authorization": f"Bearer ollama markup {stream}"})
     msgs: list = [{"role": "user", "content": "hi"}]
-    read = []
-    for i in range(4):
-        thinking, content = ollama_turn(client, MODEL, msgs, stream)
-        read.append((thinking, content))
-        msgs += [{"role": "assistant", "content": content, "thinking": thinking}, {"role": "user", "content": "go on"}]
-        if i == 0:
-            back_behind_the_tag(strict)
+    read = ollama_loop(client, MODEL, msgs, stream, after_first=lambda: back_behind_the_tag(strict))
     assert strict.errors == []
     assert read[:3] == READ
     assert [m["content"] for m in strict.bodies[-1]["messages"] if m["role"] == "assistant"] == BACK

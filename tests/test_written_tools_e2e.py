@@ -26,7 +26,7 @@ import openai
 import pytest
 
 from harness import StrictAnthropic, StrictChat, StrictResponses, Turn
-from support.loops import assistant_texts, codex_echo, ollama_turn, read_chat_stream
+from support.loops import assistant_texts, codex_echo, ollama_loop, read_chat_stream
 from support.ollama import StrictOllama
 
 pytestmark = pytest.mark.e2e
@@ -164,11 +164,7 @@ def test_ollama_gives_back_tool_call_markup_byte_for_byte(proxies, up, stream, m
         up.route(path, strict.handle)
     client = ollama.Client(host=proxies["off"].url, headers={"Authorization": f"Bearer ollama tools {stream} {model}"})
     msgs: list = [{"role": "user", "content": "what is the weather"}]
-    read = []
-    for _ in range(4):
-        thinking, content = ollama_turn(client, model, msgs, stream)
-        read.append((thinking, content))
-        msgs += [{"role": "assistant", "content": content, "thinking": thinking}, {"role": "user", "content": "go on"}]
+    read = ollama_loop(client, model, msgs, stream)
     assert strict.errors == []
     assert read == READ[model]
     assert [m["content"] for m in strict.bodies[-1]["messages"] if m["role"] == "assistant"] == WROTE[model][:3]

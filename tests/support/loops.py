@@ -164,6 +164,21 @@ def ollama_turn(client, model: str, msgs: list, stream: bool) -> tuple[str, str]
     return thinking, content
 
 
+def ollama_loop(client, model: str, msgs: list, stream: bool, turns: int = 4,
+                after_first=None) -> list[tuple[str, str]]:
+    """`turns` turns of `ollama_turn` on `msgs`, each answer sent back as the client got it
+    (content and thinking) with a user's "go on"; `after_first()` runs after the first turn.
+    What each turn read, (thinking, content)."""
+    read = []
+    for i in range(turns):
+        thinking, content = ollama_turn(client, model, msgs, stream)
+        read.append((thinking, content))
+        msgs += [{"role": "assistant", "content": content, "thinking": thinking}, {"role": "user", "content": "go on"}]
+        if i == 0 and after_first is not None:
+            after_first()
+    return read
+
+
 def pick(proxies: list, i: int):
     """The proxy for turn i: proxies[min(i, last)]; a callable entry starts (or restarts) one
     lazily, when its turn comes, and is replaced by what it returns."""

@@ -49,7 +49,7 @@ except ImportError:   # pragma: no cover - not built: Python alone
 
 __all__ = ["Hot", "PART_N", "PART_N1", "PART_BODY", "PART_STR", "SEQ_NONE", "SEQ_OWN", "SEQ_NEW", "ALLOW_BYTE",
            "ALLOW_ESCAPE", "BYTE_WS", "ESCAPE_WS", "CAP", "MAX_NUMBER", "Spec", "Took", "Arming", "available",
-           "table", "spec", "template", "reasoning", "holding", "fold", "literal"]
+           "table", "spec", "template", "holding", "fold", "literal"]
 
 
 Template = tuple[bytes | int, ...]   # an output template: bytes and PART_* codes
@@ -144,12 +144,6 @@ def spec(rules: Rules, pre: bytes, post: bytes, out: Template | None = None, *, 
     nothing is held: `held` does not apply."""
     return Spec(pre, slot_pos, mid, post, table(rules, trim, exclude), trim, out, seq_mode, channels, pass_same,
                 chars, held if trim else None)
-
-
-def reasoning(rules: Rules) -> dict[str, bool]:
-    """The options of a spec for reasoning text under `rules`: trailing whitespace held, as the
-    splitter holds it when it trims."""
-    return {"trim": rules.trim}
 
 
 def holding(splitter: Splitter, kind: int) -> bytes:

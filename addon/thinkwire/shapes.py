@@ -138,7 +138,7 @@ class Shape:
             return self._specs[lane]
         c, d, rules = self.c, self.delta, self.rules
         spec = None
-        if c is not None:   # (reasoning: trailing whitespace held as the splitter holds it, hot.reasoning)
+        if c is not None:   # (reasoning: trailing whitespace held where the splitter trims, as it holds it)
             spec = hot.spec(rules, d.head + d.consts[0], d.consts[-1] + d.end, lane.out,
                             seq_mode=lane.number, channels=lane.channels, pass_same=lane.pass_same,
                             exclude=lane.exclude, slot_pos=c.slot_pos, mid=c.mid, chars=c.chars,

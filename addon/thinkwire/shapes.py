@@ -312,7 +312,7 @@ class FastPath:
     def _make_plan(self) -> Plan | None:   # pragma: no cover - each surface's
         raise NotImplementedError
 
-    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
+    def _decide(self, chunk: bytes, m: re.Match[bytes], got: Got | None,
                 piece: Text | None) -> list[bytes] | None:   # pragma: no cover
         """A chunk the shape took that no route sends: the text undecodable or empty (`got`
         None), not plain (got[1] None: the splitter decides), or `piece`, the plain step's,

@@ -19,7 +19,7 @@ from ..again import Again
 from .textruns import BLOCK_JOIN, TextRuns, kept_plan
 from .. import hot
 from ..jsonio import OUT, dumps
-from ..fastpath import canonical_head, key_pattern, learn_literal
+from ..fastpath import Got, canonical_head, key_pattern, learn_literal
 from ..shapes import TEXT, Delta, FastPath, Lane, Plan, Shape
 from ..events import Event
 from ..sse import encode
@@ -122,8 +122,8 @@ class StreamRewriter(FastPath):
             return None
         return kept_plan(self, self._plans, st, shape, self._reasoning)
 
-    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
-                piece: tuple[int, str] | None) -> list[bytes] | None:
+    def _decide(self, chunk: bytes, m: re.Match[bytes], got: Got | None,
+                piece: Text | None) -> list[bytes] | None:
         assert piece is None and self._shape_c is not None and self._learned is not None   # (a route for each kind)
         ev = self._shape_c.event(chunk)
         if got is None:   # undecodable, or empty: on_event, without the driver's framing

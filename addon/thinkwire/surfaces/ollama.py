@@ -30,7 +30,7 @@ from .. import hot
 from ..jsonnum import loads
 from ..context import LENGTH, OTHER, STOP, FlowContext
 from ..jsonio import OUT, dumps
-from ..fastpath import key_pattern, learn_literal, scanstring
+from ..fastpath import Got, key_pattern, learn_literal, scanstring
 from ..shapes import TEXT, Delta, FastPath, Lane, Plan, Shape, String
 from ..ndjson import NDJSONParser
 from ..splitter import CONTENT, Text
@@ -292,7 +292,7 @@ class StreamRewriter(FastPath):
             return None
         return kept_plan(self, self._plans, st, shape, self._reasoning)
 
-    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
+    def _decide(self, chunk: bytes, m: re.Match[bytes], got: Got | None,
                 piece: Text | None) -> list[bytes] | None:
         assert piece is None   # (a route for each kind)
         return None   # (nothing was fed: the full path decides)

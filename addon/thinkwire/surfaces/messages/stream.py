@@ -170,7 +170,7 @@ class StreamRewriter(FastPath):
                     shape.spec(reasoning) if reasoning is not None else None, settled,
                     (REASONING,) if self._sealed else ())
 
-    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
+    def _decide(self, chunk: bytes, m: re.Match[bytes], got: Got | None,
                 piece: Text | None) -> list[bytes] | None:
         shape, learned = self._shape_c, self._shape
         assert shape is not None and learned is not None

@@ -333,8 +333,8 @@ class Shortcuts(FastPath):
                     out.append(x)
         return Lane(tuple(out), reasoning=True, held=(), number=hot.SEQ_NEW, channels=len(self.mode.channels))
 
-    def _decide(self, chunk: bytes, m: re.Match[bytes], got: tuple[str, bool | None] | None,
-                piece: tuple[int, str] | None) -> list[bytes] | None:
+    def _decide(self, chunk: bytes, m: re.Match[bytes], got: Got | None,
+                piece: Text | None) -> list[bytes] | None:
         """A delta of the learned shape that no route sends: undecodable or empty (on_event),
         a text the splitter decides (a tag's first character, text held: fed here without the
         parse), or a piece of a kind the state has no route for. One piece of the state's kind
@@ -359,7 +359,7 @@ class Shortcuts(FastPath):
                     self.dirty = True
                 return out
         else:
-            pieces = [piece]   # type: ignore[list-item]   # (the splitter's Text)
+            pieces = [piece]
         vals = learned.values(m, text)
         obj = learned.event_obj(vals)
         self._batch = []

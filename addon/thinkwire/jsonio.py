@@ -26,14 +26,16 @@ def _make_dumps(literal: Callable[[str], str] = encode_basestring, probe: bool =
     enc = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
     make = getattr(json.encoder, "c_make_encoder", None)
     try:
-        c = make(None, enc.default, literal, None, ":", ",", False, False, True)  # type: ignore[misc]
+        if make is None:
+            raise ValueError
+        c = make(None, enc.default, literal, None, ":", ",", False, False, True)
         sample = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {}}
         if probe and "".join(c(sample, 0)) != enc.encode(sample):
             raise ValueError
     except Exception:  # a Python without the C encoder, or with another one
         def fallback(obj: object) -> str:
             return written(enc.encode(obj))
-        fallback.fallback = True   # type: ignore[attr-defined]
+        fallback.fallback = True   # type: ignore[attr-defined]   # (read by _C_ENCODER)
         return fallback
     return lambda obj: written("".join(c(obj, 0)))
 

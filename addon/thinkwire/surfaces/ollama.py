@@ -301,11 +301,13 @@ class StreamRewriter(FastPath):
         """For a plain token line (text, no thinking, not done) framed as this rewrite writes lines:
         the shape of a line that differs only in its text and its `created_at`, and the lane of
         its reasoning."""
-        data = ev.data
+        data, state = ev.data, self.state
+        assert data is not None and state is not None   # (a parsed line, read as a stream)
+        splitter = state.splitter
         # Only a line written as go_json writes it: then the byte path's output, the same bytes
         # with the text moved, is what the full path builds.
         if (not text or obj.get("done") is not False or _THINK in holder or ev.eol != b"\n"
-                or ev.raw[:-1] != data.encode("utf-8", OUT) or go_json(obj) != data):   # type: ignore[union-attr]
+                or ev.raw[:-1] != data.encode("utf-8", OUT) or go_json(obj) != data):
             return None
         read = (lambda o: o["message"]["content"]) if holder is not obj else (lambda o: o["response"])
         shape = learn_literal(data, key_pattern(key), text, read)
@@ -321,7 +323,7 @@ class StreamRewriter(FastPath):
             head: tuple[str, ...] = (before[:m.end() - 1], before[end:])
         else:
             head = (before,)
-        rules = self.state.splitter.rules   # type: ignore[union-attr]
+        rules = splitter.rules
         head_b, after_b = tuple(h.encode("utf-8", OUT) for h in head), after.encode("utf-8", OUT)
         slots = (_TIMESTAMP, TEXT) if len(head_b) == 2 else (TEXT,)
         self._reasoning = _lane(head_b, after_b)

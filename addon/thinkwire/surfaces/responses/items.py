@@ -362,7 +362,9 @@ class _Message:
     def pieces(self, pieces: list[Piece], obj: Obj | None, src: Src | None) -> None:
         for p in pieces:
             if p.kind == REASONING:
-                self.part.reasoned = True   # type: ignore[union-attr]  # (pieces come from the part being read)
+                part = self.part
+                assert part is not None   # (pieces come from the part being read)
+                part.reasoned = True
                 if not isinstance(self.cur, _ReasoningItem):
                     self._open_reason()
                 self._reason_delta(p.text)

@@ -54,8 +54,13 @@ class Learned(NamedTuple):
     def values(self, m: re.Match[bytes], text: str) -> list[Any]:
         """The slots' values of a chunk the shape matched, whose text is `text`."""
         s = self.shape
-        return [text if slot == TEXT else int(m[s.number]) if slot == NUMBER   # type: ignore[index]
-                else m[s.string].decode("ascii") for slot in s.delta.slots]   # type: ignore[index]
+        return [text if slot == TEXT else int(m[_group(s.number)]) if slot == NUMBER
+                else m[_group(s.string)].decode("ascii") for slot in s.delta.slots]
+
+
+def _group(g: int | None) -> int:
+    assert g is not None   # (a shape has a group for each slot its delta declares)
+    return g
 
 
 def _learn(ev: Event, obj: Obj, rules: Rules) -> Learned | None:
@@ -140,14 +145,16 @@ def _filled(cuts: tuple[bytes, ...], slots: tuple[Slot, ...], head: bytes, tail:
     """An output template (thinkwire.shapes.Lane) of an event cut at its slots: `head` and
     `tail` framing it, the number where NUMBER is (PART_N), the text literal's body, the string
     slot's as it came."""
-    out: list[bytes | int] = [head + cuts[0]]
+    out: list[bytes | int] = []
+    cur = head + cuts[0]   # the bytes since the last slot
     for slot, c in zip(slots, cuts[1:]):
         if slot == NUMBER:
-            out += [hot.PART_N, c]
+            out += [cur, hot.PART_N]
         else:
-            out[-1] += b'"'   # type: ignore[operator]   # (out[-1] is always bytes here)
-            out += [hot.PART_BODY if slot == TEXT else hot.PART_STR, b'"' + c]
-    out[-1] += tail   # type: ignore[operator]
+            out += [cur + b'"', hot.PART_BODY if slot == TEXT else hot.PART_STR]
+            c = b'"' + c
+        cur = c
+    out.append(cur + tail)
     return tuple(out)
 
 
@@ -273,6 +280,8 @@ class Shortcuts(FastPath):
             kind, add, lane = REASONING, cur.text.add, self._reasoning_lane(cur, lines)
         inner = shape.route(lane, None, self.seq)
         answer = kind == CONTENT
+        splitter = p.splitter
+        assert splitter is not None   # (a plan is made only for a part read as a stream)
 
         def came(mt: re.Match[bytes]) -> None:   # (before the splitter reads the text)
             p.fed = True
@@ -302,7 +311,7 @@ class Shortcuts(FastPath):
             p.came_literal(hot.literal(got))   # what the deltas brought, as they came
 
         spec = shape.spec(lane)
-        plan = Plan(p.splitter, route if answer else None, None if answer else route,   # type: ignore[arg-type]
+        plan = Plan(splitter, route if answer else None, None if answer else route,
                     spec if answer else None, None if answer else spec, settled, (CONTENT, REASONING), self.seq,
                     came)
         return _State(plan, m, p, kind, add, inner)

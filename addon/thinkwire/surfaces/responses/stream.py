@@ -440,9 +440,9 @@ class StreamRewriter(Shortcuts, _ResponseState):
         """An event after failing open: as it came, on the client's numbers (`renumbered`)."""
         obj = event_object(ev.data, self.ctx) if ev.data is not None and not is_done(ev.data) else None
         new = self.renumbered(obj) if obj is not None else {}
-        if not new:
+        if obj is None or not new:
             return [ev.raw]
-        out = dict(obj, **new)   # type: ignore[arg-type]
+        out = dict(obj, **new)
         return [self._frame(out["type"], dumps(out), ev.event is not None, ev.eol)]
 
     def renumbered(self, obj: Obj) -> Obj:

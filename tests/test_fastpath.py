@@ -20,6 +20,7 @@ from thinkwire.fastpath import NUMBER_SLOT, ByteShape, slot_text, text_slot
 from thinkwire.jsonio import OUT, dumps, loads_known, sharing_dumps
 from thinkwire.marks import Sealer
 from thinkwire.rules import TagPair
+from thinkwire.shapes import SPECS_MAX, TEXT, Delta, Lane
 from thinkwire.splitter import CONTENT, REASONING, Splitter
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages, responses
@@ -437,3 +438,15 @@ def test_a_rewriter_built_with_fast_off_takes_no_shortcut():
         rw = mod.StreamRewriter(make_ctx(), fast=False)
         d = StreamDriver(rw)
         assert d._on_chunk is None and d._on_event_bytes is None
+
+
+def test_the_c_specs_a_shape_keeps_are_capped_however_many_lanes_ask():
+    # A compiled shape is kept for the process (Delta.compile), and a lane's output template names
+    # what it writes for (a Responses item's id): every stream of every client asks with lanes of
+    # its own. The shape keeps at most SPECS_MAX specs, and a spec made again is the same.
+    shape = Delta(b"data: ", None, (b'{"d":', b"}"), (TEXT,), end=b"\n\n").compile(RULES[0])
+    lanes = [Lane((b'data: {"id":"i%d","d":"' % k, hot.PART_BODY, b'"}\n\n')) for k in range(3 * SPECS_MAX)]
+    first = [shape.spec(lane) for lane in lanes]
+    assert first[0] is not None
+    assert 0 < len(shape._specs) <= SPECS_MAX
+    assert [shape.spec(lane) for lane in lanes[:3]] == first[:3]

@@ -103,6 +103,9 @@ class _CSlots(NamedTuple):
     chars: bytes | None
 
 
+SPECS_MAX = 32   # C specs a shape keeps (one per lane a plan was made for; twice PLANS_MAX)
+
+
 class Shape:
     """A `Delta` compiled for `rules`: its byte pattern (`match`, `event`), the groups of its
     slots, and, where C can take it (a text slot and at most one other), where C finds them."""
@@ -136,6 +139,8 @@ class Shape:
         take this shape."""
         if lane in self._specs:
             return self._specs[lane]
+        if len(self._specs) >= SPECS_MAX:   # (a Responses lane names its item: one per item a stream opens)
+            self._specs.clear()
         c, d, rules = self.c, self.delta, self.rules
         spec = None
         if c is not None:   # (reasoning: trailing whitespace held where the splitter trims, as it holds it)

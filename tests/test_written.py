@@ -253,6 +253,13 @@ DROPPED = [
     # ... or at the output's end, with the whitespace between them.
     ("hunyuan-a13b", False, "<think>a</think>b<answer></answer>", ("a", "b"), None),
     ("hunyuan-a13b", False, "<think>a</think>b</answer> \t</answer>", ("a", "b"), None),
+    # The model's whitespace right after a block, a marker, then the line break put in after that
+    # marker (not first), and another block: the whitespace is the second block's markup, after
+    # the marker (it was lost; issue 32).
+    ("hunyuan-a13b", False, "b<think>x</think>\t<answer><think>y", ("x\n\ny", "b"), None),
+    ("hunyuan-a13b", False, "b<think>x</think>\t</answer><think>y</think>c", ("x\n\ny", "b\nc"), None),
+    ("gpt-oss-20b", False, "b<think>x</think>    <|end|><think>y", ("x\n\ny", "b"), None),
+    ("granite-3.3-8b", False, "a<think>x</think>\t<response><think>y</think>c", ("x\n\ny", "a\nc"), None),
 ]
 
 

@@ -356,7 +356,7 @@ class RecordingSplitter(Splitter):
         if self._ws._pend and added >= 0 and not t.over:
             # The block before it has not ended yet: what it writes after its closing tag from
             # here on was written after this markup (`_end`).
-            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close), self._ws._gap_added))
+            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close), len(self._ws._gap_put)))
 
     def feed(self, text: str) -> list[Any]:
         out = super().feed(text)
@@ -384,7 +384,7 @@ class RecordingSplitter(Splitter):
         self.finished = True
         t = self.transcript
         if self._ws._gap and not t.over:
-            t._trailing(self._ws._gap, self._ws._gap_added)
+            t._trailing(self._ws._gap, len(self._ws._gap_put))
         # A check of the whole: the layout gives back what the model wrote (a template's opening
         # tag, which the prompt holds, besides), as fingerprints tell (thinkwire.fingerprint: the
         # text is not kept); else it is not remembered.

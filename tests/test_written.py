@@ -260,6 +260,13 @@ DROPPED = [
     ("hunyuan-a13b", False, "b<think>x</think>\t</answer><think>y</think>c", ("x\n\ny", "b\nc"), None),
     ("gpt-oss-20b", False, "b<think>x</think>    <|end|><think>y", ("x\n\ny", "b"), None),
     ("granite-3.3-8b", False, "a<think>x</think>\t<response><think>y</think>c", ("x\n\ny", "a\nc"), None),
+    # ... or at the output's end: the line breaks put in go wherever they stood among the model's
+    # whitespace, which goes back before the marker it stood before (issue 32).
+    ("hunyuan-a13b", False, "b<think>x</think>\n</answer><answer>", ("x", "b"), None),
+    ("hunyuan-a13b", False, "b<think>x</think> </answer></answer>", ("x", "b"), None),
+    ("granite-3.3-8b", False, "<answer><think></think>\n</response><response>", ("", "<answer>"), None),
+    ("gpt-oss-20b", False, "a<think>x<|start|>assistant<|channel|>final<|message|> <|end|>"
+     "<|start|>assistant<|channel|>final<|message|>", ("x", "a"), None),
 ]
 
 

@@ -1,11 +1,12 @@
 """A random sweep of the way back's remembered layouts (thinkwire.recorder, thinkwire.written).
 
-    .venv/bin/python -m devtools.sweep_way_back [N] [--seeds K] [--first S] [--show M] [--minimize]
+    .venv/bin/python -m devtools.sweep_way_back [N] [--seeds K] [--first S] [--longest L] [--show M] [--minimize]
 
-Makes N random outputs per seed (seeds S .. S+K-1) out of every family's markup, whitespace,
-code and tags cut short; splits each as one of five model profiles would, starting inside a
-block or not, as a body or a stream cut every 1 or 3 characters, finished or cut off at the
-token limit; then asks the way back for it with the texts the client reads. Per seed it counts:
+Makes N random outputs per seed (seeds S .. S+K-1) of 1 to L parts (12) of every family's
+markup, whitespace, code and tags cut short; splits each as one of five model profiles would,
+starting inside a block or not, as a body or a stream cut every 1 or 3 characters, finished or
+cut off at the token limit; then asks the way back for it with the texts the client reads. Per
+seed it counts:
 
   kept    the way back gives the output as the model wrote it (behind the template's opening
           tag where the profile starts inside a block)
@@ -14,7 +15,7 @@ token limit; then asks the way back for it with the texts the client reads. Per 
   wrong   a layout gave another text (never allowed)
 
 and prints the first M misses and every wrong text, as (model, inside, chunk size, finish, text,
-what the client reads); `--minimize` first drops every part of a miss that keeps it a miss. The
+what the client reads; `--minimize`: each also with every part dropped that leaves it a miss). The
 exit status is 1 when anything missed or was wrong. About 2,500 outputs a second on one core.
 A seed gives the same outputs on every run; tests/test_written.py sweeps 3,000 of seed 19
 (THINKWIRE_SWEEP_OUTPUTS and THINKWIRE_SWEEP_SEEDS: more).
@@ -111,9 +112,9 @@ def cases(n: int, seed: int, longest: int = 12) -> list[Case]:
     return out
 
 
-def sweep(n: int, seed: int) -> Tally:
+def sweep(n: int, seed: int, longest: int = 12) -> Tally:
     tally = Tally()
-    for case in cases(n, seed):
+    for case in cases(n, seed, longest):
         verdict, read, got = check(case)
         tally.total += 1
         if verdict == "kept":
@@ -151,13 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("n", type=int, nargs="?", default=2000, help="outputs per seed")
     ap.add_argument("--seeds", type=int, default=1, help="how many seeds")
     ap.add_argument("--first", type=int, default=0, help="the first seed")
+    ap.add_argument("--longest", type=int, default=12, help="parts in an output, at most")
     ap.add_argument("--show", type=int, default=20, help="misses printed")
     ap.add_argument("--minimize", action="store_true", help="print each miss shown minimised too")
     args = ap.parse_args(argv)
     misses: list[tuple[Case, tuple[str, str]]] = []
     bad = 0
     for seed in range(args.first, args.first + args.seeds):
-        t = sweep(args.n, seed)
+        t = sweep(args.n, seed, args.longest)
         print(f"seed {seed}: total {t.total} kept {t.kept} misses {len(t.misses)} wrong {len(t.wrong)}", flush=True)
         misses += t.misses
         bad += len(t.misses) + len(t.wrong)

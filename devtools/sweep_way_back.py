@@ -1,6 +1,7 @@
 """A random sweep of the way back's remembered layouts (thinkwire.recorder, thinkwire.written).
 
-    .venv/bin/python -m devtools.sweep_way_back [N] [--seeds K] [--first S] [--longest L] [--show M] [--minimize]
+    .venv/bin/python -m devtools.sweep_way_back [N] [--seeds K] [--first S] [--longest L] [--more-parts]
+                                                [--show M] [--minimize]
 
 Makes N random outputs per seed (seeds S .. S+K-1) of 1 to L parts (12) of every family's
 markup, whitespace, code and tags cut short; splits each as one of five model profiles would,
@@ -42,6 +43,13 @@ from thinkwire.splitter import Split, merge  # noqa: E402
 PARTS = ["<think>", "</think>", "a", "b", "\n", " ", "\t", "\n\n", "    ", "`", "```\n", "<answer>", "</answer>",
          "<response>", "</response>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>",
          "<|channel|>analysis<|message|>", "[BEGIN FINAL RESPONSE]", "é", "<thi", "</thi", "<|end", "<ans"]
+# More (`--more-parts`): gpt-oss's other markers and a tool call's header, Apriel's other markup.
+# They find misses left (issue 32): a tool call's header right after a block and markup removed
+# after it drops the whitespace waiting there, and the layout does not follow
+# (`a<think>x</think> <|end|><|start|>assistant to=`; docs/way-back.md).
+MORE_PARTS = ["<|return|>", "<|start|>assistant", "<|start|>", "<|channel|>commentary<|message|>", "analysis",
+              "assistantfinal", "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}", "<|call|>",
+              "[END FINAL RESPONSE]", "<|channel|>final<|message|>", "Here are my reasoning steps:\n"]
 MODELS = ["m", "hunyuan-a13b", "granite-3.3-8b", "gpt-oss-20b", "apriel-15b"]
 SIZES = [0, 1, 3]   # 0: a whole body; else a stream cut every so many characters
 
@@ -102,19 +110,19 @@ def check(case: Case) -> tuple[str, tuple[str, str], str | None]:
     return ("kept" if ok else "wrong"), read, got
 
 
-def cases(n: int, seed: int, longest: int = 12) -> list[Case]:
+def cases(n: int, seed: int, longest: int = 12, parts: list[str] = PARTS) -> list[Case]:
     rnd = random.Random(seed)
     out = []
     for _ in range(n):
         model, inside, size = rnd.choice(MODELS), rnd.random() < 0.5, rnd.choice(SIZES)
-        text = "".join(rnd.choice(PARTS) for _ in range(rnd.randint(1, longest)))
+        text = "".join(rnd.choice(parts) for _ in range(rnd.randint(1, longest)))
         out.append(Case(model, inside, size, rnd.choice(["stop", "length"]), text))
     return out
 
 
-def sweep(n: int, seed: int, longest: int = 12) -> Tally:
+def sweep(n: int, seed: int, longest: int = 12, parts: list[str] = PARTS) -> Tally:
     tally = Tally()
-    for case in cases(n, seed, longest):
+    for case in cases(n, seed, longest, parts):
         verdict, read, got = check(case)
         tally.total += 1
         if verdict == "kept":
@@ -128,8 +136,8 @@ def sweep(n: int, seed: int, longest: int = 12) -> Tally:
 
 
 def minimize(case: Case) -> Case:
-    """A miss with every part dropped that leaves it a miss (parts as `PARTS` cut the text)."""
-    longest = sorted(PARTS, key=len, reverse=True)
+    """A miss with every part dropped that leaves it a miss (the text cut into `PARTS` and `MORE_PARTS`)."""
+    longest = sorted(PARTS + MORE_PARTS, key=len, reverse=True)
     parts: list[str] = []
     i = 0
     while i < len(case.text):
@@ -153,13 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=1, help="how many seeds")
     ap.add_argument("--first", type=int, default=0, help="the first seed")
     ap.add_argument("--longest", type=int, default=12, help="parts in an output, at most")
+    ap.add_argument("--more-parts", action="store_true", help="MORE_PARTS too (finds misses left)")
     ap.add_argument("--show", type=int, default=20, help="misses printed")
     ap.add_argument("--minimize", action="store_true", help="print each miss shown minimised too")
     args = ap.parse_args(argv)
     misses: list[tuple[Case, tuple[str, str]]] = []
     bad = 0
     for seed in range(args.first, args.first + args.seeds):
-        t = sweep(args.n, seed, args.longest)
+        t = sweep(args.n, seed, args.longest, PARTS + MORE_PARTS if args.more_parts else PARTS)
         print(f"seed {seed}: total {t.total} kept {t.kept} misses {len(t.misses)} wrong {len(t.wrong)}", flush=True)
         misses += t.misses
         bad += len(t.misses) + len(t.wrong)

@@ -101,33 +101,34 @@ class Transcript:
         self._want = sorted({x for b in self.blocks for x in (b.at, b.at + b.added)} |
                             {x for _, b in self._edits for x in (b.at, b.at + b.added)})
 
-    def _trailing(self, gap: str, added: int) -> None:
-        """At the output's end, `gap` (what was to go in front of the answer's next text, `added`
-        characters of it put in) went: the model's whitespace in it is markup of the edits at the
-        answer's end, the line breaks they put in it are taken out again (a block's, which no
-        edit holds, go first)."""
+    def _trailing(self, gap: str, put: Sequence[int]) -> None:
+        """At the output's end, `gap` (what was to go in front of the answer's next text, with line
+        breaks put in at the places `put`) went: the model's whitespace in it is markup of the
+        edits at the answer's end, before each its part; the line breaks put in it are taken out
+        again (those an edit holds, and those put in while a block had not ended, which none
+        does: `b</think> <answer><answer>`)."""
         end = self._alen
         k = next((k for k, (_, b) in enumerate(self._edits) if b.at + b.added > end), len(self._edits))
-        cur = added - sum(b.added for _, b in self._edits[k:])   # (put in after the last block: first)
-        if cur < 0 or gap[:cur] != "\n" * cur:
-            self.over = True
-            return
+        mine = set(put)
+        cur = 0
         for x in range(k, len(self._edits)):
             after, b = self._edits[x]
             p = b.at - end
-            if p < cur or gap[p:p + b.added] != "\n" * b.added:
+            if p < cur or any(i not in mine for i in range(p, p + b.added)):
                 self.over = True
                 return
-            self._edits[x] = (after, Block(end, 0, gap[cur:p] + b.open, "", 0))
-            self._markup += p - cur
+            wrote = "".join(gap[i] for i in range(cur, p) if i not in mine)
+            self._edits[x] = (after, Block(end, 0, wrote + b.open, "", 0))
+            self._markup += len(wrote)
             self._added -= b.added
             cur = p + b.added
-        if cur < len(gap):
-            if gap[cur:].strip(WS) or len(self._edits) >= EDITS_MAX:
+        wrote = "".join(gap[i] for i in range(cur, len(gap)) if i not in mine)
+        if wrote:
+            if wrote.strip(WS) or len(self._edits) >= EDITS_MAX:
                 self.over = True
                 return
-            self._edits.append((len(self.blocks), Block(end, 0, gap[cur:], "", 0)))
-            self._markup += len(gap) - cur
+            self._edits.append((len(self.blocks), Block(end, 0, wrote, "", 0)))
+            self._markup += len(wrote)
         if self._markup > LAYOUT_MAX:
             self.over = True   # (whitespace past the bound, at the end: not remembered)
             return
@@ -356,7 +357,7 @@ class RecordingSplitter(Splitter):
         if self._ws._pend and added >= 0 and not t.over:
             # The block before it has not ended yet: what it writes after its closing tag from
             # here on was written after this markup (`_end`).
-            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close), self._ws._gap_added))
+            t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close), len(self._ws._gap_put)))
 
     def feed(self, text: str) -> list[Any]:
         out = super().feed(text)
@@ -384,7 +385,7 @@ class RecordingSplitter(Splitter):
         self.finished = True
         t = self.transcript
         if self._ws._gap and not t.over:
-            t._trailing(self._ws._gap, self._ws._gap_added)
+            t._trailing(self._ws._gap, self._ws._gap_put)
         # A check of the whole: the layout gives back what the model wrote (a template's opening
         # tag, which the prompt holds, besides), as fingerprints tell (thinkwire.fingerprint: the
         # text is not kept); else it is not remembered.

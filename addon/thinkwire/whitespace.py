@@ -78,7 +78,7 @@ class Whitespace:
     """The whitespace stage of one splitter: its state and its steps."""
 
     __slots__ = ("rules", "_dropped", "_kept", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
-                 "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_added", "_lead_ws", "_w_open",
+                 "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
                  "_w_close", "_pend", "reasoning_chars", "added_chars")
 
     def __init__(self, rules: Rules, inside: bool, dropped: Dropped) -> None:
@@ -91,7 +91,7 @@ class Whitespace:
         self._fresh = inside       # the open block has no text yet
         self._answer_ws = True     # the answer so far is empty or ends in whitespace
         self._gap = ""             # whitespace after a block, kept for the answer's next text (no glued words)
-        self._gap_added = 0        # ... of which line breaks put there (the model wrote no whitespace)
+        self._gap_put: list[int] = []   # ... the places in it of line breaks put there (the model wrote no whitespace)
         self._reasoning_ws = True  # the reasoning so far is empty or ends in whitespace
         self._rsep = False         # a line break goes in front of the reasoning's next text, if not whitespace
         self.reasoning_chars = 0
@@ -120,6 +120,15 @@ class Whitespace:
             getattr(self, k) == getattr(other, k) for k in self.__slots__ if k not in ("rules", "_dropped", "_kept"))
 
     __hash__ = None   # type: ignore[assignment]  # (mutable; as thinkwire.lines.Lines)
+
+    def gap_written(self) -> str:
+        """What the model wrote of `_gap`: it less the line breaks put there."""
+        gap, k, parts = self._gap, 0, []
+        for at in self._gap_put:
+            parts.append(gap[k:at])
+            k = at + 1
+        parts.append(gap[k:])
+        return "".join(parts)
 
     def _take_held(self) -> str:
         held = self._held
@@ -220,16 +229,17 @@ class Whitespace:
         (`lead`: the whitespace ahead of a start pair's tag at the output's start)."""
         if lead is not None:
             self._lead_ws = lead
-        if self._gap_added and not self._pend:
-            self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
+        put = self._gap_put
+        if put and not self._pend:
+            self._dropped(out, False, "", -len(put), len(self._gap) - len(put))
         self._flush_end(out)
-        # (Whitespace between two blocks is trimmed: the model's part of it, not a line break put there.)
-        # (Line breaks put in come first where the model's whitespace followed markup after them.)
-        gap = self._gap[self._gap_added:] if self._gap.startswith("\n" * self._gap_added) else ""
-        self._w_open = self._lead_ws + gap + tag
+        # (Whitespace between two blocks is trimmed: the model's part of it, not the line breaks
+        # put there, wherever they stand among it: `b</think> <answer><think>`.)
+        self._w_open = self._lead_ws + self.gap_written() + tag
         self._w_close = self._lead_ws = ""
         self._skip_ws = self.rules.trim
-        self._gap, self._gap_added = "", 0   # whitespace between two blocks: trimmed
+        self._gap = ""   # whitespace between two blocks: trimmed
+        put.clear()
         self._fresh = True
 
     def _own_open(self, tok: Token, out: list[Piece], final: bool) -> int:
@@ -314,8 +324,8 @@ class Whitespace:
             else:
                 if not self._pend:
                     self._dropped(out, False, "", len(SEPARATOR), len(self._gap))
+                self._gap_put.extend(range(len(self._gap), len(self._gap) + len(SEPARATOR)))
                 self._gap += SEPARATOR
-                self._gap_added += len(SEPARATOR)
         self._skip_ws = self._ws_nl = False
         return j
 
@@ -389,8 +399,8 @@ class Whitespace:
         if gap is None:
             return
         if not before_block:
+            self._gap_put.extend(range(len(self._gap), len(self._gap) + gap.added))   # (a put gap is all line breaks)
             self._gap += gap.text
-            self._gap_added += gap.added
         elif not gap.added:
             self._gap += gap.text   # the model's whitespace before the block: its markup (`_block_opens`)
         else:
@@ -399,7 +409,7 @@ class Whitespace:
     def _emit_content(self, text: str, out: list[Piece], before_block: bool) -> None:
         if not text:
             return
-        self._flush_end(out, self._gap_added)
+        self._flush_end(out, len(self._gap_put))
         if self._at_start:
             if before_block and self.rules.trim and text.strip(WS) == "":
                 self._lead_ws += text
@@ -408,8 +418,9 @@ class Whitespace:
                 self._at_start = False
         if self._gap:
             text = self._gap + text
-            self.added_chars += self._gap_added
-            self._gap, self._gap_added = "", 0
+            self.added_chars += len(self._gap_put)
+            self._gap = ""
+            self._gap_put.clear()
         self._answer_ws = text[-1] in WS
         last = out[-1] if out else None
         if last is not None and last.kind == CONTENT:
@@ -443,10 +454,12 @@ class Whitespace:
             kept.pop()   # (no line break put before it: a header is no word to keep apart)
             self._dropped(out, False, "", -last.added, len(self._gap), kept)
         self._emit_kept(out, tok.text)
-        if self._gap_added:
+        put = self._gap_put
+        if put:
             if not self._pend:
-                self._dropped(out, False, "", -self._gap_added, len(self._gap) - self._gap_added)
-            self._gap, self._gap_added = "", 0
+                self._dropped(out, False, "", -len(put), len(self._gap) - len(put))
+            self._gap = ""
+            put.clear()
         return 0
 
     def _wrapper(self, tok: Token, out: list[Piece], final: bool) -> int:
@@ -456,7 +469,7 @@ class Whitespace:
         tag = tok.markup
         self._emit_kept(out, tok.text)
         if self._pend:
-            if len(self._gap) > self._gap_added:   # (the model's whitespace before it, waiting for the answer's next text: its place)
+            if len(self._gap) > len(self._gap_put):   # (the model's whitespace before it, waiting for the answer's next text: its place)
                 self._dropped(out, False, "", 0, len(self._gap))
             self._w_close += tag   # (written after the block: the way back has it)
         else:

@@ -80,6 +80,68 @@ def test_a_prefill_that_opened_the_block_is_not_sent_again(surface):
     assert BODIES[surface](ANSWER, req, {}) == STREAMS[surface](words(ANSWER), req, {}) == ((ANSWER,), "")
 
 
+# -- the way back (issue 32): the turn sent back as the client got it reaches the upstream as the
+# model wrote it, not as the guess (the text twice) nor the answer without its tags ------------
+def way_back(surface, text, request, mode, chunks=None, finish=STOP, answer=None):
+    """What the upstream reads of the assistant turn when the client sends it back as it got it
+    (tests/test_designed_way_back.py's echo; `answer`: the client's answer, changed)."""
+    from test_designed_way_back import USER, _ctx, _echo, _restore
+    from thinkwire import written
+    request = dict(request, input=[USER]) if surface == "responses" else dict(request, messages=[USER])
+    mem = written.Memory()
+    ctx = _ctx(mem, request, {}, surface)
+    kept: list = []
+    if mode == "body":
+        got = BODIES[surface](text, request, {}, finish, ctx=ctx, keep=kept)
+    else:
+        got = STREAMS[surface](chunks, request, {}, finish, ctx=ctx, keep=kept)
+    ctx.tally()
+    if answer is not None:
+        got = (got[0], answer)
+        kept = [dict(k, text=answer) if k.get("type") == "text" else k for k in kept]
+        kept = [dict(k, content=[dict(k["content"][0], text=answer)]) if k.get("type") == "message" else k
+                for k in kept]
+    data = _echo(surface, request, got, kept)
+    back = _restore(surface, data, _ctx(mem, data, {}, surface))
+    return got[1] if back is None else back   # (None: the turn went as the client sent it)
+
+
+FORCED_OUTPUTS = [
+    # (the request, what the model wrote, what the upstream reads back)
+    (FORCE, f"<think>\n{ANSWER}\n</think>\n\n", f"<think>\n{ANSWER}\n</think>\n\n"),
+    (FORCE, "<think>a</think>\n<think> b </think>", "<think>a</think>\n<think> b </think>"),
+    # The template opened the block: it goes back behind the template's opening tag, as always.
+    (dict(OPENS, chat_template_kwargs={"force_nonempty_content": True}), f"{ANSWER}\n</think>\n \n",
+     f"<think>{ANSWER}\n</think>\n \n"),
+]
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize("request_, text, back", FORCED_OUTPUTS)
+def test_force_nonempty_content_goes_back_as_the_model_wrote_it_body_and_stream(surface, request_, text, back):
+    assert way_back(surface, text, request_, "body") == back
+    for name, chunks in dict(chunkings(text, "force back"), words=words(text)).items():
+        assert way_back(surface, text, request_, "stream", chunks) == back, name
+    # Cut off at the token limit too (vLLM gives any output without an answer its reasoning).
+    assert way_back(surface, text, request_, "body", finish=LENGTH) == back
+    assert way_back(surface, text, request_, "stream", words(text), LENGTH) == back
+    # An answer the client changed is not the reasoning again: a miss, the way back writes the pair
+    # the model was last seen writing and that answer (Responses: the reasoning item goes as it
+    # came, beside the message; a body: there is no reasoning to write).
+    if text == FORCED_OUTPUTS[0][1]:
+        guess = "Edited." if surface == "responses" else f"<think>\n{ANSWER}\n</think>\n\nEdited."
+        assert way_back(surface, text, request_, "stream", words(text), answer="Edited.") == guess
+        assert way_back(surface, text, request_, "body", answer="Edited.") == "Edited."
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_tagless_answer_a_stream_sent_twice_goes_back_once_as_the_model_wrote_it(surface):
+    text = f"\n{ANSWER} \n"
+    assert way_back(surface, text, OPENS, "body") == text
+    for name, chunks in dict(chunkings(text, "tagless back"), words=words(text)).items():
+        assert way_back(surface, text, OPENS, "stream", chunks) == text, name
+
+
 def test_reasoning_past_the_keep_cap_is_not_sent_again():
     big = "a" * (KEEP_MAX + 10)
     assert STREAMS["chat"]([big[i:i + 65536] for i in range(0, len(big), 65536)], OPENS, {}) == ((big,), "")

@@ -16,6 +16,7 @@ text is kept only while one of these can still hold, up to KEEP_MAX characters
 from __future__ import annotations
 
 from .context import STOP, FlowContext
+from .recorder import RecordingSplitter
 from .splitter import CONTENT, REASONING, Splitter
 
 KEEP_MAX = 1 << 20   # characters of reasoning one output keeps to send again
@@ -59,4 +60,6 @@ class Again:
         if not text.strip():
             return None
         self.stats.again_chars += len(text)
+        if isinstance(splitter, RecordingSplitter):   # the way back: the model did not write it twice
+            splitter.transcript.echoed(text, bare=tagless)
         return text

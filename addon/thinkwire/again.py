@@ -11,6 +11,9 @@ A stream cannot take back what went out as reasoning, so the client gets both: t
 then the same text as the answer (vLLM's own streams do this for force_nonempty_content). The
 text is kept only while one of these can still hold, up to KEEP_MAX characters
 (docs/budget.md); past that it is not sent again.
+
+On the way back the model wrote that text once: the output's layout is filed under the texts the
+client got, and gives back what the model wrote from the reasoning alone (written.Echoed).
 """
 
 from __future__ import annotations

@@ -59,6 +59,24 @@ def test_force_nonempty_content_gives_the_reasoning_as_the_answer(surface):
     assert STREAMS[surface](words(text), FORCE, {}, LENGTH) == ((ANSWER,), ANSWER)
 
 
+# Several reasoning blocks (an empty one between them): a body gives them as one answer, joined
+# with a blank line as chat's reasoning field joins them; a stream's answer again is that text too,
+# on Messages and Responses as well, whose blocks went out apart (a thinking block, a reasoning
+# item each).
+BLOCKS = "<think>\nFirst, add them.\n</think>\n<think></think>\n<think> Then check the sum. </think>\n"
+JOINED = "First, add them.\n\nThen check the sum."
+SHOWN = {"chat": (JOINED,), "ollama": (JOINED,), "messages": ("First, add them.", "Then check the sum."),
+         "responses": ("First, add them.", "Then check the sum.")}
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_force_nonempty_content_joins_several_blocks_with_a_blank_line_body_and_stream(surface):
+    for finish in (STOP, LENGTH):
+        assert BODIES[surface](BLOCKS, FORCE, {}, finish) == ((), JOINED)
+        for name, chunks in dict(chunkings(BLOCKS, "blocks"), words=words(BLOCKS)).items():
+            assert STREAMS[surface](chunks, FORCE, {}, finish) == (SHOWN[surface], JOINED), (name, finish)
+
+
 @pytest.mark.parametrize("surface", SURFACES)
 def test_force_nonempty_content_leaves_an_output_with_an_answer_alone(surface):
     text = "<think>Weighing it.</think>It is 4."
@@ -82,9 +100,10 @@ def test_a_prefill_that_opened_the_block_is_not_sent_again(surface):
 
 # -- the way back (issue 32): the turn sent back as the client got it reaches the upstream as the
 # model wrote it, not as the guess (the text twice) nor the answer without its tags ------------
-def way_back(surface, text, request, mode, chunks=None, finish=STOP, answer=None):
+def way_back(surface, text, request, mode, chunks=None, finish=STOP, answer=None, seen=None):
     """What the upstream reads of the assistant turn when the client sends it back as it got it
-    (tests/test_designed_way_back.py's echo; `answer`: the client's answer, changed)."""
+    (tests/test_designed_way_back.py's echo; `answer`: the client's answer, changed; `seen`: a
+    list to put the answer the client got in)."""
     from test_designed_way_back import USER, _ctx, _echo, _restore
     from thinkwire import written
     request = dict(request, input=[USER]) if surface == "responses" else dict(request, messages=[USER])
@@ -96,6 +115,8 @@ def way_back(surface, text, request, mode, chunks=None, finish=STOP, answer=None
     else:
         got = STREAMS[surface](chunks, request, {}, finish, ctx=ctx, keep=kept)
     ctx.tally()
+    if seen is not None:
+        seen.append(got[1])
     if answer is not None:
         got = (got[0], answer)
         kept = [dict(k, text=answer) if k.get("type") == "text" else k for k in kept]
@@ -132,6 +153,18 @@ def test_force_nonempty_content_goes_back_as_the_model_wrote_it_body_and_stream(
         guess = "Edited." if surface == "responses" else f"<think>\n{ANSWER}\n</think>\n\nEdited."
         assert way_back(surface, text, request_, "stream", words(text), answer="Edited.") == guess
         assert way_back(surface, text, request_, "body", answer="Edited.") == "Edited."
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_several_forced_blocks_go_back_as_the_model_wrote_them_under_the_joined_answer(surface):
+    # The answer the client got (the blocks joined with a blank line, body and stream) is the
+    # one the layout is filed under: sent back as it came, the turn is the model's bytes.
+    for finish in (STOP, LENGTH):
+        seen: list = []
+        assert way_back(surface, BLOCKS, FORCE, "body", finish=finish, seen=seen) == BLOCKS
+        for name, chunks in dict(chunkings(BLOCKS, "blocks back"), words=words(BLOCKS)).items():
+            assert way_back(surface, BLOCKS, FORCE, "stream", chunks, finish, seen=seen) == BLOCKS, (name, finish)
+        assert seen == [JOINED] * 6, finish
 
 
 @pytest.mark.parametrize("surface", SURFACES)

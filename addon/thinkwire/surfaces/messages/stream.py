@@ -414,6 +414,8 @@ class StreamRewriter(FastPath):
             return [self._created(_STOP, {"type": _STOP, "index": idx})]
         if kind != _THINK:
             return []
+        if self.again is not None:
+            self.again[0].ended()
         pair = pair or self.ctx.rules().pairs[0]
         text, literal = "".join(st.reasoning), "".join(st.reasoning_lits)
         st.reasoning, st.reasoning_lits, st.held = [], [], 0

@@ -5,7 +5,7 @@ answer). Sent back as the client received it, such a turn reaches the upstream a
 it: not the answer without its tags, not the text twice.
 
 The official SDKs (the Ollama one's requests carry the switch, which its client has no argument
-for: httpx, read as the SDK reads them) run four turns through a real mitmdump; the strict
+for: httpx, read as the SDK reads them) run five turns through a real mitmdump; the strict
 upstreams (exact) refuse a request unless every earlier assistant turn reads byte for byte as the
 model wrote it."""
 
@@ -29,13 +29,16 @@ WROTE = [
     "<think>\nPlan it: add the two numbers.\n</think>\n\n",   # reasoning, no answer
     "<think>\nCheck it.\n</think>\n\nIt is 4.",
     "<think> Sure of it. </think>",                           # reasoning, no answer
+    "<think>Two ways:</think>\n<think> both give 4. </think>",  # reasoning in two blocks, no answer
     "<think>done</think>\n\nAll done.",
 ]
-# What the client reads of each turn (reasoning, answer).
+# What the client reads of each turn (reasoning, answer; several blocks joined with a blank line,
+# as a body's answer and chat's reasoning field join them).
 READ_STREAM = [("Plan it: add the two numbers.", "Plan it: add the two numbers."), ("Check it.", "It is 4."),
-               ("Sure of it.", "Sure of it."), ("done", "All done.")]
+               ("Sure of it.", "Sure of it."), ("Two ways:\n\nboth give 4.", "Two ways:\n\nboth give 4."),
+               ("done", "All done.")]
 READ_BODY = [("", "Plan it: add the two numbers."), ("Check it.", "It is 4."), ("", "Sure of it."),
-             ("done", "All done.")]
+             ("", "Two ways:\n\nboth give 4."), ("done", "All done.")]
 
 
 def turns() -> list[Turn]:
@@ -60,7 +63,7 @@ def test_chat_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream):
                            timeout=20)
     msgs: list = [{"role": "user", "content": "what is 2 + 2"}]
     got = []
-    for _ in range(4):
+    for _ in WROTE:
         if stream:
             reasoning, content, _calls = read_chat_stream(
                 client.chat.completions.create(model="m", messages=msgs, stream=True, extra_body=FORCE))
@@ -73,7 +76,7 @@ def test_chat_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream):
     assert strict.errors == []
     assert got == read(stream)
     sent = [m["content"] for m in json.loads(strict.bodies[-1])["messages"] if m["role"] == "assistant"]
-    assert sent == WROTE[:3]
+    assert sent == WROTE[:-1]
 
 
 @pytest.mark.parametrize("sig", ["signed", "off"])
@@ -85,7 +88,7 @@ def test_messages_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream, 
                                  max_retries=0, timeout=20)
     msgs: list = [{"role": "user", "content": "what is 2 + 2"}]
     got = []
-    for _ in range(4):
+    for _ in WROTE:
         kw = dict(model="m", max_tokens=1024, messages=msgs, extra_body=FORCE)
         if stream:
             with client.messages.stream(**kw) as s:
@@ -93,13 +96,14 @@ def test_messages_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream, 
         else:
             final = client.messages.create(**kw)
         blocks = final.to_dict()["content"]
-        got.append(("".join(b.get("thinking", "") for b in blocks), "".join(b.get("text", "") for b in blocks)))
+        got.append(("\n\n".join(b["thinking"] for b in blocks if b["type"] == "thinking"),
+                    "".join(b.get("text", "") for b in blocks)))
         msgs += [{"role": "assistant", "content": blocks},   # as received
                  {"role": "user", "content": "go on"}]
     assert strict.errors == []
     assert got == read(stream)
     sent = [m["content"] for m in json.loads(strict.bodies[-1])["messages"] if m["role"] == "assistant"]
-    assert sent == [[{"type": "text", "text": t}] for t in WROTE[:3]]
+    assert sent == [[{"type": "text", "text": t}] for t in WROTE[:-1]]
 
 
 @pytest.mark.parametrize("include", [True, False], ids=["encrypted", "codex"])
@@ -114,19 +118,19 @@ def test_responses_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream,
     if include:
         kw["include"] = ["reasoning.encrypted_content"]
     got = []
-    for _ in range(4):
+    for _ in WROTE:
         if stream:
             final = list(client.responses.create(input=items, stream=True, **kw))[-1].response
         else:
             final = client.responses.create(input=items, **kw)
         out = [it.to_dict() for it in final.output]
-        got.append(("".join(s["text"] for it in out if it["type"] == "reasoning" for s in it.get("summary") or []),
+        got.append(("\n\n".join(s["text"] for it in out if it["type"] == "reasoning" for s in it.get("summary") or []),
                     final.output_text))
         items += [codex_echo(it) for it in out]
         items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]})
     assert strict.errors == []
     assert got == read(stream)
-    assert [it["content"][0]["text"] for it in assistant_texts(strict.bodies[-1])] == WROTE[:3]
+    assert [it["content"][0]["text"] for it in assistant_texts(strict.bodies[-1])] == WROTE[:-1]
     assert not any(it.get("type") == "reasoning" for it in json.loads(strict.bodies[-1])["input"])
 
 
@@ -148,10 +152,10 @@ def test_ollama_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream):
         up.route(path, strict.handle)
     msgs: list = [{"role": "user", "content": "what is 2 + 2"}]
     got = []
-    for _ in range(4):
+    for _ in WROTE:
         thinking, content = ollama_turn(proxies["off"].url, f"ollama force {stream}", msgs, stream)
         got.append((thinking, content))
         msgs += [{"role": "assistant", "content": content, "thinking": thinking}, {"role": "user", "content": "go on"}]
     assert strict.errors == []
     assert got == read(stream)
-    assert [m["content"] for m in strict.bodies[-1]["messages"] if m["role"] == "assistant"] == WROTE[:3]
+    assert [m["content"] for m in strict.bodies[-1]["messages"] if m["role"] == "assistant"] == WROTE[:-1]

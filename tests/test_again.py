@@ -78,6 +78,17 @@ def test_force_nonempty_content_joins_several_blocks_with_a_blank_line_body_and_
 
 
 @pytest.mark.parametrize("surface", SURFACES)
+def test_force_nonempty_content_leaves_an_answer_written_before_the_reasoning_alone(surface):
+    # (A Messages stream passes a text delta that is all answer as it came, its block unmoved:
+    # the answer went out all the same. `alone`: the first delta is the answer.)
+    text = "It is 4.<think>Checked it twice.</think>"
+    assert BODIES[surface](text, FORCE, {}) == (("Checked it twice.",), "It is 4.")
+    alone = ["It is 4.", "<think>Checked it twice.</think>"]
+    for name, chunks in dict(chunkings(text, "answer first"), words=words(text), alone=alone).items():
+        assert STREAMS[surface](chunks, FORCE, {}) == (("Checked it twice.",), "It is 4."), name
+
+
+@pytest.mark.parametrize("surface", SURFACES)
 def test_force_nonempty_content_leaves_an_output_with_an_answer_alone(surface):
     text = "<think>Weighing it.</think>It is 4."
     assert BODIES[surface](text, FORCE, {}) == STREAMS[surface](list(text), FORCE, {}) == (("Weighing it.",),

@@ -283,8 +283,10 @@ class StreamRewriter(FastPath):
         """The events for the pieces of a text_delta whose bytes are `raw`."""
         if pieces == [Text(CONTENT, text)] and st.kind != _THINK:
             out = [] if st.kind == _TEXT else self._open(st, _TEXT)
-            if st.index == u:
-                return out + [raw]  # the same text into the same block: as it came
+            if st.index == u:   # the same text into the same block: as it came
+                if self.again is not None:
+                    self.again[0].said(CONTENT, text)
+                return out + [raw]
             return out + self._emit(st, pieces, text, literal)
         return self._emit(st, pieces, text, literal)
 

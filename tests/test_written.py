@@ -170,6 +170,23 @@ def test_a_layout_goes_to_bytes_and_back_for_another_store():
         assert written.load(garbage) is None
 
 
+def test_a_layout_whose_reasoning_was_the_answer_too_goes_to_bytes_and_back():
+    # force_nonempty_content (thinkwire.again): the output's layout, filed under the texts the
+    # client got (no reasoning; the reasoning as the answer), rebuilds from them alone.
+    mem = written.Memory()
+    c = engine.new_context(make_settings(), {"model": "m", "chat_template_kwargs": {"force_nonempty_content": True}},
+                           None, client="client A", upstream="http://up:8000", written=mem)
+    assert c.split("<think>\n a \n</think>\n\n", finish="stop").content == "a"
+    c.tally()
+    (got,) = [v[1] for v in mem._layouts.values()]
+    assert written.dump(got) == b'{"echoed":[[0,1,"<think>\\n "," \\n</think>\\n\\n",0]]}'
+    back = written.load(written.dump(got))
+    assert back == got and isinstance(back, written.Echoed)
+    assert ctx_for(mem).recall.written("", "a") == "<think>\n a \n</think>\n\n"
+    for garbage in (b'{"echoed":[]}', b'{"echoed":[[0]]}', b'{"echoed":[[0,1,"","",0]],"x":1}', b'{"x":[[0,1,"","",0]]}'):
+        assert written.load(garbage) is None
+
+
 # -- markup dropped where no block's edge holds it (the splitter's `_dropped`) ---------------------
 def inside_ctx(mem, model="m"):
     return engine.new_context(make_settings(starts_inside=True), {"model": model}, None, client="client A",

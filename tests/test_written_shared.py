@@ -5,6 +5,7 @@ its bounds, garbage and a store that is down (a miss, the guess as before)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from conftest import make_settings
 from thinkwire import engine, written
@@ -73,6 +74,19 @@ def test_another_process_restores_the_layout_from_the_file(tmp_path):
     # Kept in that process now: the next turn asks the store nothing.
     rc = ctx(w2, client="process salt 2").recall
     assert rc.written(reasoning, answer) == TEXT and rc.wanted == {}
+
+
+def test_another_process_restores_a_forced_answer_from_the_file(tmp_path):
+    # force_nonempty_content: the client got the reasoning as the answer, and no reasoning (a body).
+    w1, _ = shared_memory(tmp_path)
+    c = ctx(w1)
+    c.facts = dataclasses.replace(c.facts, force_nonempty=True)
+    assert c.split("<think>\nplan\n</think>\n\n", finish="stop").content == "plan"
+    c.tally()
+    assert w1.shared is not None
+    run(w1.shared.put_all(c.written_puts))
+    w2, _ = shared_memory(tmp_path)
+    assert recall(w2, "", "plan", client="process salt 2")[0] == "<think>\nplan\n</think>\n\n"
 
 
 def test_another_credential_finds_nothing_in_the_store(tmp_path):

@@ -260,14 +260,19 @@ class FlowContext:
             # No tag at all, and the response ended complete: an answer given without thinking.
             pieces, sp = self._run(text, rules, False, None, cut)
         result = Split(pieces, strays)
-        if first and (self.facts or _NO_FACTS).force_nonempty and result.reasoning and not result.content.strip():
+        moved = first and (self.facts or _NO_FACTS).force_nonempty and bool(result.reasoning) and \
+            not result.content.strip()
+        if moved:
             # force_nonempty_content: reasoning and no answer, so the reasoning is the answer.
             result = Split([Text(CONTENT, "\n\n".join(result.reasoning))], strays)
         if not count:
             return result
         if self.written is not None and isinstance(sp, recorder.RecordingSplitter):
             split = Split(pieces, 0)
-            self._transcripts.append(recorder.checked(sp, text, "\n\n".join(split.reasoning), split.content))
+            t = recorder.checked(sp, text, "\n\n".join(split.reasoning), split.content)
+            if moved:
+                t.echoed(result.content, moved=True)
+            self._transcripts.append(t)
         if finish is not None:
             self.finish = finish
         self.tagged |= tagged

@@ -20,7 +20,8 @@ from typing import Any
 from . import fingerprint
 from .rules import WS, Rules, TagPair, Written
 from .splitter import CONTENT, REASONING, Piece, Splitter, Text
-from .written import BLOCKS_MAX, EDITS_MAX, JOIN, LAYOUT_MAX, Block, Layout, Memory, Scope, _cost, _key, dump, rebuild
+from .written import (BLOCKS_MAX, EDITS_MAX, JOIN, LAYOUT_MAX, Block, Echoed, Layout, Memory, Scope, _cost, _digest,
+                      _key, dump, rebuild)
 
 
 # -- the response side: what one output's split wrote ------------------------------------------
@@ -29,7 +30,8 @@ class Transcript:
     reasoning and answer hashed (as the client will send them back), and the layout."""
 
     __slots__ = ("_r", "_a", "_alen", "_rlen", "_block", "_had", "blocks", "_markup", "over", "recorded",
-                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant", "_cuts", "_lost")
+                 "_edits", "_inner", "_added", "wrote", "_fa", "_fb", "_texts", "_want", "_iwant", "_cuts", "_lost",
+                 "_echo", "lead")
 
     def __init__(self) -> None:
         self._r, self._a = hashlib.sha256(), hashlib.sha256()
@@ -57,6 +59,22 @@ class Transcript:
         # Edits made while a block had not ended, after line breaks put in that its END took out
         # again (the answer's end, or a block that opened next, took them): edit index -> how many.
         self._lost: dict[int, int] = {}
+        self._echo: tuple[bytes, bytes] | None = None   # (`echoed`) the digests of the texts the client got
+        self.lead = 0   # characters of the first block's opening markup that the template wrote, not the model
+
+    def echoed(self, answer: str, moved: bool = False, bare: bool = False) -> None:
+        """The client got `answer`, the reasoning's text, as the answer (thinkwire.again), and none
+        of the split's; `moved`: a body's, which gave the client no reasoning. The layout is filed
+        under the texts the client got, as `written.Echoed`: it gives back what the model wrote
+        from the reasoning alone. `bare`: an answer the model wrote with no tag in a block the
+        template opened, which goes back without that opening tag, as a body of it does."""
+        if self._alen:
+            self.over = True   # (the split's answer, whitespace, went too: not remembered)
+            return
+        self._echo = (_digest("") if moved else self._r.digest(), _digest(answer))
+        if bare and self.lead and self.blocks:
+            self.blocks[0] = self.blocks[0]._replace(open=self.blocks[0].open[self.lead:])
+            self.lead = 0
 
     def dropped(self, reasoning: bool, after: int, at: int, markup: str, added: int) -> None:
         """The splitter dropped `markup` and put in `added` line breaks: in block `after`'s text at
@@ -136,7 +154,8 @@ class Transcript:
 
     def layout(self) -> Layout:
         """The blocks, with the edits in their texts and the answer's among them."""
-        return tuple(b for b, _ in self._walk())
+        blocks = tuple(b for b, _ in self._walk())
+        return blocks if self._echo is None else Echoed(blocks)
 
     def _walk(self) -> list[tuple[Block, int | None]]:
         """The layout's blocks, each with its index among the blocks (None: an edit of the answer)."""
@@ -285,12 +304,16 @@ class Transcript:
         self._places()
         return close[:cuts[0][1]], first
 
+    def _digests(self) -> tuple[bytes, bytes]:
+        """The reasoning's and the answer's digests, as the client will send them back."""
+        return self._echo or (self._r.digest(), self._a.digest())
+
     def key(self, client: str | None) -> bytes:
-        return _key(client, self._r.digest(), self._a.digest())
+        return _key(client, *self._digests())
 
     def shared_key(self, binding: bytes) -> str:
         from .memory.layouts import _key as shared
-        return shared(b"layout", binding, self._r.digest(), self._a.digest())
+        return shared(b"layout", binding, *self._digests())
 
 
 _NONE: list[int] = []
@@ -392,6 +415,7 @@ class RecordingSplitter(Splitter):
         extra = t.length() - self.fed
         if extra != 0 and not (self._lead and t.blocks and 0 < extra <= len(t.blocks[0].open)):
             t.over = True
+        t.lead = max(extra, 0)
         if not t.over and (t.blocks or t._edits):
             wrote = t.wrote.fp if extra == 0 else fingerprint.cat(fingerprint.of(t.blocks[0].open[:extra]), t.wrote.fp)
             if t.rebuilt() != wrote:

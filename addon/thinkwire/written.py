@@ -68,6 +68,17 @@ class Block(NamedTuple):
 
 
 Layout = tuple[Block, ...]
+
+
+class Echoed(tuple[Block, ...]):
+    """The layout of an output whose reasoning was given as the answer too (thinkwire.again:
+    force_nonempty_content; a tagless answer a stream sent as reasoning first), filed under the
+    texts the client got. That answer is not the model's: the model's text comes back from the
+    reasoning alone (a body's gave no reasoning: from the answer, which holds it)."""
+
+    __slots__ = ()
+
+
 Scope = tuple[str | None, str | None, str | None]   # client, upstream, model
 
 
@@ -86,8 +97,10 @@ def _key(client: str | None, reasoning: bytes, answer: bytes) -> bytes:
 
 
 def dump(layout: Layout) -> bytes:
-    """A layout as bytes, for a store that keeps bytes (issue 36's memory stores, a fleet's)."""
-    return json.dumps([list(b) if b.inner else list(b[:5]) for b in layout], ensure_ascii=False,
+    """A layout as bytes, for a store that keeps bytes (issue 36's memory stores, a fleet's); an
+    `Echoed` one as {"echoed": its rows}."""
+    rows = [list(b) if b.inner else list(b[:5]) for b in layout]
+    return json.dumps({"echoed": rows} if isinstance(layout, Echoed) else rows, ensure_ascii=False,
                       separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
@@ -95,6 +108,9 @@ def load(data: bytes) -> Layout | None:
     """`dump`'s bytes as a layout again; None when they are not one (a store's garbage)."""
     try:
         rows = json.loads(data.decode("utf-8", "surrogatepass"))
+        echoed = isinstance(rows, dict) and list(rows) == ["echoed"]
+        if echoed:
+            rows = rows["echoed"]
         if not isinstance(rows, list) or not rows:
             return None
         blocks = tuple(b._replace(inner=tuple((e[0], e[1], e[2]) for e in b.inner if len(e) == 3))
@@ -107,8 +123,9 @@ def load(data: bytes) -> Layout | None:
              and isinstance(b.open, str) and isinstance(b.close, str)
              and all(len(e) == 3 and type(e[0]) is int and isinstance(e[1], str) and type(e[2]) is int
                      and min(e[0], e[2]) >= 0 for e in b.inner) for b in blocks)
-    return blocks if ok and len(blocks) <= BLOCKS_MAX + EDITS_MAX and sum(len(b.inner) for b in blocks) <= EDITS_MAX \
-        else None
+    if not ok or len(blocks) > BLOCKS_MAX + EDITS_MAX or sum(len(b.inner) for b in blocks) > EDITS_MAX:
+        return None
+    return Echoed(blocks) if echoed else blocks
 
 
 def _cost(layout: Layout) -> int:
@@ -256,6 +273,8 @@ class Recall:
                     self.memory.remember(k, layout)   # kept here too: the next turn asks no store
                 else:
                     layout = None
+        if isinstance(layout, Echoed):   # (the key matched: the answer is the reasoning again)
+            reasoning, answer = reasoning or answer, ""
         got = None if layout is None else rebuild(layout, reasoning, answer)
         if got is None:
             self.misses += 1
@@ -326,4 +345,4 @@ def recall_runs(seq: list[Any], unmarked: Callable[[object], bool], recalled: Ca
     return out, n
 
 
-__all__ = ["Block", "Layout", "Memory", "Recall", "dump", "key", "load", "rebuild", "recall_runs"]
+__all__ = ["Block", "Echoed", "Layout", "Memory", "Recall", "dump", "key", "load", "rebuild", "recall_runs"]

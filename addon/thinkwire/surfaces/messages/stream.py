@@ -283,8 +283,10 @@ class StreamRewriter(FastPath):
         """The events for the pieces of a text_delta whose bytes are `raw`."""
         if pieces == [Text(CONTENT, text)] and st.kind != _THINK:
             out = [] if st.kind == _TEXT else self._open(st, _TEXT)
-            if st.index == u:
-                return out + [raw]  # the same text into the same block: as it came
+            if st.index == u:   # the same text into the same block: as it came
+                if self.again is not None:
+                    self.again[0].said(CONTENT, text)
+                return out + [raw]
             return out + self._emit(st, pieces, text, literal)
         return self._emit(st, pieces, text, literal)
 
@@ -414,6 +416,8 @@ class StreamRewriter(FastPath):
             return [self._created(_STOP, {"type": _STOP, "index": idx})]
         if kind != _THINK:
             return []
+        if self.again is not None:
+            self.again[0].ended()
         pair = pair or self.ctx.rules().pairs[0]
         text, literal = "".join(st.reasoning), "".join(st.reasoning_lits)
         st.reasoning, st.reasoning_lits, st.held = [], [], 0

@@ -395,6 +395,8 @@ class StreamRewriter(Shortcuts, _ResponseState):
                     again.said(CONTENT, ev.get("delta") or "")
                 elif t == self.mode.channels[0].text_event + ".delta":
                     again.said(REASONING, ev.get("delta") or "")
+                elif t == self.mode.channels[0].text_event + ".done":   # (a reasoning item's text ended)
+                    again.ended()
             if src is not None and ev == src[1]:
                 out.append(src[0].raw)
                 continue

@@ -70,6 +70,8 @@ class Recognition:
     _resume: tuple[str, TagPair] | None   # (marker, pair): the reasoning goes on after that marker
     _ln: Lines                 # line and code state of the text read so far (afresh at each block's edge)
     _boundary: bool            # start of output or just after a block: an opening tag counts here
+    _at_start: bool            # the answer has had no text but whitespace (and the output did not start inside)
+    _lead_due: bool            # the text after a tag starts here: its leading whitespace goes first (LEAD, AFTER)
     _seen_tag: bool            # a block was opened or closed: a stray closing tag no longer counts
     _literal: dict[str, int]   # closing tag -> opening tags of its pair kept as text
     _cut_off: bool             # finishing an output cut off at the token limit (`finish`)
@@ -106,12 +108,13 @@ class Recognition:
     # -- inside a reasoning block ---------------------------------------------------------------
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         ws = self._ws
-        if ws._skip_ws or ws._rsep:   # (most scans start mid-block: no call)
+        if self._lead_due:   # (most scans start mid-block: no call)
             k = _ws_end(buf, i)
             at = ws.take(make(Token, (LEAD, buf[i:k], "", "", k == len(buf))), out, final)
             self._ln.read(buf, i, i + at if at >= 0 else len(buf) - len(ws._held))
             if at < 0:
                 return -1
+            self._lead_due = False
             i += at
         rules = self.rules
         scan = self._bscan
@@ -174,6 +177,9 @@ class Recognition:
         if not self._opening_counts(tag):
             return _TEXT
         self._ws.take(make(Token, (OWN_OPEN, buf[i:j], tag, "", False)), out, final)
+        # (Trimmed as at the start if the block has no text yet, or a line break goes in front of
+        # its next text: the stage knows which; a LEAD it has nothing to do for takes none.)
+        self._lead_due = self.rules.trim
         self._pair = self.rules._by_open[tag]
         self._go(Event.OWN_OPEN)
         self.markup_chars += len(tag)
@@ -199,6 +205,7 @@ class Recognition:
         """The open block ends (`tok`: CLOSE, at its closing tag; MARKER, before a marker that
         stays in the output)."""
         self._ws.take(tok, out, False)
+        self._lead_due = self.rules.trim
         self._go(event)
         self._pair = None
         self._seen_tag = True
@@ -208,14 +215,15 @@ class Recognition:
     def _content(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         rules = self.rules
         ws = self._ws
-        if ws._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
+        if self._lead_due:  # right after a block: trim whitespace, an opening tag still counts
             k = _ws_end(buf, i)
             at = ws.take(make(Token, (AFTER, buf[i:k], "", "", k == len(buf))), out, final)
             self._ln.read(buf, i, i + at if at >= 0 else len(buf) - len(ws._held))
             if at < 0:
                 return -1
+            self._lead_due = False
             i += at
-        if rules.start_pairs and ws._at_start and not self._seen_tag:
+        if rules.start_pairs and self._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
                 return got
@@ -223,7 +231,7 @@ class Recognition:
         kinds = self._answer_kinds
         ln = self._ln
         # (Whitespace held at the start is read again when it goes out: the state from before it.)
-        ln0 = ln.copy() if ws._at_start and rules.trim and not final else None
+        ln0 = ln.copy() if self._at_start and rules.trim and not final else None
         pos = i
         seen = i       # line and code state are up to date to here
         cut = -1       # where an undecided tag starts
@@ -292,6 +300,7 @@ class Recognition:
         self.markup_chars += len(tag)
         if self._boundary:  # a wrapper opening the answer: trim after it as after a block
             self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
+            self._lead_due = self.rules.trim
             return RETURN, j + len(tag)
         return self._removed(buf, i, j, tag, out, final)
 
@@ -300,7 +309,8 @@ class Recognition:
         k = _ws_end(buf, end)
         tok = make(Token, (REMOVED_AT_START if self._boundary else REMOVED, buf[i:j], tag, buf[end:k], k == len(buf)))
         at = self._ws.take(tok, out, final)
-        if at < 0:
+        if at < 0:   # only whitespace after it yet: what follows is trimmed as after a block
+            self._lead_due = True
             return RETURN, -1
         return RESCAN, end + at
 
@@ -309,6 +319,7 @@ class Recognition:
         if self._resume is None or tag != self._resume[0] or self._ln.in_code():
             return _PASS
         end = j + len(tag)
+        self._at_start = False   # (the marker goes out as answer text)
         self._open_block(self._resume[1], out, make(Token, (RESUME, buf[i:end], "", "", False)), Event.RESUME)
         return RETURN, end
 
@@ -348,13 +359,14 @@ class Recognition:
         # A closing tag with no opening tag: the block was opened in the prompt.
         self.stray_closes += 1
         self._seen_tag = True
-        if self._ws._answered(buf[i:j]):
+        if not self._at_start:
             # The text before it went out as answer (a stream cannot take it back): the tag
             # stays, as written, where the reasoning ended (a body re-splits from inside:
             # thinkwire.context). Removed, the two would run together.
             self.stray_after_text += 1
             return SKIP, j + len(tag)
         self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
+        self._lead_due = self.rules.trim
         self.markup_chars += len(tag)
         self._new_line()
         return RETURN, j + len(tag)
@@ -404,6 +416,7 @@ class Recognition:
         """A block of `pair` opens (`tok`: OPEN, after its opening tag; RESUME, after a marker
         that resumes reasoning; START, a start pair's tag at the output's start)."""
         self._ws.take(tok, out, False)
+        self._lead_due = self.rules.trim
         self._pair = pair
         self._go(event)
         self._seen_tag = True
@@ -473,8 +486,8 @@ class Recognition:
         """Read buf[i:j] of the answer: line and code state, and the start boundary."""
         if i >= j:
             return
-        if self._boundary and buf[i:j].strip(WS):
-            self._boundary = False
+        if self._boundary and buf[i:j].strip(WS):   # (at the start, the boundary is too)
+            self._boundary = self._at_start = False
         self._ln.read(buf, i, j)
 
 

@@ -41,7 +41,8 @@ class Splitter(Recognition):
     plain text, written out."""
 
     __slots__ = (
-        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_boundary", "_seen_tag", "_literal",
+        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_boundary", "_at_start", "_lead_due",
+        "_seen_tag", "_literal",
         "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
 
@@ -53,6 +54,8 @@ class Splitter(Recognition):
         self._pair = None
         self._bscan = rules.scan(None, True) if inside else NO_SCAN
         self._boundary = True
+        self._at_start = not inside
+        self._lead_due = rules.trim and inside
         self._ln = Lines()
         self._ws = Whitespace(rules, inside, self._dropped)
         self._resume = None
@@ -89,6 +92,7 @@ class Splitter(Recognition):
                 if (self._bscan.first.search(text) is None
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
+                    self._lead_due = False   # (due after the model's own opening tag, nothing to do)
                     return [ws._plain_reasoning(text)]
             elif not ws._at_start and not ws._gap and not ws._pend:
                 if self.rules._plain_re.search(text) is None:
@@ -163,6 +167,7 @@ class Splitter(Recognition):
                 ws._ws_hold = not self.rules._ws_lead
                 text = kept
         self._ln.read(text)
+        self._lead_due = False   # (as feed)
         return ws._plain_reasoning(text)
 
     def steady(self) -> int | None:
@@ -207,7 +212,7 @@ class Splitter(Recognition):
     def _plain_answer(self, text: str) -> None:
         self._ln.read(text)   # only the line and code state move
         if self._boundary and text.strip(WS):
-            self._boundary = False
+            self._boundary = self._at_start = False
         self._ws._answer_ws = text[-1] in WS
 
     def finish(self, cut_off: bool = False) -> list[Piece]:

@@ -485,11 +485,6 @@ class Whitespace:
         self._held = tok.markup
         return 0
 
-    def _answered(self, text: str) -> bool:
-        """Answer text other than whitespace went out, or waits (kept, or `text`)."""
-        return not self._at_start or bool(text.strip(WS)) or any(
-            isinstance(p, str) and p.strip(WS) for p in self._kept)
-
 
 _Step = Callable[[Whitespace, Token, list[Piece], bool], int]
 # Each token kind's step (by `Token.kind`).

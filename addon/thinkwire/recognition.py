@@ -111,7 +111,7 @@ class Recognition:
         if self._lead_due:   # (most scans start mid-block: no call)
             k = _ws_end(buf, i)
             at = ws.take(make(Token, (LEAD, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + at if at >= 0 else len(buf) - len(ws._held))
+            self._ln.read(buf, i, i + (at if at >= 0 else ~at))   # (~at: what the stage does not hold)
             if at < 0:
                 return -1
             self._lead_due = False
@@ -153,9 +153,9 @@ class Recognition:
                 self.markup_chars += hold
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
-        ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
+        held = ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
         if not final:
-            ln.read(buf, seen, max(seen, n - len(ws._held)))   # (what is held is read when it goes out)
+            ln.read(buf, seen, max(seen, n - held))   # (what the stage holds is read when it goes out)
         return -1
 
     def _close(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
@@ -218,7 +218,7 @@ class Recognition:
         if self._lead_due:  # right after a block: trim whitespace, an opening tag still counts
             k = _ws_end(buf, i)
             at = ws.take(make(Token, (AFTER, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + at if at >= 0 else len(buf) - len(ws._held))
+            self._ln.read(buf, i, i + (at if at >= 0 else ~at))
             if at < 0:
                 return -1
             self._lead_due = False

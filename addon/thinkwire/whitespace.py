@@ -133,7 +133,8 @@ class Whitespace:
     def take(self, tok: Token, out: list[Piece], final: bool) -> int:
         """The step for what recognition found (`tok`), its pieces added to `out`. What it gives
         back: for LEAD and AFTER, how much of the whitespace is text (where a tag may start), or
-        -1: all of it so far is whitespace, held or dropped; for REMOVED, how much of the whitespace
+        ~k (negative): all of it so far is whitespace, of which the first k characters went
+        (dropped, or passed as text) and the rest is held (read again with the next feed); for REMOVED, how much of the whitespace
         after the tag it took (-1: all, held for the next feed); else 0."""
         return _STEPS[tok.kind](self, tok, out, final)
 
@@ -159,16 +160,19 @@ class Whitespace:
     def _block_start(self, tok: Token, out: list[Piece], final: bool) -> int:
         """A block's text begins with the whitespace `tok.text` (LEAD): trimmed (`_skip_ws`), and
         the line break put where an opening tag dropped between reasoning texts (`_rsep`). How
-        much of it is text, or -1: only whitespace so far (what is not held of it is read as text:
-        trimmed, it still ends a line, "\r~~~" is no fence)."""
+        much of it is text, or ~k: only whitespace so far, of which the first k characters are
+        not held (recognition reads them as text: trimmed, they still end a line, "\r~~~" is no
+        fence)."""
         run = tok.text
         keep = 0
         if self._skip_ws:
             keep = self._trim_end(run, tok.open, final)
             self._w_open += run[:keep]
             if tok.open:
-                self._held = "" if final else run[keep:]   # (perhaps the first line's indentation)
-                return -1  # all whitespace so far: dropped
+                if final:
+                    return ~len(run)   # all whitespace: dropped
+                self._held = run[keep:]   # (perhaps the first line's indentation)
+                return ~keep  # all whitespace so far: dropped, or held
             self._skip_ws = self._ws_nl = False
         if self._rsep:   # (see the opening tag dropped in thinkwire.recognition)
             self._rsep = False
@@ -178,11 +182,12 @@ class Whitespace:
                 self.added_chars += len(SEPARATOR)
         return keep
 
-    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> None:
+    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> int:
         """No tag in the block's text `body`, up to the end of what was fed: all of it goes out as
         reasoning but, trimming, the whitespace at its end (held: it is dropped if the block ends
         next), and what recognition holds (`hold`: a partial tag; at the end, markup cut off,
-        which goes)."""
+        which goes). What it gives back: how much of body and hold it holds (read again with the
+        next feed)."""
         rules = self.rules
         if final:
             self._w_close = body[len(body.rstrip(WS)):] + hold if rules.trim else hold   # what the end drops
@@ -194,6 +199,7 @@ class Whitespace:
         else:
             self._held = "" if final else hold
         self._emit_reasoning(body, out)
+        return len(self._held)
 
     def _closed(self, tok: Token, out: list[Piece], final: bool) -> int:
         self._block_ends(tok.text, out, tok.markup)
@@ -281,9 +287,9 @@ class Whitespace:
     def _after_block(self, tok: Token, out: list[Piece], final: bool) -> int:
         """Right after a block (or markup trimmed as one: `_skip_ws`), the whitespace `tok.text`
         (AFTER): trimmed, where the answer is empty or ends in whitespace; else kept whole between
-        the answer's texts, or a line break put there. How much of it is text, or -1: only
-        whitespace so far (held, or at the end dropped). What it went past, and what is not held,
-        is read as text."""
+        the answer's texts, or a line break put there. How much of it is text, or ~k: only
+        whitespace so far, of which the first k characters are not held (the rest is; at the end,
+        all of it is dropped). What it went past, and what is not held, is read as text."""
         run, at_end = tok.text, tok.open
         j = len(run)
         keep = self._trim_end(run, at_end, final)
@@ -298,12 +304,13 @@ class Whitespace:
             # whitespace then stays (no words glued together). (Held: it is read when it goes.)
             self._held = run
             self._ws_hold = not self.rules._ws_lead
-            return -1
+            return ~0
         if at_end:
             if not final and keep < j:
                 self._held = run[keep:]   # perhaps the first line's indentation
                 self._ws_hold = not self.rules._ws_lead
-            return -1
+                return ~keep
+            return ~j
         if self._answer_ws:
             j = keep   # the first line's indentation stays
         else:

@@ -26,8 +26,8 @@ from functools import lru_cache
 from .lines import Lines
 from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
 from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
-from .whitespace import (AFTER, CALL, CLOSE, HELD, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME,
-                         START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
+from .whitespace import (AFTER, CALL, CLOSE, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME, START,
+                         TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
 
 # After a first block, an opening tag mid-line whose closing tag follows on its line within this
 # many characters is a block (a stream holds that much at most, from the tag, to tell).
@@ -69,6 +69,7 @@ class Recognition:
     _tool: _Scan | None        # in a tool call: the scan for its end marker
     _resume: tuple[str, TagPair] | None   # (marker, pair): the reasoning goes on after that marker
     _ln: Lines                 # line and code state of the text read so far (afresh at each block's edge)
+    _undecided: str            # what may still be (the start of) a tag: read again with the next feed
     _boundary: bool            # start of output or just after a block: an opening tag counts here
     _at_start: bool            # the answer has had no text but whitespace (and the output did not start inside)
     _lead_due: bool            # the text after a tag starts here: its leading whitespace goes first (LEAD, AFTER)
@@ -155,7 +156,8 @@ class Recognition:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
         held = ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
         if not final:
-            ln.read(buf, seen, max(seen, n - held))   # (what the stage holds is read when it goes out)
+            self._undecided = buf[n - hold:]
+            ln.read(buf, seen, max(seen, n - hold - held))   # (what is held is read when it goes out)
         return -1
 
     def _close(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
@@ -276,6 +278,8 @@ class Recognition:
             # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
             self._observe(buf, cut, n)
             cut = n
+        if not final:
+            self._undecided = buf[cut:]
         if ws._answer_tail(buf[rest_start:cut], buf[cut:], out, final):
             assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
             ln.restore(ln0)
@@ -390,7 +394,8 @@ class Recognition:
         n = len(buf)
         cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
         self._observe(buf, i, cut)
-        self._ws.take(make(Token, (CALL, buf[i:cut], buf[cut:], "", False)), out, final)
+        self._ws.take(make(Token, (CALL, buf[i:cut], "", "", False)), out, final)
+        self._undecided = buf[cut:]
         return -1
 
     def _start_pair(self, buf: str, i: int, out: list[Piece], final: bool) -> int | None:
@@ -408,7 +413,7 @@ class Recognition:
                 self.markup_chars += len(pair.open)
                 return j + len(pair.open)
         if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
-            self._ws.take(make(Token, (HELD, "", buf[i:], "", False)), out, final)   # (what is held at the start is read again: linear, it is short)
+            self._undecided = buf[i:]   # (what is held at the start is read again: linear, it is short)
             return -1
         return None
 

@@ -41,7 +41,7 @@ class Splitter(Recognition):
     plain text, written out."""
 
     __slots__ = (
-        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_boundary", "_at_start", "_lead_due",
+        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_undecided", "_boundary", "_at_start", "_lead_due",
         "_seen_tag", "_literal",
         "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
@@ -57,6 +57,7 @@ class Splitter(Recognition):
         self._at_start = not inside
         self._lead_due = rules.trim and inside
         self._ln = Lines()
+        self._undecided = ""
         self._ws = Whitespace(rules, inside, self._dropped)
         self._resume = None
         self._seen_tag = inside
@@ -85,7 +86,7 @@ class Splitter(Recognition):
         if not text:
             return []
         ws = self._ws
-        if not ws._held and not ws._skip_ws and not ws._rsep:
+        if not ws._held and not self._undecided and not ws._skip_ws and not ws._rsep:
             # The common case, a token in the middle of a block or of the answer: nothing held,
             # no character that could start a tag: it goes out as it is.
             if self._mode.inside:
@@ -102,14 +103,23 @@ class Splitter(Recognition):
             ws._ws_more.append(text)
             return []
         out: list[Piece] = []
-        held = ws._take_held()
+        held = self._take_held()
         self._run(held + text if held else text, out, final=False)
         return out
+
+    def _take_held(self) -> str:
+        """What both stages hold, in order, taken to be read again: the whitespace stage's
+        (whitespace not yet decided), then recognition's (what may still be a tag)."""
+        held = self._ws._take_held()
+        if self._undecided:
+            held += self._undecided
+            self._undecided = ""
+        return held
 
     def holds_tag(self) -> bool:
         """Whether what is held is more than whitespace (the start of a tag, or one undecided):
         what `finish` gives then depends on how the output ended."""
-        return bool(self._ws._held) and not self._ws._ws_hold
+        return bool(self._undecided) or bool(self._ws._held) and not self._ws._ws_hold
 
     @property
     def mode(self) -> Mode:
@@ -128,7 +138,7 @@ class Splitter(Recognition):
         end is not completed by the output."""
         self.feed(text)
         ws = self._ws
-        ws._take_held()
+        self._take_held()
         ws._pend = False   # (the prefill's block, which the client has)
         ws._w_open = (self._pair or self.rules.pairs[0]).open if self._mode.inside else ""
         ws._w_close = ws._lead_ws = ""
@@ -145,16 +155,18 @@ class Splitter(Recognition):
         if ws._skip_ws:
             return None
         if not self._mode.inside:
-            if ws._held or ws._at_start or ws._gap or ws._pend:
+            if ws._held or self._undecided or ws._at_start or ws._gap or ws._pend:
                 return None
             self._plain_answer(text)
             return make(Text, (CONTENT, text))
         if self._pair in self.rules.start_pairs or ws._rsep:
             return None       # its tags are words: no character tells them apart; a line break may go first
         trim = self.rules.trim
+        if self._undecided:
+            return None   # a partial tag
         if ws._held:
             if not ws._ws_hold:
-                return None   # a partial tag
+                return None   # whitespace that may start a tag
             if trim and not text.strip(WS):
                 return None   # whitespace only: feed holds it and gives nothing
             text = ws._take_held() + text
@@ -183,13 +195,15 @@ class Splitter(Recognition):
         if self._mode.inside:
             # (A start pair's tags are words: no table of characters holds them.)
             return None if self.held_ws() is None or self._pair in self.rules.start_pairs or ws._rsep else REASONING
-        return None if ws._at_start or ws._held or ws._gap or ws._pend else CONTENT
+        return None if ws._at_start or ws._held or self._undecided or ws._gap or ws._pend else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
         next text unless the block ends first ("" for none); None when something else is held
         (a partial tag, or more than a short run of whitespace)."""
         ws = self._ws
+        if self._undecided:
+            return None
         if not ws._held:
             return ""
         ok = ws._ws_hold and not ws._ws_more and len(ws._held) <= 32 and not ws._held.strip(HELD_WS)
@@ -222,7 +236,7 @@ class Splitter(Recognition):
         self._cut_off = cut_off
         out: list[Piece] = []
         ws = self._ws
-        held = ws._take_held()
+        held = self._take_held()
         if held:
             self._run(held, out, final=True)
         ws._flush_end(out)

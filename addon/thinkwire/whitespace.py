@@ -48,8 +48,7 @@ TOOL_HEAD = 8   # text: the answer's text before a tool call's header (which sta
 WRAPPER = 9     # text: the answer's text; markup: markup that opens the answer, removed
 REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer; after: the whitespace after it
 REMOVED_AT_START = 11   # ... at the answer's start boundary (the output's start, or right after a block)
-CALL = 12       # text: a tool call's text (answer, as written); markup: what is held undecided
-HELD = 13       # markup: held undecided (the start of a start pair's tag)
+CALL = 12       # text: a tool call's text (answer, as written)
 # The text at the end of what was fed, no tag in it, and what is held undecided after it, come with
 # nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
 # token made.
@@ -193,11 +192,10 @@ class Whitespace:
             self._w_close = body[len(body.rstrip(WS)):] + hold if rules.trim else hold   # what the end drops
         if rules.trim:
             kept = body.rstrip(WS)
-            self._held = "" if final else body[len(kept):] + hold
-            self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
+            if not final:
+                self._held = body[len(kept):]
+                self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
             body = kept
-        else:
-            self._held = "" if final else hold
         self._emit_reasoning(body, out)
         return len(self._held)
 
@@ -432,13 +430,11 @@ class Whitespace:
         kept = self._kept
         if not final and self._at_start and self.rules.trim and text.strip(WS) == "" and not any(
                 p.strip(WS) for p in kept if isinstance(p, str)):   # (at the start no gap is kept: the answer is empty)
-            self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + text + hold
+            self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + text
             self._ws_hold = not hold and bool(self._held) and not self.rules._ws_lead
             self._kept = []
             return True
         self._emit_kept(out, text)
-        if not final:
-            self._held = hold
         return False
 
     def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> int:
@@ -482,14 +478,8 @@ class Whitespace:
         return 0
 
     def _call(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """A tool call's text, answer as written (CALL); what recognition holds undecided, held."""
+        """A tool call's text, answer as written (CALL)."""
         self._emit_content(tok.text, out, False)
-        self._held = tok.markup
-        return 0
-
-    def _hold(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """Undecided (HELD): read again with the next feed."""
-        self._held = tok.markup
         return 0
 
 
@@ -498,4 +488,4 @@ _Step = Callable[[Whitespace, Token, list[Piece], bool], int]
 _STEPS: tuple[_Step, ...] = (
     Whitespace._block_start, Whitespace._closed, Whitespace._marker, Whitespace._own_open, Whitespace._after_block,
     Whitespace._opened, Whitespace._opened, Whitespace._opened, Whitespace._tool_head, Whitespace._wrapper,
-    Whitespace._remove, Whitespace._remove, Whitespace._call, Whitespace._hold)
+    Whitespace._remove, Whitespace._remove, Whitespace._call)

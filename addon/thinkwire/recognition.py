@@ -7,12 +7,19 @@ next kind; a tag no kind takes is text. Where a tag counts depends on the line a
 (thinkwire.lines): never in code, some only at a line's start or glued to the text before them,
 as a model writes markup and prose does not. What it finds goes to the whitespace stage
 (thinkwire.whitespace, its own object: `_ws`) as tokens (`Token`: the text between tags, each tag
-with its kind and markup, what is held undecided), which the stage makes the pieces of:
-recognition reads only its gates (`_skip_ws`, `_rsep`, `_at_start`), never sets its fields.
+with its kind and markup as written), which the stage makes the pieces of, one at a time as they
+are found. Recognition reads none of the stage's fields and sets none. A fact a decision here
+needs is its own, computed from what it read: whether the answer has had text (`_at_start`: a
+start pair opens only before it; a stray closing tag after it stays as written), and whether the
+text after a tag starts with whitespace the stage takes first (`_lead_due`). What it needs of the
+stage comes back as a step's answer: how much of the whitespace after a tag is text (LEAD, AFTER,
+REMOVED: a tag may start with whitespace, so the scan goes on from there), how much of what it
+handed over is held (read into the line state when it comes again).
 
 Recognition's state (the Splitter's slots, declared here): the mode (thinkwire.modes), the open
-block's pair, the tool call's and resume marker's scans, the line and code state, where an opening
-tag counts, and the counts.
+block's pair, the tool call's and resume marker's scans, the line and code state, what it holds
+undecided (`_undecided`: the start of a tag, read again with the next feed), where an opening tag
+counts, whether the answer has had text and a LEAD is due, and the counts.
 """
 
 from __future__ import annotations

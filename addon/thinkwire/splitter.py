@@ -9,8 +9,10 @@ a body can look ahead: see `split_text`). Where a tag counts depends on the line
 
 The stages, each its own module: the modes and their transition table (thinkwire.modes), the
 recognition of tags by kind (thinkwire.recognition), the whitespace policy that makes the pieces
-(thinkwire.whitespace). This module is the face the surfaces use: `feed`, `finish`, `resume`, and
-the fast path's `plain`, `steady`, `held_ws` and `took`.
+(thinkwire.whitespace). Each stage holds its own tail: the whitespace stage whitespace not yet
+decided, recognition what may still be a tag; the next feed reads both again, in that order, in
+front of its text. This module is the face the surfaces use: `feed`, `finish`, `resume`, and the
+fast path's `plain`, `steady`, `held_ws` and `took`.
 
 Pieces are records (thinkwire.modes), read as `kind, value = piece` or by name:
   Text(REASONING, text)  reasoning text, in order

@@ -10,14 +10,19 @@ byte for byte).
 
 The stage is its own object (`Whitespace`, one per splitter), with its own state (the answer's
 text kept between removed tags among it). Recognition hands it what it found, in order, as tokens
-(`Token`: the text between tags, each tag with its kind and its markup as written, what is held
-undecided; strings, never positions in recognition's buffer), through one entry, `take`, and reads
-none of its fields but the gates named in thinkwire.splitter. It holds what the next feed reads
-again (`_held`: whitespace not yet decided, and with it the start of a tag recognition left
-undecided); recognition reads into its line state all the text up to what is held, trimmed or not.
-Three steps answer how much of the whitespace they were given is text (LEAD, AFTER, REMOVED):
-recognition looks for the next tag from there, as a tag may start with whitespace. `_dropped` is
-the splitter's hook (thinkwire.written), called here as there.
+(`Token`: the text between tags, each tag with its kind and its markup as written; strings, never
+positions in recognition's buffer) through one entry, `take`, and the text at the end of what was
+fed through the tails (`_block_tail`, `_answer_tail`), with the start of a tag recognition holds
+there (`hold`: this stage does not hold it, it only tells whether whitespace alone is held).
+Recognition reads none of this stage's fields: it keeps the facts it decides by itself
+(thinkwire.recognition). This stage holds only its own whitespace not yet decided (`_held`), which
+the splitter puts in front of recognition's held text and the next feed. The steps answer what
+recognition needs to go on: LEAD, AFTER and REMOVED how much of the whitespace they were given is
+text (recognition looks for the next tag from there, as a tag may start with whitespace) or, all
+of it whitespace so far, how much of it is not held (read into the line state now: what is held
+is read when it comes again); the tails how much they hold, and `_answer_tail` whether it held
+the answer's start whole (the line state goes back). `_dropped` is the splitter's hook
+(thinkwire.written), called here as there.
 """
 
 from __future__ import annotations
@@ -49,15 +54,15 @@ WRAPPER = 9     # text: the answer's text; markup: markup that opens the answer,
 REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer; after: the whitespace after it
 REMOVED_AT_START = 11   # ... at the answer's start boundary (the output's start, or right after a block)
 CALL = 12       # text: a tool call's text (answer, as written)
-# The text at the end of what was fed, no tag in it, and what is held undecided after it, come with
+# The text at the end of what was fed, no tag in it, and what recognition holds after it, come with
 # nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
 # token made.
 
 
 class Token(NamedTuple):
     """One thing recognition found, in order: the text between tags (with the mode it is in, by
-    kind), each tag with its kind and its exact markup as written, what is held undecided. Made
-    with `make(Token, (...))` (thinkwire.modes: no Python call)."""
+    kind), each tag with its kind and its exact markup as written. Made with
+    `make(Token, (...))` (thinkwire.modes: no Python call)."""
 
     kind: int
     text: str

@@ -7,12 +7,19 @@ next kind; a tag no kind takes is text. Where a tag counts depends on the line a
 (thinkwire.lines): never in code, some only at a line's start or glued to the text before them,
 as a model writes markup and prose does not. What it finds goes to the whitespace stage
 (thinkwire.whitespace, its own object: `_ws`) as tokens (`Token`: the text between tags, each tag
-with its kind and markup, what is held undecided), which the stage makes the pieces of:
-recognition reads only its gates (`_skip_ws`, `_rsep`, `_at_start`), never sets its fields.
+with its kind and markup as written), which the stage makes the pieces of, one at a time as they
+are found. Recognition reads none of the stage's fields and sets none. A fact a decision here
+needs is its own, computed from what it read: whether the answer has had text (`_at_start`: a
+start pair opens only before it; a stray closing tag after it stays as written), and whether the
+text after a tag starts with whitespace the stage takes first (`_lead_due`). What it needs of the
+stage comes back as a step's answer: how much of the whitespace after a tag is text (LEAD, AFTER,
+REMOVED: a tag may start with whitespace, so the scan goes on from there), how much of what it
+handed over is held (read into the line state when it comes again).
 
 Recognition's state (the Splitter's slots, declared here): the mode (thinkwire.modes), the open
-block's pair, the tool call's and resume marker's scans, the line and code state, where an opening
-tag counts, and the counts.
+block's pair, the tool call's and resume marker's scans, the line and code state, what it holds
+undecided (`_undecided`: the start of a tag, read again with the next feed), where an opening tag
+counts, whether the answer has had text and a LEAD is due, and the counts.
 """
 
 from __future__ import annotations
@@ -26,8 +33,8 @@ from functools import lru_cache
 from .lines import Lines
 from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
 from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
-from .whitespace import (AFTER, CALL, CLOSE, HELD, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME,
-                         START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
+from .whitespace import (AFTER, CALL, CLOSE, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME, START,
+                         TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
 
 # After a first block, an opening tag mid-line whose closing tag follows on its line within this
 # many characters is a block (a stream holds that much at most, from the tag, to tell).
@@ -69,7 +76,10 @@ class Recognition:
     _tool: _Scan | None        # in a tool call: the scan for its end marker
     _resume: tuple[str, TagPair] | None   # (marker, pair): the reasoning goes on after that marker
     _ln: Lines                 # line and code state of the text read so far (afresh at each block's edge)
+    _undecided: str            # what may still be (the start of) a tag: read again with the next feed
     _boundary: bool            # start of output or just after a block: an opening tag counts here
+    _at_start: bool            # the answer has had no text but whitespace (and the output did not start inside)
+    _lead_due: bool            # the text after a tag starts here: its leading whitespace goes first (LEAD, AFTER)
     _seen_tag: bool            # a block was opened or closed: a stray closing tag no longer counts
     _literal: dict[str, int]   # closing tag -> opening tags of its pair kept as text
     _cut_off: bool             # finishing an output cut off at the token limit (`finish`)
@@ -106,12 +116,13 @@ class Recognition:
     # -- inside a reasoning block ---------------------------------------------------------------
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         ws = self._ws
-        if ws._skip_ws or ws._rsep:   # (most scans start mid-block: no call)
+        if self._lead_due:   # (most scans start mid-block: no call)
             k = _ws_end(buf, i)
             at = ws.take(make(Token, (LEAD, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + at if at >= 0 else len(buf) - len(ws._held))
+            self._ln.read(buf, i, i + (at if at >= 0 else ~at))   # (~at: what the stage does not hold)
             if at < 0:
                 return -1
+            self._lead_due = False
             i += at
         rules = self.rules
         scan = self._bscan
@@ -150,9 +161,10 @@ class Recognition:
                 self.markup_chars += hold
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
-        ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
+        held = ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
         if not final:
-            ln.read(buf, seen, max(seen, n - len(ws._held)))   # (what is held is read when it goes out)
+            self._undecided = buf[n - hold:]
+            ln.read(buf, seen, max(seen, n - hold - held))   # (what is held is read when it goes out)
         return -1
 
     def _close(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
@@ -174,6 +186,9 @@ class Recognition:
         if not self._opening_counts(tag):
             return _TEXT
         self._ws.take(make(Token, (OWN_OPEN, buf[i:j], tag, "", False)), out, final)
+        # (Trimmed as at the start if the block has no text yet, or a line break goes in front of
+        # its next text: the stage knows which; a LEAD it has nothing to do for takes none.)
+        self._lead_due = self.rules.trim
         self._pair = self.rules._by_open[tag]
         self._go(Event.OWN_OPEN)
         self.markup_chars += len(tag)
@@ -199,6 +214,7 @@ class Recognition:
         """The open block ends (`tok`: CLOSE, at its closing tag; MARKER, before a marker that
         stays in the output)."""
         self._ws.take(tok, out, False)
+        self._lead_due = self.rules.trim
         self._go(event)
         self._pair = None
         self._seen_tag = True
@@ -208,14 +224,15 @@ class Recognition:
     def _content(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         rules = self.rules
         ws = self._ws
-        if ws._skip_ws:  # right after a block: trim whitespace, an opening tag still counts
+        if self._lead_due:  # right after a block: trim whitespace, an opening tag still counts
             k = _ws_end(buf, i)
             at = ws.take(make(Token, (AFTER, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + at if at >= 0 else len(buf) - len(ws._held))
+            self._ln.read(buf, i, i + (at if at >= 0 else ~at))
             if at < 0:
                 return -1
+            self._lead_due = False
             i += at
-        if rules.start_pairs and ws._at_start and not self._seen_tag:
+        if rules.start_pairs and self._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
                 return got
@@ -223,7 +240,7 @@ class Recognition:
         kinds = self._answer_kinds
         ln = self._ln
         # (Whitespace held at the start is read again when it goes out: the state from before it.)
-        ln0 = ln.copy() if ws._at_start and rules.trim and not final else None
+        ln0 = ln.copy() if self._at_start and rules.trim and not final else None
         pos = i
         seen = i       # line and code state are up to date to here
         cut = -1       # where an undecided tag starts
@@ -268,6 +285,8 @@ class Recognition:
             # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
             self._observe(buf, cut, n)
             cut = n
+        if not final:
+            self._undecided = buf[cut:]
         if ws._answer_tail(buf[rest_start:cut], buf[cut:], out, final):
             assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
             ln.restore(ln0)
@@ -292,6 +311,7 @@ class Recognition:
         self.markup_chars += len(tag)
         if self._boundary:  # a wrapper opening the answer: trim after it as after a block
             self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
+            self._lead_due = self.rules.trim
             return RETURN, j + len(tag)
         return self._removed(buf, i, j, tag, out, final)
 
@@ -300,7 +320,8 @@ class Recognition:
         k = _ws_end(buf, end)
         tok = make(Token, (REMOVED_AT_START if self._boundary else REMOVED, buf[i:j], tag, buf[end:k], k == len(buf)))
         at = self._ws.take(tok, out, final)
-        if at < 0:
+        if at < 0:   # only whitespace after it yet: what follows is trimmed as after a block
+            self._lead_due = True
             return RETURN, -1
         return RESCAN, end + at
 
@@ -309,6 +330,7 @@ class Recognition:
         if self._resume is None or tag != self._resume[0] or self._ln.in_code():
             return _PASS
         end = j + len(tag)
+        self._at_start = False   # (the marker goes out as answer text)
         self._open_block(self._resume[1], out, make(Token, (RESUME, buf[i:end], "", "", False)), Event.RESUME)
         return RETURN, end
 
@@ -348,13 +370,14 @@ class Recognition:
         # A closing tag with no opening tag: the block was opened in the prompt.
         self.stray_closes += 1
         self._seen_tag = True
-        if self._ws._answered(buf[i:j]):
+        if not self._at_start:
             # The text before it went out as answer (a stream cannot take it back): the tag
             # stays, as written, where the reasoning ended (a body re-splits from inside:
             # thinkwire.context). Removed, the two would run together.
             self.stray_after_text += 1
             return SKIP, j + len(tag)
         self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
+        self._lead_due = self.rules.trim
         self.markup_chars += len(tag)
         self._new_line()
         return RETURN, j + len(tag)
@@ -378,7 +401,8 @@ class Recognition:
         n = len(buf)
         cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
         self._observe(buf, i, cut)
-        self._ws.take(make(Token, (CALL, buf[i:cut], buf[cut:], "", False)), out, final)
+        self._ws.take(make(Token, (CALL, buf[i:cut], "", "", False)), out, final)
+        self._undecided = buf[cut:]
         return -1
 
     def _start_pair(self, buf: str, i: int, out: list[Piece], final: bool) -> int | None:
@@ -396,7 +420,7 @@ class Recognition:
                 self.markup_chars += len(pair.open)
                 return j + len(pair.open)
         if not final and any(p.open.startswith(rest) for p in self.rules.start_pairs):
-            self._ws.take(make(Token, (HELD, "", buf[i:], "", False)), out, final)   # (what is held at the start is read again: linear, it is short)
+            self._undecided = buf[i:]   # (what is held at the start is read again: linear, it is short)
             return -1
         return None
 
@@ -404,6 +428,7 @@ class Recognition:
         """A block of `pair` opens (`tok`: OPEN, after its opening tag; RESUME, after a marker
         that resumes reasoning; START, a start pair's tag at the output's start)."""
         self._ws.take(tok, out, False)
+        self._lead_due = self.rules.trim
         self._pair = pair
         self._go(event)
         self._seen_tag = True
@@ -473,8 +498,8 @@ class Recognition:
         """Read buf[i:j] of the answer: line and code state, and the start boundary."""
         if i >= j:
             return
-        if self._boundary and buf[i:j].strip(WS):
-            self._boundary = False
+        if self._boundary and buf[i:j].strip(WS):   # (at the start, the boundary is too)
+            self._boundary = self._at_start = False
         self._ln.read(buf, i, j)
 
 

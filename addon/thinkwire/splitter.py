@@ -9,8 +9,10 @@ a body can look ahead: see `split_text`). Where a tag counts depends on the line
 
 The stages, each its own module: the modes and their transition table (thinkwire.modes), the
 recognition of tags by kind (thinkwire.recognition), the whitespace policy that makes the pieces
-(thinkwire.whitespace). This module is the face the surfaces use: `feed`, `finish`, `resume`, and
-the fast path's `plain`, `steady`, `held_ws` and `took`.
+(thinkwire.whitespace). Each stage holds its own tail: the whitespace stage whitespace not yet
+decided, recognition what may still be a tag; the next feed reads both again, in that order, in
+front of its text. This module is the face the surfaces use: `feed`, `finish`, `resume`, and the
+fast path's `plain`, `steady`, `held_ws` and `took`.
 
 Pieces are records (thinkwire.modes), read as `kind, value = piece` or by name:
   Text(REASONING, text)  reasoning text, in order
@@ -41,7 +43,8 @@ class Splitter(Recognition):
     plain text, written out."""
 
     __slots__ = (
-        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_boundary", "_seen_tag", "_literal",
+        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_undecided", "_boundary", "_at_start", "_lead_due",
+        "_seen_tag", "_literal",
         "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
 
@@ -53,7 +56,10 @@ class Splitter(Recognition):
         self._pair = None
         self._bscan = rules.scan(None, True) if inside else NO_SCAN
         self._boundary = True
+        self._at_start = not inside
+        self._lead_due = rules.trim and inside
         self._ln = Lines()
+        self._undecided = ""
         self._ws = Whitespace(rules, inside, self._dropped)
         self._resume = None
         self._seen_tag = inside
@@ -82,13 +88,14 @@ class Splitter(Recognition):
         if not text:
             return []
         ws = self._ws
-        if not ws._held and not ws._skip_ws and not ws._rsep:
+        if not ws._held and not self._undecided and not ws._skip_ws and not ws._rsep:
             # The common case, a token in the middle of a block or of the answer: nothing held,
             # no character that could start a tag: it goes out as it is.
             if self._mode.inside:
                 if (self._bscan.first.search(text) is None
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
+                    self._lead_due = False   # (due after the model's own opening tag, nothing to do)
                     return [ws._plain_reasoning(text)]
             elif not ws._at_start and not ws._gap and not ws._pend:
                 if self.rules._plain_re.search(text) is None:
@@ -98,14 +105,23 @@ class Splitter(Recognition):
             ws._ws_more.append(text)
             return []
         out: list[Piece] = []
-        held = ws._take_held()
+        held = self._take_held()
         self._run(held + text if held else text, out, final=False)
         return out
+
+    def _take_held(self) -> str:
+        """What both stages hold, in order, taken to be read again: the whitespace stage's
+        (whitespace not yet decided), then recognition's (what may still be a tag)."""
+        held = self._ws._take_held()
+        if self._undecided:
+            held += self._undecided
+            self._undecided = ""
+        return held
 
     def holds_tag(self) -> bool:
         """Whether what is held is more than whitespace (the start of a tag, or one undecided):
         what `finish` gives then depends on how the output ended."""
-        return bool(self._ws._held) and not self._ws._ws_hold
+        return bool(self._undecided) or bool(self._ws._held) and not self._ws._ws_hold
 
     @property
     def mode(self) -> Mode:
@@ -124,7 +140,7 @@ class Splitter(Recognition):
         end is not completed by the output."""
         self.feed(text)
         ws = self._ws
-        ws._take_held()
+        self._take_held()
         ws._pend = False   # (the prefill's block, which the client has)
         ws._w_open = (self._pair or self.rules.pairs[0]).open if self._mode.inside else ""
         ws._w_close = ws._lead_ws = ""
@@ -141,16 +157,18 @@ class Splitter(Recognition):
         if ws._skip_ws:
             return None
         if not self._mode.inside:
-            if ws._held or ws._at_start or ws._gap or ws._pend:
+            if ws._held or self._undecided or ws._at_start or ws._gap or ws._pend:
                 return None
             self._plain_answer(text)
             return make(Text, (CONTENT, text))
         if self._pair in self.rules.start_pairs or ws._rsep:
             return None       # its tags are words: no character tells them apart; a line break may go first
         trim = self.rules.trim
+        if self._undecided:
+            return None   # a partial tag
         if ws._held:
             if not ws._ws_hold:
-                return None   # a partial tag
+                return None   # whitespace that may start a tag
             if trim and not text.strip(WS):
                 return None   # whitespace only: feed holds it and gives nothing
             text = ws._take_held() + text
@@ -163,6 +181,7 @@ class Splitter(Recognition):
                 ws._ws_hold = not self.rules._ws_lead
                 text = kept
         self._ln.read(text)
+        self._lead_due = False   # (as feed)
         return ws._plain_reasoning(text)
 
     def steady(self) -> int | None:
@@ -178,13 +197,15 @@ class Splitter(Recognition):
         if self._mode.inside:
             # (A start pair's tags are words: no table of characters holds them.)
             return None if self.held_ws() is None or self._pair in self.rules.start_pairs or ws._rsep else REASONING
-        return None if ws._at_start or ws._held or ws._gap or ws._pend else CONTENT
+        return None if ws._at_start or ws._held or self._undecided or ws._gap or ws._pend else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
         next text unless the block ends first ("" for none); None when something else is held
         (a partial tag, or more than a short run of whitespace)."""
         ws = self._ws
+        if self._undecided:
+            return None
         if not ws._held:
             return ""
         ok = ws._ws_hold and not ws._ws_more and len(ws._held) <= 32 and not ws._held.strip(HELD_WS)
@@ -207,7 +228,7 @@ class Splitter(Recognition):
     def _plain_answer(self, text: str) -> None:
         self._ln.read(text)   # only the line and code state move
         if self._boundary and text.strip(WS):
-            self._boundary = False
+            self._boundary = self._at_start = False
         self._ws._answer_ws = text[-1] in WS
 
     def finish(self, cut_off: bool = False) -> list[Piece]:
@@ -217,7 +238,7 @@ class Splitter(Recognition):
         self._cut_off = cut_off
         out: list[Piece] = []
         ws = self._ws
-        held = ws._take_held()
+        held = self._take_held()
         if held:
             self._run(held, out, final=True)
         ws._flush_end(out)

@@ -10,14 +10,19 @@ byte for byte).
 
 The stage is its own object (`Whitespace`, one per splitter), with its own state (the answer's
 text kept between removed tags among it). Recognition hands it what it found, in order, as tokens
-(`Token`: the text between tags, each tag with its kind and its markup as written, what is held
-undecided; strings, never positions in recognition's buffer), through one entry, `take`, and reads
-none of its fields but the gates named in thinkwire.splitter. It holds what the next feed reads
-again (`_held`: whitespace not yet decided, and with it the start of a tag recognition left
-undecided); recognition reads into its line state all the text up to what is held, trimmed or not.
-Three steps answer how much of the whitespace they were given is text (LEAD, AFTER, REMOVED):
-recognition looks for the next tag from there, as a tag may start with whitespace. `_dropped` is
-the splitter's hook (thinkwire.written), called here as there.
+(`Token`: the text between tags, each tag with its kind and its markup as written; strings, never
+positions in recognition's buffer) through one entry, `take`, and the text at the end of what was
+fed through the tails (`_block_tail`, `_answer_tail`), with the start of a tag recognition holds
+there (`hold`: this stage does not hold it, it only tells whether whitespace alone is held).
+Recognition reads none of this stage's fields: it keeps the facts it decides by itself
+(thinkwire.recognition). This stage holds only its own whitespace not yet decided (`_held`), which
+the splitter puts in front of recognition's held text and the next feed. The steps answer what
+recognition needs to go on: LEAD, AFTER and REMOVED how much of the whitespace they were given is
+text (recognition looks for the next tag from there, as a tag may start with whitespace) or, all
+of it whitespace so far, how much of it is not held (read into the line state now: what is held
+is read when it comes again); the tails how much they hold, and `_answer_tail` whether it held
+the answer's start whole (the line state goes back). `_dropped` is the splitter's hook
+(thinkwire.written), called here as there.
 """
 
 from __future__ import annotations
@@ -48,17 +53,16 @@ TOOL_HEAD = 8   # text: the answer's text before a tool call's header (which sta
 WRAPPER = 9     # text: the answer's text; markup: markup that opens the answer, removed
 REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer; after: the whitespace after it
 REMOVED_AT_START = 11   # ... at the answer's start boundary (the output's start, or right after a block)
-CALL = 12       # text: a tool call's text (answer, as written); markup: what is held undecided
-HELD = 13       # markup: held undecided (the start of a start pair's tag)
-# The text at the end of what was fed, no tag in it, and what is held undecided after it, come with
+CALL = 12       # text: a tool call's text (answer, as written)
+# The text at the end of what was fed, no tag in it, and what recognition holds after it, come with
 # nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
 # token made.
 
 
 class Token(NamedTuple):
     """One thing recognition found, in order: the text between tags (with the mode it is in, by
-    kind), each tag with its kind and its exact markup as written, what is held undecided. Made
-    with `make(Token, (...))` (thinkwire.modes: no Python call)."""
+    kind), each tag with its kind and its exact markup as written. Made with
+    `make(Token, (...))` (thinkwire.modes: no Python call)."""
 
     kind: int
     text: str
@@ -142,7 +146,8 @@ class Whitespace:
     def take(self, tok: Token, out: list[Piece], final: bool) -> int:
         """The step for what recognition found (`tok`), its pieces added to `out`. What it gives
         back: for LEAD and AFTER, how much of the whitespace is text (where a tag may start), or
-        -1: all of it so far is whitespace, held or dropped; for REMOVED, how much of the whitespace
+        ~k (negative): all of it so far is whitespace, of which the first k characters went
+        (dropped, or passed as text) and the rest is held (read again with the next feed); for REMOVED, how much of the whitespace
         after the tag it took (-1: all, held for the next feed); else 0."""
         return _STEPS[tok.kind](self, tok, out, final)
 
@@ -168,16 +173,19 @@ class Whitespace:
     def _block_start(self, tok: Token, out: list[Piece], final: bool) -> int:
         """A block's text begins with the whitespace `tok.text` (LEAD): trimmed (`_skip_ws`), and
         the line break put where an opening tag dropped between reasoning texts (`_rsep`). How
-        much of it is text, or -1: only whitespace so far (what is not held of it is read as text:
-        trimmed, it still ends a line, "\r~~~" is no fence)."""
+        much of it is text, or ~k: only whitespace so far, of which the first k characters are
+        not held (recognition reads them as text: trimmed, they still end a line, "\r~~~" is no
+        fence)."""
         run = tok.text
         keep = 0
         if self._skip_ws:
             keep = self._trim_end(run, tok.open, final)
             self._w_open += run[:keep]
             if tok.open:
-                self._held = "" if final else run[keep:]   # (perhaps the first line's indentation)
-                return -1  # all whitespace so far: dropped
+                if final:
+                    return ~len(run)   # all whitespace: dropped
+                self._held = run[keep:]   # (perhaps the first line's indentation)
+                return ~keep  # all whitespace so far: dropped, or held
             self._skip_ws = self._ws_nl = False
         if self._rsep:   # (see the opening tag dropped in thinkwire.recognition)
             self._rsep = False
@@ -187,22 +195,23 @@ class Whitespace:
                 self.added_chars += len(SEPARATOR)
         return keep
 
-    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> None:
+    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> int:
         """No tag in the block's text `body`, up to the end of what was fed: all of it goes out as
         reasoning but, trimming, the whitespace at its end (held: it is dropped if the block ends
         next), and what recognition holds (`hold`: a partial tag; at the end, markup cut off,
-        which goes)."""
+        which goes). What it gives back: how much of body and hold it holds (read again with the
+        next feed)."""
         rules = self.rules
         if final:
             self._w_close = body[len(body.rstrip(WS)):] + hold if rules.trim else hold   # what the end drops
         if rules.trim:
             kept = body.rstrip(WS)
-            self._held = "" if final else body[len(kept):] + hold
-            self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
+            if not final:
+                self._held = body[len(kept):]
+                self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
             body = kept
-        else:
-            self._held = "" if final else hold
         self._emit_reasoning(body, out)
+        return len(self._held)
 
     def _closed(self, tok: Token, out: list[Piece], final: bool) -> int:
         self._block_ends(tok.text, out, tok.markup)
@@ -291,9 +300,9 @@ class Whitespace:
     def _after_block(self, tok: Token, out: list[Piece], final: bool) -> int:
         """Right after a block (or markup trimmed as one: `_skip_ws`), the whitespace `tok.text`
         (AFTER): trimmed, where the answer is empty or ends in whitespace; else kept whole between
-        the answer's texts, or a line break put there. How much of it is text, or -1: only
-        whitespace so far (held, or at the end dropped). What it went past, and what is not held,
-        is read as text."""
+        the answer's texts, or a line break put there. How much of it is text, or ~k: only
+        whitespace so far, of which the first k characters are not held (the rest is; at the end,
+        all of it is dropped). What it went past, and what is not held, is read as text."""
         run, at_end = tok.text, tok.open
         j = len(run)
         keep = self._trim_end(run, at_end, final)
@@ -308,12 +317,13 @@ class Whitespace:
             # whitespace then stays (no words glued together). (Held: it is read when it goes.)
             self._held = run
             self._ws_hold = not self.rules._ws_lead
-            return -1
+            return ~0
         if at_end:
             if not final and keep < j:
                 self._held = run[keep:]   # perhaps the first line's indentation
                 self._ws_hold = not self.rules._ws_lead
-            return -1
+                return ~keep
+            return ~j
         if self._answer_ws:
             j = keep   # the first line's indentation stays
         else:
@@ -436,13 +446,11 @@ class Whitespace:
         kept = self._kept
         if not final and self._at_start and self.rules.trim and text.strip(WS) == "" and not any(
                 p.strip(WS) for p in kept if isinstance(p, str)):   # (at the start no gap is kept: the answer is empty)
-            self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + text + hold
+            self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + text
             self._ws_hold = not hold and bool(self._held) and not self.rules._ws_lead
             self._kept = []
             return True
         self._emit_kept(out, text)
-        if not final:
-            self._held = hold
         return False
 
     def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> int:
@@ -488,20 +496,9 @@ class Whitespace:
         return 0
 
     def _call(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """A tool call's text, answer as written (CALL); what recognition holds undecided, held."""
+        """A tool call's text, answer as written (CALL)."""
         self._emit_content(tok.text, out, False)
-        self._held = tok.markup
         return 0
-
-    def _hold(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """Undecided (HELD): read again with the next feed."""
-        self._held = tok.markup
-        return 0
-
-    def _answered(self, text: str) -> bool:
-        """Answer text other than whitespace went out, or waits (kept, or `text`)."""
-        return not self._at_start or bool(text.strip(WS)) or any(
-            isinstance(p, str) and p.strip(WS) for p in self._kept)
 
 
 _Step = Callable[[Whitespace, Token, list[Piece], bool], int]
@@ -509,4 +506,4 @@ _Step = Callable[[Whitespace, Token, list[Piece], bool], int]
 _STEPS: tuple[_Step, ...] = (
     Whitespace._block_start, Whitespace._closed, Whitespace._marker, Whitespace._own_open, Whitespace._after_block,
     Whitespace._opened, Whitespace._opened, Whitespace._opened, Whitespace._tool_head, Whitespace._wrapper,
-    Whitespace._remove, Whitespace._remove, Whitespace._call, Whitespace._hold)
+    Whitespace._remove, Whitespace._remove, Whitespace._call)

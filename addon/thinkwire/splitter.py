@@ -54,7 +54,7 @@ class Splitter(Recognition):
         self._bscan = rules.scan(None, True) if inside else NO_SCAN
         self._boundary = True
         self._ln = Lines()
-        self._ws = Whitespace(rules, inside, self._dropped)
+        self._ws = Whitespace(rules, inside, self._dropped, self._gone)
         self._resume = None
         self._seen_tag = inside
         self._literal = {}

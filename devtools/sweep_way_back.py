@@ -44,9 +44,9 @@ PARTS = ["<think>", "</think>", "a", "b", "\n", " ", "\t", "\n\n", "    ", "`", 
          "<response>", "</response>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>",
          "<|channel|>analysis<|message|>", "[BEGIN FINAL RESPONSE]", "é", "<thi", "</thi", "<|end", "<ans"]
 # More (`--more-parts`): gpt-oss's other markers and a tool call's header, Apriel's other markup.
-# They find misses left (issue 32): a tool call's header right after a block and markup removed
-# after it drops the whitespace waiting there, and the layout does not follow
-# (`a<think>x</think> <|end|><|start|>assistant to=`; docs/way-back.md).
+# They found the misses a tool call's header right after a block and markup removed after it left
+# (the whitespace waiting there went, and the layout did not follow:
+# `a<think>x</think> <|end|><|start|>assistant to=`; issue 32, docs/way-back.md).
 MORE_PARTS = ["<|return|>", "<|start|>assistant", "<|start|>", "<|channel|>commentary<|message|>", "analysis",
               "assistantfinal", "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}", "<|call|>",
               "[END FINAL RESPONSE]", "<|channel|>final<|message|>", "Here are my reasoning steps:\n"]
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=1, help="how many seeds")
     ap.add_argument("--first", type=int, default=0, help="the first seed")
     ap.add_argument("--longest", type=int, default=12, help="parts in an output, at most")
-    ap.add_argument("--more-parts", action="store_true", help="MORE_PARTS too (finds misses left)")
+    ap.add_argument("--more-parts", action="store_true", help="MORE_PARTS too (more markers, a tool call header)")
     ap.add_argument("--show", type=int, default=20, help="misses printed")
     ap.add_argument("--minimize", action="store_true", help="print each miss shown minimised too")
     args = ap.parse_args(argv)

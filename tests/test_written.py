@@ -286,6 +286,16 @@ DROPPED = [
     ("granite-3.3-8b", False, "<answer><think></think>\n</response><response>", ("", "<answer>"), None),
     ("gpt-oss-20b", False, "a<think>x<|start|>assistant<|channel|>final<|message|> <|end|>"
      "<|start|>assistant<|channel|>final<|message|>", ("x", "a"), None),
+    # ... or before a tool call's header, which takes no whitespace before it: the model's goes back
+    # before the marker it stood before, or after the block (issue 32).
+    ("gpt-oss-20b", False, "a<think>x</think> <|end|><|start|>assistant to=functions.f<|channel|>commentary json"
+     "<|message|>{}", ("x", "a<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}"), None),
+    ("gpt-oss-20b", False, "</response><think><|start|>assistant<|channel|>final<|message|>\t<|start|>assistant"
+     " to=functions.f<|channel|>commentary json<|message|>{}<|call|>b",
+     ("", "</response><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>b"), None),
+    ("gpt-oss-20b", False, "<ans<think><|channel|>final<|message|>    <|start|>assistant to=functions.f"
+     "<|channel|>commentary json<|message|>{}", ("", "<ans<|start|>assistant to=functions.f<|channel|>commentary json"
+                                                  "<|message|>{}"), None),
 ]
 
 

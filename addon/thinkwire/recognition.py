@@ -113,6 +113,11 @@ class Recognition:
         line breaks put in there went again, before a block). The whitespace stage calls it as
         its own `_dropped`."""
 
+    def _gone(self, out: list[Piece]) -> None:
+        """A hook, as `_dropped`: the whitespace waiting for the answer's next text (the whitespace
+        stage's `_gap`, with the line breaks put in it) goes, where a tool call's header follows
+        what `out` holds; edits made in it stand where it stood."""
+
     # -- inside a reasoning block ---------------------------------------------------------------
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         ws = self._ws

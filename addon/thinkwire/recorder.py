@@ -119,17 +119,20 @@ class Transcript:
         self._want = sorted({x for b in self.blocks for x in (b.at, b.at + b.added)} |
                             {x for _, b in self._edits for x in (b.at, b.at + b.added)})
 
-    def _trailing(self, gap: str, put: Sequence[int]) -> None:
+    def _trailing(self, gap: str, put: Sequence[int], end: int | None = None, upto: int | None = None,
+                  blocks: int | None = None) -> None:
         """At the output's end, `gap` (what was to go in front of the answer's next text, with line
         breaks put in at the places `put`) went: the model's whitespace in it is markup of the
         edits at the answer's end, before each its part; the line breaks put in it are taken out
         again (those an edit holds, and those put in while a block had not ended, which none
-        does: `b</think> <answer><answer>`)."""
-        end = self._alen
-        k = next((k for k, (_, b) in enumerate(self._edits) if b.at + b.added > end), len(self._edits))
+        does: `b</think> <answer><answer>`). Before a tool call's header, it went at `end`, when
+        the first `upto` edits were made and `blocks` blocks had opened."""
+        end = self._alen if end is None else end
+        upto = len(self._edits) if upto is None else upto
+        k = next((k for k, (_, b) in enumerate(self._edits[:upto]) if b.at + b.added > end), upto)
         mine = set(put)
         cur = 0
-        for x in range(k, len(self._edits)):
+        for x in range(k, upto):
             after, b = self._edits[x]
             p = b.at - end
             if p < cur or any(i not in mine for i in range(p, p + b.added)):
@@ -145,7 +148,7 @@ class Transcript:
             if wrote.strip(WS) or len(self._edits) >= EDITS_MAX:
                 self.over = True
                 return
-            self._edits.append((len(self.blocks), Block(end, 0, wrote, "", 0)))
+            self._edits.insert(upto, (len(self.blocks) if blocks is None else blocks, Block(end, 0, wrote, "", 0)))
             self._markup += len(wrote)
         if self._markup > LAYOUT_MAX:
             self.over = True   # (whitespace past the bound, at the end: not remembered)
@@ -333,7 +336,8 @@ class RecordingSplitter(Splitter):
     (the byte path's, and `took`'s for what C took) or `finish`. A prefill's (`resume`) is the
     client's own and is not read."""
 
-    __slots__ = ("transcript", "_quiet", "finished", "fed", "_out", "_upto", "_acc", "_kept", "_kept_n", "_lead")
+    __slots__ = ("transcript", "_quiet", "finished", "fed", "_out", "_upto", "_acc", "_kept", "_kept_n", "_lead",
+                 "_gap_gone")
 
     def __init__(self, rules: Rules, starts_inside: bool | None = None) -> None:
         super().__init__(rules, starts_inside)
@@ -347,6 +351,7 @@ class RecordingSplitter(Splitter):
         self._lead = self.inside   # started inside a block (its opening tag may be the prompt's)
         self._kept: list[Any] | None = None  # the answer texts the splitter holds to send, read up to _kept_n
         self._kept_n = (0, 0)
+        self._gap_gone: tuple[str, tuple[int, ...], int, int, int] | None = None   # `_gone`, till its pieces are read
 
     def _dropped(self, out: list[Any], reasoning: bool, markup: str, added: int = 0, gap: int = 0,
                  kept: list[Any] | None = None) -> None:
@@ -358,15 +363,7 @@ class RecordingSplitter(Splitter):
         if gap < 0:
             t.over = True   # (a place the splitter cannot say: not remembered)
             return
-        if out is not self._out:
-            self._out, self._upto, self._acc = out, 0, (0, 0, 0)
-        a, b, e = self._acc
-        for piece in out[self._upto:len(out) - 1]:   # (the last piece may still grow)
-            a, b, e = _step(a, b, e, piece)
-        self._upto = max(self._upto, len(out) - 1)
-        self._acc = (a, b, e)
-        if out:
-            a, b, e = _step(a, b, e, out[-1])
+        a, b, e = self._read(out)
         if reasoning:
             t.dropped(True, len(t.blocks) + e, t._block + b if e == 0 else b, markup, added)
             return
@@ -382,6 +379,40 @@ class RecordingSplitter(Splitter):
             # here on was written after this markup (`_end`).
             t._cuts.append((self.blocks - 1, len(t._edits) - 1, len(self._ws._w_close), len(self._ws._gap_put)))
 
+    def _read(self, out: list[Any]) -> tuple[int, int, int]:
+        """(answer characters, block text since the last END, ENDs) in `out` (`_step`)."""
+        if out is not self._out:
+            self._out, self._upto, self._acc = out, 0, (0, 0, 0)
+        a, b, e = self._acc
+        for piece in out[self._upto:len(out) - 1]:   # (the last piece may still grow)
+            a, b, e = _step(a, b, e, piece)
+        self._upto = max(self._upto, len(out) - 1)
+        self._acc = (a, b, e)
+        if out:
+            a, b, e = _step(a, b, e, out[-1])
+        return a, b, e
+
+    def _gone(self, out: list[Any]) -> None:
+        """The gap waiting for the answer's next text went before a tool call's header: as at the
+        output's end (`Transcript._trailing`), once the pieces up to it are read (`_noted`): the
+        END of a block that had not ended, among them, first takes back what it wrote after the
+        edits made in the gap (`_split_close`)."""
+        t = self.transcript
+        if t.over or self._quiet:
+            return
+        end = t._alen + self._read(out)[0]
+        insort(t._want, end)   # (the header's text may go by before the gap is read: its place)
+        ws = self._ws
+        self._gap_gone = (ws._gap, tuple(ws._gap_put), end, len(t._edits), self.blocks)
+
+    def _noted(self, out: list[Any]) -> None:
+        self.transcript.note(out)
+        if self._gap_gone is not None:
+            gap, put, end, upto, blocks = self._gap_gone
+            self._gap_gone = None
+            if not self.transcript.over:
+                self.transcript._trailing(gap, put, end, upto, blocks)
+
     def feed(self, text: str) -> list[Any]:
         out = super().feed(text)
         if not self._quiet:
@@ -389,7 +420,7 @@ class RecordingSplitter(Splitter):
             if not self.transcript.over:
                 self.transcript.wrote.add(text, _NONE)
             if out:
-                self.transcript.note(out)
+                self._noted(out)
         return out
 
     def plain(self, text: str) -> Text | None:
@@ -404,7 +435,7 @@ class RecordingSplitter(Splitter):
     def finish(self, cut_off: bool = False) -> list[Any]:
         out = super().finish(cut_off)
         if out:
-            self.transcript.note(out)
+            self._noted(out)
         self.finished = True
         t = self.transcript
         if self._ws._gap and not t.over:

@@ -60,7 +60,7 @@ class Splitter(Recognition):
         self._lead_due = rules.trim and inside
         self._ln = Lines()
         self._undecided = ""
-        self._ws = Whitespace(rules, inside, self._dropped)
+        self._ws = Whitespace(rules, inside, self._dropped, self._gone)
         self._resume = None
         self._seen_tag = inside
         self._literal = {}

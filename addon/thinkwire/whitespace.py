@@ -78,16 +78,23 @@ class Dropped(Protocol):
                  kept: Kept | None = None) -> None: ...
 
 
+class Gone(Protocol):
+    """The way back's other hook (thinkwire.splitter.Splitter._gone): the waiting gap goes."""
+
+    def __call__(self, out: list[Piece]) -> None: ...
+
+
 class Whitespace:
     """The whitespace stage of one splitter: its state and its steps."""
 
-    __slots__ = ("rules", "_dropped", "_kept", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
+    __slots__ = ("rules", "_dropped", "_gone", "_kept", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
                  "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
                  "_w_close", "_pend", "reasoning_chars", "added_chars")
 
-    def __init__(self, rules: Rules, inside: bool, dropped: Dropped) -> None:
+    def __init__(self, rules: Rules, inside: bool, dropped: Dropped, gone: Gone) -> None:
         self.rules = rules
         self._dropped = dropped
+        self._gone = gone
         self._held = ""            # undecided text, carried into the next feed (read again there)
         self._kept: Kept = []      # the answer's text kept since the last emission (afresh each scan)
         self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
@@ -121,7 +128,7 @@ class Whitespace:
     def __eq__(self, other: object) -> bool:
         """The same state (the hook and the rules aside): what a splitter's state is compared by."""
         return isinstance(other, Whitespace) and all(
-            getattr(self, k) == getattr(other, k) for k in self.__slots__ if k not in ("rules", "_dropped", "_kept"))
+            getattr(self, k) == getattr(other, k) for k in self.__slots__ if k not in ("rules", "_dropped", "_gone", "_kept"))
 
     __hash__ = None   # type: ignore[assignment]  # (mutable; as thinkwire.lines.Lines)
 
@@ -464,8 +471,7 @@ class Whitespace:
         self._emit_kept(out, tok.text)
         put = self._gap_put
         if put:
-            if not self._pend:
-                self._dropped(out, False, "", -len(put), len(self._gap) - len(put))
+            self._gone(out)   # (the way back: all of the gap goes, the model's whitespace too)
             self._gap = ""
             put.clear()
         return 0

@@ -61,7 +61,12 @@ class SSEParser:
 
     def _start_skip(self) -> bytes:
         buf = self.pending()
-        self._skip = 2 if buf.endswith(b"\r") else 1 if buf.endswith(b"\n") else 0
+        if buf.endswith(b"\r"):
+            # A CR right after a line end is an empty line: the event ended there, held only for
+            # the LF that may follow (3); else the CR ended a line of the event (2).
+            self._skip = 3 if buf[-2:-1] in (b"\n", b"\r") else 2
+        else:
+            self._skip = 1 if buf.endswith(b"\n") else 0
         return buf
 
     def _skip_to_end(self, data: bytes) -> int:

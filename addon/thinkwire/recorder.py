@@ -20,6 +20,7 @@ from typing import Any
 from . import fingerprint
 from .rules import WS, Rules, TagPair, Written
 from .splitter import CONTENT, REASONING, Piece, Splitter, Text
+from .whitespace import unput
 from .written import (BLOCKS_MAX, EDITS_MAX, JOIN, LAYOUT_MAX, Block, Echoed, Layout, Memory, Scope, _cost, _digest,
                       _key, dump, rebuild)
 
@@ -138,12 +139,12 @@ class Transcript:
             if p < cur or any(i not in mine for i in range(p, p + b.added)):
                 self.over = True
                 return
-            wrote = "".join(gap[i] for i in range(cur, p) if i not in mine)
+            wrote = unput(gap, put, cur, p)
             self._edits[x] = (after, Block(end, 0, wrote + b.open, "", 0))
             self._markup += len(wrote)
             self._added -= b.added
             cur = p + b.added
-        wrote = "".join(gap[i] for i in range(cur, len(gap)) if i not in mine)
+        wrote = unput(gap, put, cur)
         if wrote:
             if wrote.strip(WS) or len(self._edits) >= EDITS_MAX:
                 self.over = True

@@ -27,7 +27,7 @@ the answer's start whole (the line state goes back). `_dropped` is the splitter'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
 from .lines import indent
@@ -57,6 +57,19 @@ CALL = 12       # text: a tool call's text (answer, as written)
 # The text at the end of what was fed, no tag in it, and what recognition holds after it, come with
 # nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
 # token made.
+
+
+def unput(gap: str, put: Sequence[int], lo: int = 0, hi: int | None = None) -> str:
+    """What the model wrote of gap[lo:hi]: it less the line breaks put in at the places `put`
+    (ascending, as `Whitespace._gap_put` holds them)."""
+    hi = len(gap) if hi is None else hi
+    parts, k = [], lo
+    for at in put:
+        if lo <= at < hi:
+            parts.append(gap[k:at])
+            k = at + 1
+    parts.append(gap[k:hi])
+    return "".join(parts)
 
 
 class Token(NamedTuple):
@@ -134,12 +147,7 @@ class Whitespace:
 
     def gap_written(self) -> str:
         """What the model wrote of `_gap`: it less the line breaks put there."""
-        gap, k, parts = self._gap, 0, []
-        for at in self._gap_put:
-            parts.append(gap[k:at])
-            k = at + 1
-        parts.append(gap[k:])
-        return "".join(parts)
+        return unput(self._gap, self._gap_put)
 
     def _take_held(self) -> str:
         held = self._held

@@ -91,6 +91,14 @@ def proxy_factory(upstream, tmp_path_factory):
         p.stop()
 
 
+@pytest.fixture(scope="module")
+def inline_proxies(proxy_factory):
+    """One mitmdump per signature policy ("signed", "off"), chat's way back inline: the proxies
+    the way-back files through mitmdump run their conversations on."""
+    return {sig: proxy_factory(options={"think_signature": sig, "think_chat_restore": "inline"})
+            for sig in ("signed", "off")}
+
+
 @pytest.fixture(scope="session")
 def proxy(proxy_factory):
     """mitmdump with thinkwire and default options, shared by tests that need nothing else."""

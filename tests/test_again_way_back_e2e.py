@@ -49,17 +49,11 @@ def read(stream: bool) -> list[tuple[str, str]]:
     return READ_STREAM if stream else READ_BODY
 
 
-@pytest.fixture(scope="module")
-def proxies(proxy_factory):
-    return {sig: proxy_factory(options={"think_signature": sig, "think_chat_restore": "inline"})
-            for sig in ("signed", "off")}
-
-
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_chat_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream):
+def test_chat_gives_a_forced_answer_back_byte_for_byte(inline_proxies, up, stream):
     strict = StrictChat(turns(), exact=True)
     up.route("/chat/completions", strict.handle)
-    client = openai.OpenAI(base_url=proxies["off"].url + "/v1", api_key=f"chat force {stream}", max_retries=0,
+    client = openai.OpenAI(base_url=inline_proxies["off"].url + "/v1", api_key=f"chat force {stream}", max_retries=0,
                            timeout=20)
     msgs: list = [{"role": "user", "content": "what is 2 + 2"}]
     got = []
@@ -81,10 +75,10 @@ def test_chat_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream):
 
 @pytest.mark.parametrize("sig", ["signed", "off"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_messages_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream, sig):
+def test_messages_gives_a_forced_answer_back_byte_for_byte(inline_proxies, up, stream, sig):
     strict = StrictAnthropic(turns(), exact=True)
     up.route("/messages", strict.handle)
-    client = anthropic.Anthropic(base_url=proxies[sig].url, api_key=f"messages force {stream} {sig}",
+    client = anthropic.Anthropic(base_url=inline_proxies[sig].url, api_key=f"messages force {stream} {sig}",
                                  max_retries=0, timeout=20)
     msgs: list = [{"role": "user", "content": "what is 2 + 2"}]
     got = []
@@ -108,10 +102,10 @@ def test_messages_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream, 
 
 @pytest.mark.parametrize("include", [True, False], ids=["encrypted", "codex"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_responses_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream, include):
+def test_responses_gives_a_forced_answer_back_byte_for_byte(inline_proxies, up, stream, include):
     strict = StrictResponses(turns(), exact=True)
     up.route("/responses", strict.handle)
-    client = openai.OpenAI(base_url=proxies["signed"].url + "/v1", api_key=f"responses force {stream} {include}",
+    client = openai.OpenAI(base_url=inline_proxies["signed"].url + "/v1", api_key=f"responses force {stream} {include}",
                            max_retries=0, timeout=20)
     items: list = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "2 + 2?"}]}]
     kw: dict = dict(model="m", store=False, reasoning={"summary": "auto"}, extra_body=FORCE)
@@ -146,14 +140,14 @@ def ollama_turn(url: str, key: str, msgs: list, stream: bool) -> tuple[str, str]
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_ollama_gives_a_forced_answer_back_byte_for_byte(proxies, up, stream):
+def test_ollama_gives_a_forced_answer_back_byte_for_byte(inline_proxies, up, stream):
     strict = StrictOllama({"m": list(WROTE)}, exact=True)
     for path in ("/api/chat", "/api/show"):
         up.route(path, strict.handle)
     msgs: list = [{"role": "user", "content": "what is 2 + 2"}]
     got = []
     for _ in WROTE:
-        thinking, content = ollama_turn(proxies["off"].url, f"ollama force {stream}", msgs, stream)
+        thinking, content = ollama_turn(inline_proxies["off"].url, f"ollama force {stream}", msgs, stream)
         got.append((thinking, content))
         msgs += [{"role": "assistant", "content": content, "thinking": thinking}, {"role": "user", "content": "go on"}]
     assert strict.errors == []

@@ -58,17 +58,11 @@ def behind_the_tag(strict, stream: bool) -> None:
             strict.turns[0] = Turn(back(False)[0], TOOLS[0])
 
 
-@pytest.fixture(scope="module")
-def proxies(proxy_factory):
-    return {sig: proxy_factory(options={"think_signature": sig, "think_chat_restore": "inline"})
-            for sig in ("signed", "off")}
-
-
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_chat_gives_back_each_gap_byte_for_byte(proxies, up, stream):
+def test_chat_gives_back_each_gap_byte_for_byte(inline_proxies, up, stream):
     strict = StrictChat(turns(stream), exact=True)
     up.route("/chat/completions", strict.handle)
-    client = openai.OpenAI(base_url=proxies["off"].url + "/v1", api_key=f"chat gaps {stream}", max_retries=0,
+    client = openai.OpenAI(base_url=inline_proxies["off"].url + "/v1", api_key=f"chat gaps {stream}", max_retries=0,
                            timeout=20)
     msgs: list = [{"role": "user", "content": "fix the build"}]
     read = []
@@ -96,11 +90,11 @@ def test_chat_gives_back_each_gap_byte_for_byte(proxies, up, stream):
 
 @pytest.mark.parametrize("sig", ["signed", "off"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_messages_gives_back_each_gap_byte_for_byte(proxies, up, stream, sig):
+def test_messages_gives_back_each_gap_byte_for_byte(inline_proxies, up, stream, sig):
     strict = StrictAnthropic(turns(stream), exact=True)
     up.route("/messages", strict.handle)
-    client = anthropic.Anthropic(base_url=proxies[sig].url, api_key=f"messages gaps {stream} {sig}", max_retries=0,
-                                 timeout=20)
+    client = anthropic.Anthropic(base_url=inline_proxies[sig].url, api_key=f"messages gaps {stream} {sig}",
+                                 max_retries=0, timeout=20)
     msgs: list = [{"role": "user", "content": "fix the build"}]
     for i in range(4):
         kw = dict(model=MODEL, max_tokens=1024, tools=TOOLS_M, messages=msgs)
@@ -122,10 +116,10 @@ def test_messages_gives_back_each_gap_byte_for_byte(proxies, up, stream, sig):
 
 @pytest.mark.parametrize("include", [True, False], ids=["encrypted", "codex"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_responses_gives_back_each_gap_byte_for_byte(proxies, up, stream, include):
+def test_responses_gives_back_each_gap_byte_for_byte(inline_proxies, up, stream, include):
     strict = StrictResponses(turns(stream), exact=True)
     up.route("/responses", strict.handle)
-    client = openai.OpenAI(base_url=proxies["signed"].url + "/v1", api_key=f"responses gaps {stream} {include}",
+    client = openai.OpenAI(base_url=inline_proxies["signed"].url + "/v1", api_key=f"responses gaps {stream} {include}",
                            max_retries=0, timeout=20)
     items: list = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}]
     kw: dict = dict(model=MODEL, tools=TOOLS_R, store=False, reasoning={"summary": "auto"})
@@ -148,11 +142,11 @@ def test_responses_gives_back_each_gap_byte_for_byte(proxies, up, stream, includ
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_ollama_gives_back_each_gap_byte_for_byte(proxies, up, stream):
+def test_ollama_gives_back_each_gap_byte_for_byte(inline_proxies, up, stream):
     strict = StrictOllama({MODEL: list(WROTE)}, exact=True)
     for path in ("/api/chat", "/api/show"):
         up.route(path, strict.handle)
-    client = ollama.Client(host=proxies["off"].url, headers={"Authorization": f"Bearer ollama gaps {stream}"})
+    client = ollama.Client(host=inline_proxies["off"].url, headers={"Authorization": f"Bearer ollama gaps {stream}"})
     msgs: list = [{"role": "user", "content": "hi"}]
     read = ollama_loop(client, MODEL, msgs, stream, after_first=lambda: behind_the_tag(strict, stream))
     assert strict.errors == []

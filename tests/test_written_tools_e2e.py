@@ -76,18 +76,12 @@ def turns(model: str) -> list[Turn]:
     return [Turn(t) for t in WROTE[model]]
 
 
-@pytest.fixture(scope="module")
-def proxies(proxy_factory):
-    return {sig: proxy_factory(options={"think_signature": sig, "think_chat_restore": "inline"})
-            for sig in ("signed", "off")}
-
-
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_chat_gives_back_tool_call_markup_byte_for_byte(proxies, up, stream, model):
+def test_chat_gives_back_tool_call_markup_byte_for_byte(inline_proxies, up, stream, model):
     strict = StrictChat(turns(model), exact=True)
     up.route("/chat/completions", strict.handle)
-    client = openai.OpenAI(base_url=proxies["off"].url + "/v1", api_key=f"chat tools {stream} {model}",
+    client = openai.OpenAI(base_url=inline_proxies["off"].url + "/v1", api_key=f"chat tools {stream} {model}",
                            max_retries=0, timeout=20)
     msgs: list = [{"role": "user", "content": "what is the weather"}]
     read = []
@@ -110,10 +104,10 @@ def test_chat_gives_back_tool_call_markup_byte_for_byte(proxies, up, stream, mod
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("sig", ["signed", "off"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_messages_gives_back_tool_call_markup_byte_for_byte(proxies, up, stream, sig, model):
+def test_messages_gives_back_tool_call_markup_byte_for_byte(inline_proxies, up, stream, sig, model):
     strict = StrictAnthropic(turns(model), exact=True)
     up.route("/messages", strict.handle)
-    client = anthropic.Anthropic(base_url=proxies[sig].url, api_key=f"messages tools {stream} {sig} {model}",
+    client = anthropic.Anthropic(base_url=inline_proxies[sig].url, api_key=f"messages tools {stream} {sig} {model}",
                                  max_retries=0, timeout=20)
     msgs: list = [{"role": "user", "content": "what is the weather"}]
     for _ in range(4):
@@ -135,10 +129,11 @@ def test_messages_gives_back_tool_call_markup_byte_for_byte(proxies, up, stream,
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("include", [True, False], ids=["encrypted", "codex"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_responses_gives_back_tool_call_markup_byte_for_byte(proxies, up, stream, include, model):
+def test_responses_gives_back_tool_call_markup_byte_for_byte(inline_proxies, up, stream, include, model):
     strict = StrictResponses(turns(model), exact=True)
     up.route("/responses", strict.handle)
-    client = openai.OpenAI(base_url=proxies["signed"].url + "/v1", api_key=f"responses tools {stream} {include} {model}",
+    client = openai.OpenAI(base_url=inline_proxies["signed"].url + "/v1",
+                           api_key=f"responses tools {stream} {include} {model}",
                            max_retries=0, timeout=20)
     items: list = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "weather?"}]}]
     kw: dict = dict(model=model, store=False, reasoning={"summary": "auto"})
@@ -158,11 +153,12 @@ def test_responses_gives_back_tool_call_markup_byte_for_byte(proxies, up, stream
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
-def test_ollama_gives_back_tool_call_markup_byte_for_byte(proxies, up, stream, model):
+def test_ollama_gives_back_tool_call_markup_byte_for_byte(inline_proxies, up, stream, model):
     strict = StrictOllama({model: list(WROTE[model])}, exact=True)
     for path in ("/api/chat", "/api/show"):
         up.route(path, strict.handle)
-    client = ollama.Client(host=proxies["off"].url, headers={"Authorization": f"Bearer ollama tools {stream} {model}"})
+    client = ollama.Client(host=inline_proxies["off"].url,
+                           headers={"Authorization": f"Bearer ollama tools {stream} {model}"})
     msgs: list = [{"role": "user", "content": "what is the weather"}]
     read = ollama_loop(client, model, msgs, stream)
     assert strict.errors == []

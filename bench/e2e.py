@@ -47,7 +47,27 @@ def _one(p: Mitmdump, plan: list, n: int) -> dict:
     t0, k0 = p.callable_time()
     c0 = p.cpu()
     r = asyncio.run(client.run(p.port, plan))
-    cpu = p.cpu() - c0
+    return _measured(p, r, p.cpu() - c0, (t0, k0), plan, n)
+
+
+def _side_by_side(pb: Mitmdump, pc: Mitmdump, plan: list, n: int) -> tuple[dict, dict]:
+    """(b) and (c) at once, each with its own clients for the same plan: both go through the same
+    window of the machine's noise (another process, a stolen core, the clock), which a paced round,
+    mostly idle, feels more than its own work. A paced proxy uses about a quarter of a core, so
+    the two hardly meet; a burst one wants a whole core, so burst rounds stay one after the other."""
+    t0 = pc.callable_time()
+    c0 = (pb.cpu(), pc.cpu())
+
+    async def both() -> list:
+        return await asyncio.gather(client.run(pb.port, plan), client.run(pc.port, plan))
+
+    rb, rc = asyncio.run(both())
+    cb, cc = pb.cpu() - c0[0], pc.cpu() - c0[1]
+    return _measured(pb, rb, cb, (0.0, 0), plan, n), _measured(pc, rc, cc, t0, plan, n)
+
+
+def _measured(p: Mitmdump, r: client.RunResult, cpu: float, timed0: tuple[float, int], plan: list, n: int) -> dict:
+    t0, k0 = timed0
     t1, k1 = p.callable_time()
     events = _sent_events(plan, n)
     d = sorted(r.delays_ns)
@@ -103,11 +123,12 @@ def _ratios(runs: dict) -> dict:
     return out
 
 
-def run_e2e(modes: dict, log=print) -> dict:
+def run_e2e(modes: dict, log=print, side_by_side: bool = False) -> dict:
     """`modes`: {"burst"|"paced": (streams, events per stream, interval in ms, rounds)}. Each
     surface on its own: per round (b) and (c) run one after the other, the order alternating
-    between rounds (and surfaces); (a), mitmproxy with no addon, and (d), thinkwire with its
-    callable timed, run in the first round only."""
+    between rounds (and surfaces), or, paced with `side_by_side`, at once (`_side_by_side`);
+    (a), mitmproxy with no addon, and (d), thinkwire with its callable timed, run in the first
+    round only."""
     names = _surfaces()
     up = Upstream()
     proxies = {}
@@ -120,7 +141,8 @@ def run_e2e(modes: dict, log=print) -> dict:
         out: dict = {"surfaces": names, "config": {k: v[0] for k, v in CONFIGS.items()}}
         for mode, (streams, n, interval_ms, rounds) in modes.items():
             iv = interval_ms / 1000
-            res: dict = {"streams": streams, "events_per_stream": n, "interval_ms": interval_ms}
+            side = side_by_side and mode == "paced"
+            res: dict = {"streams": streams, "events_per_stream": n, "interval_ms": interval_ms, "side_by_side": side}
             for k, name in enumerate(names):
                 plan = _plan([workload.SHAPES[name]], streams, f"n={n}&iv={iv}")
                 runs: dict = {"a": [], "b": [], "c": [], "d": []}
@@ -129,11 +151,15 @@ def run_e2e(modes: dict, log=print) -> dict:
                     if rnd == 0:
                         order = ["a"] + order + ["d"]
                     for c in order:
-                        r = _one(proxies[c], plan, n)
-                        runs[c].append(r)
-                        log(f"  {mode:>5} {name:>9} ({c}) round {rnd + 1}: {_per_1k(r):.1f} cpu ms/1k events, "
-                            f"{r['events'] / r['wall_s']:.0f} events/s, delay p50 {r['p50_ms']:.2f} ms "
-                            f"p99 {r['p99_ms']:.2f} ms" + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
+                        if side and c == "b":
+                            continue   # (taken with (c))
+                        got = ({c: _one(proxies[c], plan, n)} if not side or c != "c"
+                               else dict(zip("bc", _side_by_side(proxies["b"], proxies["c"], plan, n))))
+                        for cfg, r in got.items():
+                            runs[cfg].append(r)
+                            log(f"  {mode:>5} {name:>9} ({cfg}) round {rnd + 1}: {_per_1k(r):.1f} cpu ms/1k events, "
+                                f"{r['events'] / r['wall_s']:.0f} events/s, delay p50 {r['p50_ms']:.2f} ms "
+                                f"p99 {r['p99_ms']:.2f} ms" + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
                 row = {c: _summarise(v) for c, v in runs.items() if v}
                 row["ratios"] = _ratios(runs)
                 res[name] = row

@@ -160,7 +160,8 @@ def table(res: dict) -> str:
                 continue
             lines.append(f"   {mode}: {m['streams']} streams x {m['events_per_stream']} events"
                          + (f", one event per {m['interval_ms']:g} ms per stream" if m["interval_ms"] else
-                            ", each event its own chunk, as fast as the proxy reads"))
+                            ", each event its own chunk, as fast as the proxy reads")
+                         + ("; (b) and (c) side by side, at once each round" if m.get("side_by_side") else ""))
             lines.append(f"   {'surface':>9} {'rounds':>6} {'c/b':>5} {'range':>11} {'c/a':>5} {'us/ev':>6} {'call us':>7} "
                          f"{'cpu ms/1k ev a/b/c':>19} {'added p50 ms':>12} {'added p99 ms':>12} "
                          f"{'p99 ms b/c':>11} {'bytes c/b':>9}  rewritten")
@@ -244,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="burst,paced",
                     help="end-to-end and instruction-count modes to run, comma-separated (default burst,paced); paced with "
                          "--events 7500 takes 75 s a round, so larger-delta runs take burst only")
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="paced mode: run (b) and (c) at once each round, so both see the same noise of the "
+                         "machine (a paced round is mostly idle and feels it most); their delays then meet too")
     ap.add_argument("--surfaces", help="comma-separated surfaces for the end-to-end, memory, capacity and "
                                        "instruction parts (default all: chat,messages,responses,ollama)")
     ap.add_argument("--delta-chars", type=int, help="larger deltas: --events tokens joined into deltas of up to N "
@@ -299,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         res["surfaces"] = surface_bench.run(p["surface_events"], p["surface_reps"], log)
     if "e2e" in only:
         log("3. end to end")
-        res["e2e"] = e2e.run_e2e({m: p[m] for m in modes}, log)
+        res["e2e"] = e2e.run_e2e({m: p[m] for m in modes}, log, args.side_by_side)
     if "memory" in only:
         log("4. memory")
         res["memory_held"] = surface_bench.held(p["held_lengths"], log)

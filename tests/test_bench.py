@@ -58,12 +58,18 @@ def test_bench_quick_runs_and_writes_every_section(tmp_path):
 def test_bench_runs_one_mode_of_the_surfaces_asked(tmp_path):
     out = tmp_path / "bench.json"
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", "e2e", "--modes", "paced",
-                        "--surfaces", "ollama,chat", "--json", str(out)],
+                        "--surfaces", "ollama,chat", "--side-by-side", "--json", str(out)],
                        capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert p.returncode == 0, p.stdout + p.stderr
     e = json.loads(out.read_text())["e2e"]
     assert e["surfaces"] == ["chat", "ollama"] and "burst" not in e
-    assert set(e["paced"]) - {"streams", "events_per_stream", "interval_ms"} == {"chat", "ollama"}
+    assert set(e["paced"]) - {"streams", "events_per_stream", "interval_ms", "side_by_side"} == {"chat", "ollama"}
+    # Side by side, (b) and (c) each ran the round, and both were counted.
+    assert e["paced"]["side_by_side"] is True and "(b) and (c) side by side" in p.stdout
+    for name in ("chat", "ollama"):
+        row = e["paced"][name]
+        assert row["b"]["runs"] == row["c"]["runs"] == 1 and row["b"]["cpu_s"] > 0 and row["c"]["cpu_s"] > 0
+        assert row["ratios"]["cpu_c_over_b"]["rounds"] == 1
     for opts, says in ((["--modes", "fast"], "--modes takes burst and/or paced"),
                        (["--surfaces", "chat,grpc"], "--surfaces: unknown surface")):
         p = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", *opts],

@@ -18,7 +18,10 @@ with, as a byte or as what an escape stands for, so no text Hot takes can change
 decision. Hot keeps no state of the splitter: `Splitter.took` derives all of it from the texts
 Hot took. What Hot knows of the rules is that table, and, in reasoning that trims, which of its
 characters are whitespace: the whitespace at a text's end is held there as the splitter holds
-it. The bytes are the same as the Python paths' (tests/test_hot.py, tests/test_hot_fuzz.py).
+it. What goes out for a text of whitespace alone (Ollama: a line with an empty content) waits
+in Hot for the next output, C's or the driver's, and goes in front of it: mitmproxy writes each
+output on its own, and a write costs it more than a whole call of Hot. The bytes are the same as
+the Python paths' (tests/test_hot.py, tests/test_hot_fuzz.py).
 Without a C compiler, or with THINKWIRE_HOT=0, everything runs in Python.
 """
 

@@ -340,7 +340,8 @@ def _lane(head: tuple[bytes, ...], after: bytes) -> Lane:
     """Reasoning on a token line of `_learn`'s shape: the same line with the text moved to
     `thinking` (content ""), the created_at literal, where there is one, as it came. Its text
     holds none of the characters Go writes escaped (C leaves them to Python, which escapes them
-    again); whitespace alone is held, and the line goes with an empty content."""
+    again); whitespace alone is held, and the line goes with an empty content (in the same write
+    as the next line: thinkwire.hot)."""
     post, tail = after + b"\n", b'"' + after + b"\n"
     if len(head) == 1:
         out: tuple[bytes | int, ...] = (head[0] + b'"' + _THINKING, hot.PART_BODY, tail)

@@ -392,6 +392,31 @@ def test_an_ollama_line_of_held_whitespace_goes_out_with_the_next_line_in_one_wr
 
 
 @needs_c
+def test_hot_takes_the_unicode_escapes_its_spec_names_as_they_came():
+    h = hot.Hot(lambda chunk: [b"FALLBACK"])
+    spec = hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), exclude="<>&", unicode_escaped="<>&")
+    assert spec.escapes == b"0026003e"   # (`<` starts a tag: not named)
+    h.arm(spec)
+    assert h(b'<"a\\u003eb\\u0026">') == [b"[a\\u003eb\\u0026]"]
+    for python_s in (b'<"\\u003c">', b'<"\\u003E">', b'<"\\u0041">', b'<"a>">', b'<"\\u003">', b'<"\\u003e'):
+        assert h(python_s) == [b"FALLBACK"], python_s
+    for bad in (b"0020", b"0022", b"005c", b"003E", b"003", b"0026" * 5):   # whitespace, quote ...
+        with pytest.raises(ValueError):
+            h.arm(spec._replace(escapes=bad))
+
+
+@needs_c
+def test_ollama_reasoning_with_what_go_escapes_is_answered_in_c():
+    """Ollama's Go server writes `>` and `&` as `\\u003e` and `\\u0026`: C takes those escapes
+    as they came (the bytes the Python paths write again); `<`, which starts a tag, is Python's."""
+    texts = ["<think>", "Okay"] + [t for k in range(20) for t in (f" x{k} >", " a&b")] + [" c<d", "</think>", "So."]
+    events = SURFACES["ollama"][1](texts)
+    fast, hits = run("ollama", events, True, c=True)
+    assert fast == run("ollama", events, False)[0]
+    assert hits == 40 and b'"thinking":" x7 \\u003e"' in fast and b'"thinking":" a\\u0026b"' in fast
+
+
+@needs_c
 def test_hot_hands_a_chunk_to_python_before_what_it_keeps_passes_its_cap():
     h, calls = _hot()
     body = b"x" * 1000

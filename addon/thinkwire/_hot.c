@@ -327,6 +327,16 @@ take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, co
     return list;
 }
 
+/* Whether the 4 hex digits at `d` are one of the spec's \\u escapes. */
+static int
+uescaped(const Spec *s, const unsigned char *d)
+{
+    for (int k = 0; k < s->nuesc; k++)
+        if (memcmp(d, s->uesc[k], 4) == 0)
+            return 1;
+    return 0;
+}
+
 static PyObject *
 hot_chunk(Hot *self, PyObject *chunk)
 {
@@ -371,6 +381,9 @@ hot_chunk(Hot *self, PyObject *chunk)
             else if (ws < 0)
                 ws = j;
             j += 2;
+        } else if (p[j] == '\\' && s->nuesc && j + 5 < end && p[j + 1] == 'u' && uescaped(s, p + j + 2)) {
+            ws = -1;   /* (Ollama's \\u003e: a character Go writes so, as it came) */
+            j += 6;
         } else {
             break;
         }

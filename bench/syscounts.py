@@ -18,6 +18,11 @@ pass-through that sends what thinkwire's output would cost (more bytes, fewer wr
 went to the client and to the upstream (strace slows the proxy: calls whose count depends on
 timing, reads and epoll waits, are not the un-traced ones).
 
+The syscall tracepoints cost mitmdump CPU themselves, not in proportion to its syscalls (on this
+VM they added ~2 us an event to the pass-through and ~1 to thinkwire): read the counts from a
+traced run, and CPU ratios from `--no-trace`, which reads only the scheduler's CPU time
+(procs.cpu_seconds, as the bench does) and the /proc ticks and switches.
+
 Needs perf with tracepoints (root, or perf_event_paranoid -1) and, for --sizes, strace.
 """
 
@@ -90,22 +95,27 @@ def proc_times(pid: int) -> tuple[float, float, int, int, int]:
     return int(fields[11]) / _TICK, int(fields[12]) / _TICK, vol, invol, len(os.listdir(f"/proc/{pid}/task"))
 
 
-def one_round(proxy, upstream_pid: int, plan: list, n: int) -> dict[str, float]:
+def one_round(proxy, upstream_pid: int, plan: list, n: int, trace: bool) -> dict[str, float]:
     import client
     from e2e import _sent_events
-    perf = Perf(proxy.pid, EVENTS)
-    up = Perf(upstream_pid, ["syscalls:sys_exit_accept4"], "ret >= 0")   # connections accepted
+    from procs import cpu_seconds
+    if trace:
+        perf = Perf(proxy.pid, EVENTS)
+        up = Perf(upstream_pid, ["syscalls:sys_exit_accept4"], "ret >= 0")   # connections accepted
+    c0 = cpu_seconds(proxy.pid)
     u0, s0, v0, i0, _ = proc_times(proxy.pid)
     r = asyncio.run(client.run(proxy.port, plan))
     u1, s1, v1, i1, threads = proc_times(proxy.pid)
-    counts = perf.stop()
-    accepted = up.stop()
+    cpu_ms = (cpu_seconds(proxy.pid) - c0) * 1e3
+    counts, accepted = (perf.stop(), up.stop()) if trace else ({"task-clock": cpu_ms}, {})
     row = {k.split(":")[-1].removeprefix("sys_enter_").replace("sys_enter", "syscalls"): v
            for k, v in counts.items()}
     row.update({"utime_s": u1 - u0, "stime_s": s1 - s0, "vol_switches": v1 - v0,
                 "invol_switches": i1 - i0, "threads": threads,
-                "upstream_accepts": sum(accepted.values()), "client_bytes": r.bytes,
+                "client_bytes": r.bytes,
                 "client_events": r.events, "events": _sent_events(plan, n), "wall_s": r.wall})
+    if trace:
+        row["upstream_accepts"] = sum(accepted.values())
     if r.errors:
         row["errors"] = len(r.errors)
     return row
@@ -131,16 +141,21 @@ def report(name: str, rows: dict[str, list[dict[str, float]]]) -> None:
     others = configs[1:]
     print(f"  {'per event':<18}" + "".join(f"{c:>12}" for c in configs) + "".join(f"{c + '/' + base:>9}" for c in others))
     for k in PER_EVENT:
+        if not any(k in r for c in configs for r in rows[c]):
+            continue   # (perf's, with --no-trace)
         v = {c: total(c, k) / ev[c] for c in configs}
         print(f"  {k:<18}" + "".join(f"{v[c]:>12.4f}" for c in configs)
               + "".join(f"{(v[c] / v[base] if v[base] else float('nan')):>9.3f}" for c in others))
     print(f"  {'per round':<18}")
     for k in PER_ROUND:
+        if not any(k in r for c in configs for r in rows[c]):
+            continue
         v = {c: total(c, k) / rounds for c in configs}
         print(f"  {k:<18}" + "".join(f"{v[c]:>12.3f}" for c in configs)
               + "".join(f"{(v[c] / v[base] if v[base] else float('nan')):>9.3f}" for c in others))
     for c in others:
-        r = sorted(y["task-clock"] / y["events"] / (x["task-clock"] / x["events"]) for x, y in zip(rows[base], rows[c]))
+        r = sorted(y["task-clock"] / y["events"] / (x["task-clock"] / x["events"])
+                   for x, y in zip(rows[base], rows[c]))
         print(f"  task-clock {c}/{base} per round: median {statistics.median(r):.3f} [{r[0]:.3f}-{r[-1]:.3f}]")
     for c in configs:
         u, s = total(c, "utime_s"), total(c, "stime_s")
@@ -188,7 +203,9 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=4000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workload", choices=("words", "spaced"), default="spaced")
-    ap.add_argument("--sizes", action="store_true")
+    ap.add_argument("--sizes", action="store_true", help="one more round of each under strace: writes by peer and size")
+    ap.add_argument("--no-trace", action="store_true",
+                    help="no perf: the CPU (task-clock: the scheduler's, as the bench reads it) undisturbed")
     ap.add_argument("--configs", default="b,c", help="bench configurations (procs.CONFIGS), the first the base")
     ap.add_argument("--addon", action="append", default=[], metavar="NAME=PATH",
                     help="one more configuration: mitmdump -s PATH, named NAME (for --configs)")
@@ -217,7 +234,7 @@ def main() -> None:
                 turn = (rnd + k) % len(configs)   # each configuration in each place in turn
                 order = configs[turn:] + configs[:turn]
                 for c in order:
-                    rows[c].append(one_round(proxies[c], up.pid, plan, args.events))
+                    rows[c].append(one_round(proxies[c], up.pid, plan, args.events, not args.no_trace))
             report(name, rows)
             if args.sizes:
                 for c in configs:

@@ -327,7 +327,7 @@ take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, co
     return list;
 }
 
-/* Whether the 4 hex digits at `d` are one of the spec's \\u escapes. */
+/* Whether the 4 hex digits at `d` are those of one of the spec's backslash-u escapes. */
 static int
 uescaped(const Spec *s, const unsigned char *d)
 {
@@ -382,7 +382,7 @@ hot_chunk(Hot *self, PyObject *chunk)
                 ws = j;
             j += 2;
         } else if (p[j] == '\\' && s->nuesc && j + 5 < end && p[j + 1] == 'u' && uescaped(s, p + j + 2)) {
-            ws = -1;   /* (Ollama's \\u003e: a character Go writes so, as it came) */
+            ws = -1;   /* (a backslash-u escape the spec names, as Go writes `>`: as it came) */
             j += 6;
         } else {
             break;

@@ -28,7 +28,7 @@
 #define MAX_HELD_ALONE 32    /* ... when a text of whitespace alone is held (the splitter's own limit) */
 #define MAX_DIGITS 18        /* a number slot read here is below 10**18 */
 #define CAP (16 * 1024)      /* bytes of text kept between two takes */
-#define MAX_UESC 4           /* \\u escapes a spec may name */
+#define MAX_UESC 4           /* backslash-u escapes a spec may name */
 
 typedef struct {
     const char *pre, *mid, *post;
@@ -48,7 +48,7 @@ typedef struct {
     Py_ssize_t held_part_len[MAX_PARTS];
     unsigned char table[256];
     unsigned char chars[256];       /* 1: the string slot's literal may hold the byte */
-    char uesc[MAX_UESC][4];         /* \\u escapes a literal may hold as they came: their 4 hex digits */
+    char uesc[MAX_UESC][4];         /* backslash-u escapes a literal may hold as they came: 4 hex digits */
     int nuesc;
 } Spec;
 
@@ -110,8 +110,8 @@ read_spec(PyObject *spec, Spec *s)
         || (chars != Py_None && bytes_arg(chars, &ch, &ch_len, "chars") < 0)
         || (uesc != NULL && bytes_arg(uesc, &ue, &ue_len, "escapes") < 0))
         return -1;
-    /* The \\u escapes a literal may hold as they came: 4 lowercase hex digits each, of printable
-     * ASCII but the space, the quote and the backslash (never whitespace: not held). */
+    /* The backslash-u escapes a literal may hold as they came: 4 lowercase hex digits each, of
+     * printable ASCII but the space, the quote and the backslash (never whitespace: not held). */
     if (ue_len % 4 || ue_len > 4 * MAX_UESC)
         return spec_error("spec: escapes must be at most 4 codes of 4 hex digits");
     s->nuesc = (int)(ue_len / 4);

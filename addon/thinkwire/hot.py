@@ -72,7 +72,7 @@ class Spec(NamedTuple):
     pass_same: bool
     chars: bytes | None
     held: Template | None
-    escapes: bytes = b""   # \\u escapes a text may hold as they came: 4 hex digits each (`spec`)
+    escapes: bytes = b""   # backslash-u escapes a text may hold as they came: 4 hex digits each (`spec`)
 
 
 class Took(NamedTuple):

@@ -341,8 +341,8 @@ def _lane(head: tuple[bytes, ...], after: bytes) -> Lane:
     `thinking` (content ""), the created_at literal, where there is one, as it came. Its text
     holds none of the characters Go writes escaped as they are (C leaves them to Python, which
     escapes them again), and C takes Go's escapes of `<`, `>`, `&` as they came (`\\u003e`: the
-    bytes Python writes); whitespace alone is held, and the line goes with an empty content (in the same write
-    as the next line: thinkwire.hot)."""
+    bytes Python writes); whitespace alone is held, and the line goes with an empty content (in
+    the same write as the next line: thinkwire.hot)."""
     post, tail = after + b"\n", b'"' + after + b"\n"
     if len(head) == 1:
         out: tuple[bytes | int, ...] = (head[0] + b'"' + _THINKING, hot.PART_BODY, tail)

@@ -19,8 +19,10 @@ from thinkwire.jsonio import dumps
 from thinkwire.marks import Sealer
 from thinkwire.rules import Rules, TagPair
 from thinkwire.stream import StreamDriver
-from thinkwire.surfaces import chat, messages
+from thinkwire.engine import PARSERS
+from thinkwire.surfaces import chat, messages, ollama
 from support.events import text_sequence
+from support.ollama import chat_objs, line as ollama_line, stream_bytes
 from support.fast import (RULES, SETTINGS, SURFACES, TOKENS, _ev, chat_stream, chunkings, messages_stream,
                           responses_stream, run)
 
@@ -325,17 +327,18 @@ def test_hot_holds_whitespace_alone_where_the_spec_says_what_goes_out():
     h = hot.Hot(lambda chunk: [b"FALLBACK"])
     spec = hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), trim=True, held=(b"<>",))
     h.arm(spec)
-    assert h(b'<" \\t">') == [b"<>"]             # held whole: the held template goes out
-    assert h(b'<" ">') == [b"FALLBACK"]           # more whitespace onto what is held: the splitter's
+    assert h(b'<" \\t">') == []                  # held whole: the held template's output is kept ...
+    assert h(b'<" ">') == [b"<>FALLBACK"]         # ... for the next write (more whitespace: the splitter's)
     assert h(b'<"a">') == [b"[ \\ta]"]           # what was held, then the text
     assert h(b'<"' + b" " * 33 + b'">') == [b"FALLBACK"]   # longer than the splitter holds alone
-    assert h(b'<"' + b" " * 32 + b'">') == [b"<>"]
+    assert h(b'<"' + b" " * 32 + b'">') == []
     got = h.take()
     assert got == (3, 3, b" \\ta" + b" " * 32, 0, 0)
     assert (got.hits, got.changed, got.literal) == (3, 3, b" \\ta" + b" " * 32)   # a named tuple
     h.arm(hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), trim=True, held=()))
-    assert h(b'<"\\n">') == []                    # nothing goes out
+    assert h(b'<"\\n">') == []                    # nothing goes out (the kept output still waits)
     assert h.take() == (1, 1, b"\\n", 0, 0)
+    assert h(b"") == [b"<>FALLBACK"]              # the end of the stream: the fallback's, after it
     # Without trim, whitespace is text: `held` does not apply.
     assert hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), held=()).held is None
 
@@ -354,6 +357,63 @@ def test_reasoning_of_whitespace_alone_is_answered_in_c(surface):
         assert b'"delta":{"content":""}' not in fast[fast.index(b"w0"):] and b'"reasoning_content":" w7"' in fast
     elif surface == "ollama":   # a line with an empty content (Ollama's own for a held text)
         assert b'"content":""},"done":false}' in fast and b'"thinking":" w7"' in fast
+
+
+@needs_c
+def test_what_goes_out_for_whitespace_alone_goes_in_one_write_with_the_next_output():
+    """mitmproxy writes each output on its own (a write costs it more than a whole call here):
+    the held template's output waits for the next output, C's or the fallback's, and goes in
+    front of its first bytes; with nothing from the fallback, alone."""
+    outs = [[b"F1", b"F2"], []]
+    h = hot.Hot(lambda chunk: outs.pop(0))
+    spec = hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), trim=True, held=(b"<>",))
+    h.arm(spec)
+    assert h(b'<" ">') == [] and h(b'<"a">') == [b"<>[ a]"]            # C's next output
+    assert h(b'<"\\n">') == [] and h(b"x") == [b"<>F1", b"F2"]       # the fallback's
+    h.arm(spec)   # (nothing held, as the driver arms it where the splitter holds nothing)
+    assert h(b'<"\\t">') == [] and h(b"") == [b"<>"]                 # nothing from the fallback
+
+
+@needs_c
+def test_an_ollama_line_of_held_whitespace_goes_out_with_the_next_line_in_one_write():
+    """The bench's spaced workload: one reasoning delta in fourteen is a space alone. Its line
+    (an empty content, Ollama's own for a held text) reaches the client in the same write as
+    the next line: the bytes of the Python paths, one write less for mitmproxy."""
+    texts = ["<think>", "Okay", " ", "so", " ", "\\n", "</think>", "Hi"]
+    objs = chat_objs("m", texts)
+    call = StreamDriver(ollama.StreamRewriter(make_ctx({"model": "m"})), parser=PARSERS[ollama.STREAM_TYPE]()).callable()
+    writes = [call(e) for e in stream_bytes(objs)] + [call(b"")]
+
+    def held(k: int, thinking: str = "") -> bytes:   # line k with its text moved (Ollama's field order)
+        message = {"role": "assistant", "content": "", **({"thinking": thinking} if thinking else {})}
+        return ollama_line(dict(objs[k], message=message))
+    assert writes[2:5] == [[], [held(2) + held(3, " so")], []]
+    assert b"".join(w for ws in writes for w in ws) == run("ollama", stream_bytes(objs), False)[0]
+
+
+@needs_c
+def test_hot_takes_the_unicode_escapes_its_spec_names_as_they_came():
+    h = hot.Hot(lambda chunk: [b"FALLBACK"])
+    spec = hot.spec(RULES[0], b"<", b">", hot.template([b"[", b"]"]), exclude="<>&", unicode_escaped="<>&")
+    assert spec.escapes == b"0026003e"   # (`<` starts a tag: not named)
+    h.arm(spec)
+    assert h(b'<"a\\u003eb\\u0026">') == [b"[a\\u003eb\\u0026]"]
+    for python_s in (b'<"\\u003c">', b'<"\\u003E">', b'<"\\u0041">', b'<"a>">', b'<"\\u003">', b'<"\\u003e'):
+        assert h(python_s) == [b"FALLBACK"], python_s
+    for bad in (b"0020", b"0022", b"005c", b"003E", b"003", b"0026" * 5):   # whitespace, quote ...
+        with pytest.raises(ValueError):
+            h.arm(spec._replace(escapes=bad))
+
+
+@needs_c
+def test_ollama_reasoning_with_what_go_escapes_is_answered_in_c():
+    """Ollama's Go server writes `>` and `&` as `\\u003e` and `\\u0026`: C takes those escapes
+    as they came (the bytes the Python paths write again); `<`, which starts a tag, is Python's."""
+    texts = ["<think>", "Okay"] + [t for k in range(20) for t in (f" x{k} >", " a&b")] + [" c<d", "</think>", "So."]
+    events = SURFACES["ollama"][1](texts)
+    fast, hits = run("ollama", events, True, c=True)
+    assert fast == run("ollama", events, False)[0]
+    assert hits == 40 and b'"thinking":" x7 \\u003e"' in fast and b'"thinking":" a\\u0026b"' in fast
 
 
 @needs_c

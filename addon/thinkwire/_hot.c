@@ -6,7 +6,9 @@
  * second slot, another value there: a number, or a string literal of the bytes the spec names
  * (no escape). It sends the same bytes, or the spec's output template filled in. Anything else
  * goes to `fallback(chunk)`, the Python driver, which first folds in what was taken here
- * (`take`) and then arms again or disarms.
+ * (`take`) and then arms again or disarms. What goes out for a text of whitespace alone (the
+ * spec's held template) waits for the next output, this one's or the fallback's, and goes in
+ * front of it: mitmproxy writes each output on its own, and a write costs it more than a call.
  *
  * What C knows of the splitter's rules is only what the spec says: which bytes and escapes a
  * text may hold (Python leaves out every character a tag or marker starts with, so no text
@@ -35,6 +37,7 @@ typedef struct {
     long long offset, last;         /* the numbering (SEQ_*) */
     char held[MAX_HELD];            /* whitespace held, escaped as it came */
     Py_ssize_t held_len;
+    PyObject *later;                /* the held template's output, not sent yet (bytes), or NULL */
     /* since the last `take` */
     Py_ssize_t hits, changed;
     char *lit;                      /* the texts' literal bodies, as they came */
@@ -75,7 +78,55 @@ hot_clear(Hot *self)
 {
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->spec);
+    Py_CLEAR(self->later);
     return 0;
+}
+
+/* `a` + `b`, one bytes object (both references are taken). */
+static PyObject *
+joined(PyObject *a, PyObject *b)
+{
+    Py_ssize_t na = PyBytes_GET_SIZE(a), nb = PyBytes_GET_SIZE(b);
+    PyObject *r = PyBytes_FromStringAndSize(NULL, na + nb);
+    if (r != NULL) {
+        memcpy(PyBytes_AS_STRING(r), PyBytes_AS_STRING(a), na);
+        memcpy(PyBytes_AS_STRING(r) + na, PyBytes_AS_STRING(b), nb);
+    }
+    Py_DECREF(a);
+    Py_DECREF(b);
+    return r;
+}
+
+/* The fallback's output for `chunk`, with what was kept for later in front of its first bytes
+ * (or alone): the client's bytes in their order, in one write. */
+static PyObject *
+call_fallback(Hot *self, PyObject *chunk)
+{
+    PyObject *got = PyObject_CallOneArg(self->fallback, chunk);
+    if (got == NULL || self->later == NULL)
+        return got;
+    if (!PyList_CheckExact(got)) {
+        Py_DECREF(got);
+        PyErr_SetString(PyExc_TypeError, "Hot: the fallback must return a list");
+        return NULL;
+    }
+    PyObject *later = self->later;
+    self->later = NULL;
+    if (PyList_GET_SIZE(got) && PyBytes_CheckExact(PyList_GET_ITEM(got, 0))) {
+        PyObject *first = joined(later, Py_NewRef(PyList_GET_ITEM(got, 0)));
+        if (first == NULL) {
+            Py_DECREF(got);
+            return NULL;
+        }
+        PyList_SetItem(got, 0, first);   /* (steals `first`, drops the old item) */
+    } else if (PyList_Insert(got, 0, later) < 0) {
+        Py_DECREF(later);
+        Py_DECREF(got);
+        return NULL;
+    } else {
+        Py_DECREF(later);
+    }
+    return got;
 }
 
 static void
@@ -215,7 +266,10 @@ keep(Hot *self, const char *body, Py_ssize_t n)
 /* A matched chunk taken: the output (a list of one bytes, or none), or NULL with an error set.
  * `body`: the literal's body up to the whitespace held at its end, `ws` that whitespace;
  * `all_len`: the whole body, kept for `take`; `str`: the string slot's body. `alone`: the text
- * is whitespace alone, held whole (nothing was held before): the held template goes out. */
+ * is whitespace alone, held whole (nothing was held before): the held template's output (an
+ * event that carries no text) is kept, and goes out in front of the next output, whoever makes
+ * it: the same bytes, one write (mitmproxy writes each output; a write costs it more than
+ * this whole call). */
 static PyObject *
 take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, const char *ws, Py_ssize_t ws_len,
            Py_ssize_t all_len, const char *str, Py_ssize_t str_len, long long n, long long offset, long long last,
@@ -245,6 +299,16 @@ take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, co
         if (out == NULL)
             return NULL;
     }
+    if (out != NULL && self->later != NULL) {
+        PyObject *later = self->later;
+        self->later = NULL;
+        if ((out = joined(later, out)) == NULL)
+            return NULL;
+    }
+    if (alone && out != NULL) {
+        self->later = out;
+        out = NULL;
+    }
     PyObject *list = PyList_New(out != NULL);
     if (list == NULL || keep(self, body, all_len) < 0) {
         Py_XDECREF(list);
@@ -263,6 +327,16 @@ take_chunk(Hot *self, PyObject *chunk, const char *body, Py_ssize_t body_len, co
     return list;
 }
 
+/* Whether the 4 hex digits at `d` are those of one of the spec's backslash-u escapes. */
+static int
+uescaped(const Spec *s, const unsigned char *d)
+{
+    for (int k = 0; k < s->nuesc; k++)
+        if (memcmp(d, s->uesc[k], 4) == 0)
+            return 1;
+    return 0;
+}
+
 static PyObject *
 hot_chunk(Hot *self, PyObject *chunk)
 {
@@ -271,23 +345,23 @@ hot_chunk(Hot *self, PyObject *chunk)
         return NULL;
     }
     if (self->spec == NULL || !PyBytes_CheckExact(chunk))
-        return PyObject_CallOneArg(self->fallback, chunk);
+        return call_fallback(self, chunk);
     const Spec *s = &self->s;
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(chunk);
     Py_ssize_t len = PyBytes_GET_SIZE(chunk);
     Py_ssize_t end = len - s->post_len;   /* where the last slot must end */
     if (end < s->pre_len + 2 || memcmp(p, s->pre, s->pre_len) != 0 || memcmp(p + end, s->post, s->post_len) != 0)
-        return PyObject_CallOneArg(self->fallback, chunk);
+        return call_fallback(self, chunk);
     Py_ssize_t i = s->pre_len, str = 0, str_len = 0;
     long long seq = -1;
     if (s->slot_pos == 1) {
         if (read_slot(s, p, &i, end, &seq, &str, &str_len) < 0 || end - i < s->mid_len
             || memcmp(p + i, s->mid, s->mid_len) != 0)
-            return PyObject_CallOneArg(self->fallback, chunk);
+            return call_fallback(self, chunk);
         i += s->mid_len;
     }
     if (i >= end || p[i] != '"')
-        return PyObject_CallOneArg(self->fallback, chunk);
+        return call_fallback(self, chunk);
     const unsigned char *table = s->table;
     Py_ssize_t b = i + 1, j = b, ws = -1;   /* ws: where the whitespace at the end starts */
     while (j < end) {
@@ -307,12 +381,15 @@ hot_chunk(Hot *self, PyObject *chunk)
             else if (ws < 0)
                 ws = j;
             j += 2;
+        } else if (p[j] == '\\' && s->nuesc && j + 5 < end && p[j + 1] == 'u' && uescaped(s, p + j + 2)) {
+            ws = -1;   /* (a backslash-u escape the spec names, as Go writes `>`: as it came) */
+            j += 6;
         } else {
             break;
         }
     }
     if (j >= end || p[j] != '"' || j == b || self->lit_len + (j - b) > CAP)
-        return PyObject_CallOneArg(self->fallback, chunk);
+        return call_fallback(self, chunk);
     Py_ssize_t body_end = j;
     int alone = 0;
     if (s->trim && ws >= 0) {
@@ -321,23 +398,23 @@ hot_chunk(Hot *self, PyObject *chunk)
          * splitter holds more whitespace otherwise), and it is shorter still. */
         if (ws == b) {
             if (!s->held_mode || self->held_len || j - b > MAX_HELD_ALONE)
-                return PyObject_CallOneArg(self->fallback, chunk);
+                return call_fallback(self, chunk);
             alone = 1;
         } else if (j - ws > MAX_HELD) {
-            return PyObject_CallOneArg(self->fallback, chunk);
+            return call_fallback(self, chunk);
         }
         body_end = ws;
     }
     i = j + 1;
     if (s->slot_pos == 2) {
         if (end - i < s->mid_len || memcmp(p + i, s->mid, s->mid_len) != 0)
-            return PyObject_CallOneArg(self->fallback, chunk);
+            return call_fallback(self, chunk);
         i += s->mid_len;
         if (read_slot(s, p, &i, end, &seq, &str, &str_len) < 0)
-            return PyObject_CallOneArg(self->fallback, chunk);
+            return call_fallback(self, chunk);
     }
     if (i != end)
-        return PyObject_CallOneArg(self->fallback, chunk);
+        return call_fallback(self, chunk);
     /* The numbers, checked: anything that would not fit (or an upstream number that does not
      * move on) is Python's, which counts with ints of any size. */
     long long n = 0, offset = self->offset, last = self->last;
@@ -347,11 +424,11 @@ hot_chunk(Hot *self, PyObject *chunk)
             offset = last - seq;
     } else if (s->seq_mode == SEQ_OWN) {
         if (__builtin_add_overflow(seq, offset, &n) || n <= last)
-            return PyObject_CallOneArg(self->fallback, chunk);
+            return call_fallback(self, chunk);
         last = n;
     } else if (s->seq_mode == SEQ_NEW) {
         if (__builtin_add_overflow(last, (long long)s->channels, &last))
-            return PyObject_CallOneArg(self->fallback, chunk);
+            return call_fallback(self, chunk);
         n = self->last + 1;
         if (last - seq > offset)
             offset = last - seq;

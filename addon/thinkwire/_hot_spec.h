@@ -28,6 +28,7 @@
 #define MAX_HELD_ALONE 32    /* ... when a text of whitespace alone is held (the splitter's own limit) */
 #define MAX_DIGITS 18        /* a number slot read here is below 10**18 */
 #define CAP (16 * 1024)      /* bytes of text kept between two takes */
+#define MAX_UESC 4           /* backslash-u escapes a spec may name */
 
 typedef struct {
     const char *pre, *mid, *post;
@@ -47,6 +48,8 @@ typedef struct {
     Py_ssize_t held_part_len[MAX_PARTS];
     unsigned char table[256];
     unsigned char chars[256];       /* 1: the string slot's literal may hold the byte */
+    char uesc[MAX_UESC][4];         /* backslash-u escapes a literal may hold as they came: 4 hex digits */
+    int nuesc;
 } Spec;
 
 static int
@@ -96,16 +99,34 @@ read_template(PyObject *out, const char **part, Py_ssize_t *part_len, Py_ssize_t
 static int
 read_spec(PyObject *spec, Spec *s)
 {
-    PyObject *pre, *mid, *post, *table, *out, *chars, *held = Py_None;
-    if (!PyArg_ParseTuple(spec, "OiOOOpOiipO|O:spec", &pre, &s->slot_pos, &mid, &post, &table, &s->trim, &out,
-                          &s->seq_mode, &s->channels, &s->pass_same, &chars, &held))
+    PyObject *pre, *mid, *post, *table, *out, *chars, *held = Py_None, *uesc = NULL;
+    if (!PyArg_ParseTuple(spec, "OiOOOpOiipO|OO:spec", &pre, &s->slot_pos, &mid, &post, &table, &s->trim, &out,
+                          &s->seq_mode, &s->channels, &s->pass_same, &chars, &held, &uesc))
         return -1;
-    const char *tbl, *ch = NULL;
-    Py_ssize_t tbl_len, ch_len = 0;
+    const char *tbl, *ch = NULL, *ue = NULL;
+    Py_ssize_t tbl_len, ch_len = 0, ue_len = 0;
     if (bytes_arg(pre, &s->pre, &s->pre_len, "pre") < 0 || bytes_arg(mid, &s->mid, &s->mid_len, "mid") < 0
         || bytes_arg(post, &s->post, &s->post_len, "post") < 0 || bytes_arg(table, &tbl, &tbl_len, "table") < 0
-        || (chars != Py_None && bytes_arg(chars, &ch, &ch_len, "chars") < 0))
+        || (chars != Py_None && bytes_arg(chars, &ch, &ch_len, "chars") < 0)
+        || (uesc != NULL && bytes_arg(uesc, &ue, &ue_len, "escapes") < 0))
         return -1;
+    /* The backslash-u escapes a literal may hold as they came: 4 lowercase hex digits each, of
+     * printable ASCII but the space, the quote and the backslash (never whitespace: not held). */
+    if (ue_len % 4 || ue_len > 4 * MAX_UESC)
+        return spec_error("spec: escapes must be at most 4 codes of 4 hex digits");
+    s->nuesc = (int)(ue_len / 4);
+    for (int k = 0; k < s->nuesc; k++) {
+        unsigned v = 0;
+        for (int d = 0; d < 4; d++) {
+            char c = ue[4 * k + d];
+            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+                return spec_error("spec: escapes must be lowercase hex digits");
+            v = v * 16 + (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+        }
+        if (v <= 0x20 || v > 0x7e || v == '"' || v == '\\')
+            return spec_error("spec: an escape must stand for printable ASCII but the space, quote and backslash");
+        memcpy(s->uesc[k], ue + 4 * k, 4);
+    }
     /* The second slot is a number (numbered events) or a string literal (`chars`), not both. */
     s->str_slot = chars != Py_None;
     if (tbl_len != 256 || s->slot_pos < 0 || s->slot_pos > 2 || s->seq_mode < SEQ_NONE || s->seq_mode > SEQ_NEW

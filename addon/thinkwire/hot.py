@@ -18,7 +18,10 @@ with, as a byte or as what an escape stands for, so no text Hot takes can change
 decision. Hot keeps no state of the splitter: `Splitter.took` derives all of it from the texts
 Hot took. What Hot knows of the rules is that table, and, in reasoning that trims, which of its
 characters are whitespace: the whitespace at a text's end is held there as the splitter holds
-it. The bytes are the same as the Python paths' (tests/test_hot.py, tests/test_hot_fuzz.py).
+it. What goes out for a text of whitespace alone (Ollama: a line with an empty content) waits
+in Hot for the next output, C's or the driver's, and goes in front of it: mitmproxy writes each
+output on its own, and a write costs it more than a whole call of Hot. The bytes are the same as
+the Python paths' (tests/test_hot.py, tests/test_hot_fuzz.py).
 Without a C compiler, or with THINKWIRE_HOT=0, everything runs in Python.
 """
 
@@ -69,6 +72,7 @@ class Spec(NamedTuple):
     pass_same: bool
     chars: bytes | None
     held: Template | None
+    escapes: bytes = b""   # backslash-u escapes a text may hold as they came: 4 hex digits each (`spec`)
 
 
 class Took(NamedTuple):
@@ -129,7 +133,7 @@ def template(cut: list[bytes]) -> Template:
 def spec(rules: Rules, pre: bytes, post: bytes, out: Template | None = None, *, trim: bool = False,
          slot_pos: int = 0, mid: bytes = b"", seq_mode: int = SEQ_NONE, channels: int = 1,
          pass_same: bool = False, chars: bytes | None = None, exclude: str = "",
-         held: Template | None = None) -> Spec:
+         held: Template | None = None, unicode_escaped: str = "") -> Spec:
     """What `Hot.arm` takes. A chunk it answers is `pre`, a text literal of what `table` allows
     (quotes included; `exclude`: characters it may not hold either), `post`; with a second slot
     before it (`slot_pos` 1) or after it (2), `mid` between the two. That slot is a number, read
@@ -141,9 +145,13 @@ def spec(rules: Rules, pre: bytes, post: bytes, out: Template | None = None, *, 
     came, the chunk goes as it came. `held` (with `trim`): what goes out for a text of whitespace
     alone when nothing is held (the splitter holds it whole and gives nothing): a template of
     bytes and PART_STR (`()`: nothing goes out); None: such a text is Python's. Without `trim`
-    nothing is held: `held` does not apply."""
+    nothing is held: `held` does not apply. `unicode_escaped`: characters (of `exclude`, printable
+    ASCII) the surface writes as `\\u00xx`, lowercase, as Go does (Ollama's `<`, `>`, `&`): the
+    text may hold that escape, as it came, where the character starts no tag or marker."""
+    starts = rules.tag_starts
+    escapes = b"".join(b"%04x" % ord(c) for c in sorted(unicode_escaped) if c not in starts)
     return Spec(pre, slot_pos, mid, post, table(rules, trim, exclude), trim, out, seq_mode, channels, pass_same,
-                chars, held if trim else None)
+                chars, held if trim else None, escapes)
 
 
 def holding(splitter: Splitter, kind: int) -> bytes:
@@ -156,8 +164,9 @@ def holding(splitter: Splitter, kind: int) -> bytes:
 def fold(splitter: Splitter, kind: int, got: Took, literal: bool = False) -> tuple[str, str | None]:
     """What Hot took (`Hot.take`, with hits) as `kind`, folded into `splitter` (`Splitter.took`):
     what feed would have given for those texts, joined, and with `literal` its JSON literal's
-    body (Hot takes only the escapes json.dumps writes, so the literals as they came are that
-    literal but for the whitespace held before and after), else None."""
+    body (where a plan reads it, its spec names no `\\u` escape: Hot takes only the escapes
+    json.dumps writes, so the literals as they came are that literal but for the whitespace held
+    before and after), else None."""
     came = literal_of(got)
     text = scanstring(came + '"', 0)[0] if "\\" in came else came
     if kind == REASONING and splitter.rules.trim and not text.strip(WS):

@@ -54,7 +54,8 @@ class Lane(NamedTuple):
     whitespace at a text's end is held as the splitter holds it where it trims, and `held` is
     what goes out for a text of whitespace alone (`hot.spec`). `exclude`: characters C may not
     take (the surface writes them otherwise than json.dumps), and `escape` what Python writes
-    for them, on the literal's body."""
+    for them, on the literal's body; `unicode_escaped`: those of them it writes as `\\u00xx`,
+    which C may take in that form (`hot.spec`)."""
     out: tuple[bytes | int, ...] | None = None
     reasoning: bool = False
     held: tuple[bytes | int, ...] | None = None
@@ -63,6 +64,7 @@ class Lane(NamedTuple):
     pass_same: bool = False
     exclude: str = ""
     escape: Callable[[bytes], bytes] | None = None
+    unicode_escaped: str = ""
 
 
 class Delta(NamedTuple):
@@ -147,7 +149,8 @@ class Shape:
             spec = hot.spec(rules, d.head + d.consts[0], d.consts[-1] + d.end, lane.out,
                             seq_mode=lane.number, channels=lane.channels, pass_same=lane.pass_same,
                             exclude=lane.exclude, slot_pos=c.slot_pos, mid=c.mid, chars=c.chars,
-                            trim=lane.reasoning and rules.trim, held=lane.held if lane.reasoning else None)
+                            trim=lane.reasoning and rules.trim, held=lane.held if lane.reasoning else None,
+                            unicode_escaped=lane.unicode_escaped)
         self._specs[lane] = spec
         return spec
 

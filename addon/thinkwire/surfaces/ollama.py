@@ -339,8 +339,10 @@ _TIMESTAMP = String(b"-+.:0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqr
 def _lane(head: tuple[bytes, ...], after: bytes) -> Lane:
     """Reasoning on a token line of `_learn`'s shape: the same line with the text moved to
     `thinking` (content ""), the created_at literal, where there is one, as it came. Its text
-    holds none of the characters Go writes escaped (C leaves them to Python, which escapes them
-    again); whitespace alone is held, and the line goes with an empty content."""
+    holds none of the characters Go writes escaped as they are (C leaves them to Python, which
+    escapes them again), and C takes Go's escapes of `<`, `>`, `&` as they came (`\\u003e`: the
+    bytes Python writes); whitespace alone is held, and the line goes with an empty content (in
+    the same write as the next line: thinkwire.hot)."""
     post, tail = after + b"\n", b'"' + after + b"\n"
     if len(head) == 1:
         out: tuple[bytes | int, ...] = (head[0] + b'"' + _THINKING, hot.PART_BODY, tail)
@@ -348,7 +350,7 @@ def _lane(head: tuple[bytes, ...], after: bytes) -> Lane:
     else:
         out = (head[0] + b'"', hot.PART_STR, b'"' + head[1] + b'"' + _THINKING, hot.PART_BODY, tail)
         held = (head[0] + b'"', hot.PART_STR, b'"' + head[1] + b'""' + post)
-    return Lane(out, reasoning=True, held=held, exclude=_GO_ASCII, escape=_go_body)
+    return Lane(out, reasoning=True, held=held, exclude=_GO_ASCII, escape=_go_body, unicode_escaped=_GO_ASCII)
 
 
 # -- the way back ---------------------------------------------------------------------------

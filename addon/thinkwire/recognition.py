@@ -77,6 +77,9 @@ class Recognition:
     _resume: tuple[str, TagPair] | None   # (marker, pair): the reasoning goes on after that marker
     _ln: Lines                 # line and code state of the text read so far (afresh at each block's edge)
     _undecided: str            # what may still be (the start of) a tag: read again with the next feed
+    _held: str                 # whitespace the stage may still trim, in front of _undecided: read again too
+    _ws_hold: bool             # only whitespace is held, and more would be too: it goes to _ws_more, unread
+    _ws_more: list[str]
     _boundary: bool            # start of output or just after a block: an opening tag counts here
     _at_start: bool            # the answer has had no text but whitespace (and the output did not start inside)
     _lead_due: bool            # the text after a tag starts here: its leading whitespace goes first (LEAD, AFTER)
@@ -124,8 +127,9 @@ class Recognition:
         if self._lead_due:   # (most scans start mid-block: no call)
             k = _ws_end(buf, i)
             at = ws.take(make(Token, (LEAD, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + (at if at >= 0 else ~at))   # (~at: what the stage does not hold)
+            self._ln.read(buf, i, i + (at if at >= 0 else ~at))   # (~at: what is not held)
             if at < 0:
+                self._held = buf[i + ~at:]   # (perhaps a line's indentation: read when it comes again)
                 return -1
             self._lead_due = False
             i += at
@@ -166,10 +170,19 @@ class Recognition:
                 self.markup_chars += hold
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
-        held = ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
-        if not final:
-            self._undecided = buf[n - hold:]
-            ln.read(buf, seen, max(seen, n - hold - held))   # (what is held is read when it goes out)
+        body = buf[i:n - hold]
+        if final:
+            ws._block_tail(body, buf[n - hold:], out, True)
+            return -1
+        if rules.trim:   # trailing whitespace is held: it goes if the block ends next
+            kept = body.rstrip(WS)
+            if len(kept) < len(body):
+                self._held = body[len(kept):]
+                self._ws_hold = not hold and not rules._ws_lead
+                body = kept
+        ws._block_tail(body, "", out, False)
+        self._undecided = buf[n - hold:]
+        ln.read(buf, seen, max(seen, n - hold - len(self._held)))   # (what is held is read when it goes out)
         return -1
 
     def _close(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
@@ -234,6 +247,9 @@ class Recognition:
             at = ws.take(make(Token, (AFTER, buf[i:k], "", "", k == len(buf))), out, final)
             self._ln.read(buf, i, i + (at if at >= 0 else ~at))
             if at < 0:
+                if not final and ~at < k - i:
+                    self._held = buf[i + ~at:]
+                    self._ws_hold = not rules._ws_lead
                 return -1
             self._lead_due = False
             i += at
@@ -290,14 +306,20 @@ class Recognition:
             # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
             self._observe(buf, cut, n)
             cut = n
+        text = buf[rest_start:cut]
         if not final:
             self._undecided = buf[cut:]
-        if ws._answer_tail(buf[rest_start:cut], buf[cut:], out, final):
-            assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
+        if ln0 is not None and self._at_start and not text.strip(WS):
+            # Only whitespace at the output's start: held whole (it goes if a block opens next),
+            # read again from where the scan began.
+            self._held = text
+            self._ws_hold = cut == n and bool(text) and not rules._ws_lead
             ln.restore(ln0)
-        if final and cut < n:
+        elif final and cut < n:
             self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
-            self._dropped(out, False, buf[cut:], 0, len(ws._gap))   # (the way back has it)
+            ws._answer_tail(text, buf[cut:], out)
+        else:
+            ws._answer_tail(text, "", out)
         return -1
 
     def _tool_head(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
@@ -327,6 +349,8 @@ class Recognition:
         at = self._ws.take(tok, out, final)
         if at < 0:   # only whitespace after it yet: what follows is trimmed as after a block
             self._lead_due = True
+            self._held = buf[end:]
+            self._ws_hold = k > end and not self.rules._ws_lead
             return RETURN, -1
         return RESCAN, end + at
 

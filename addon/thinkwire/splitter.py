@@ -43,7 +43,8 @@ class Splitter(Recognition):
     plain text, written out."""
 
     __slots__ = (
-        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_undecided", "_boundary", "_at_start", "_lead_due",
+        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_undecided", "_held", "_ws_hold", "_ws_more",
+        "_boundary", "_at_start", "_lead_due",
         "_seen_tag", "_literal",
         "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
@@ -60,6 +61,9 @@ class Splitter(Recognition):
         self._lead_due = rules.trim and inside
         self._ln = Lines()
         self._undecided = ""
+        self._held = ""
+        self._ws_hold = False
+        self._ws_more = []
         self._ws = Whitespace(rules, inside, self._dropped, self._gone)
         self._resume = None
         self._seen_tag = inside
@@ -88,7 +92,7 @@ class Splitter(Recognition):
         if not text:
             return []
         ws = self._ws
-        if not ws._held and not self._undecided and not ws._skip_ws and not ws._rsep:
+        if not self._held and not self._undecided and not ws._skip_ws and not ws._rsep:
             # The common case, a token in the middle of a block or of the answer: nothing held,
             # no character that could start a tag: it goes out as it is.
             if self._mode.inside:
@@ -101,8 +105,8 @@ class Splitter(Recognition):
                 if self.rules._plain_re.search(text) is None:
                     self._plain_answer(text)
                     return [make(Text, (CONTENT, text))]
-        elif ws._ws_hold and not text.strip(WS):
-            ws._ws_more.append(text)
+        elif self._ws_hold and not text.strip(WS):
+            self._ws_more.append(text)
             return []
         out: list[Piece] = []
         held = self._take_held()
@@ -112,7 +116,12 @@ class Splitter(Recognition):
     def _take_held(self) -> str:
         """What both stages hold, in order, taken to be read again: the whitespace stage's
         (whitespace not yet decided), then recognition's (what may still be a tag)."""
-        held = self._ws._take_held()
+        held = self._held
+        if self._ws_more:
+            held += "".join(self._ws_more)
+            self._ws_more.clear()
+        self._held = ""
+        self._ws_hold = False
         if self._undecided:
             held += self._undecided
             self._undecided = ""
@@ -121,7 +130,7 @@ class Splitter(Recognition):
     def holds_tag(self) -> bool:
         """Whether what is held is more than whitespace (the start of a tag, or one undecided):
         what `finish` gives then depends on how the output ended."""
-        return bool(self._undecided) or bool(self._ws._held) and not self._ws._ws_hold
+        return bool(self._undecided) or bool(self._held) and not self._ws_hold
 
     @property
     def mode(self) -> Mode:
@@ -157,7 +166,7 @@ class Splitter(Recognition):
         if ws._skip_ws:
             return None
         if not self._mode.inside:
-            if ws._held or self._undecided or ws._at_start or ws._gap or ws._pend:
+            if self._held or self._undecided or ws._at_start or ws._gap or ws._pend:
                 return None
             self._plain_answer(text)
             return make(Text, (CONTENT, text))
@@ -166,19 +175,19 @@ class Splitter(Recognition):
         trim = self.rules.trim
         if self._undecided:
             return None   # a partial tag
-        if ws._held:
-            if not ws._ws_hold:
+        if self._held:
+            if not self._ws_hold:
                 return None   # whitespace that may start a tag
             if trim and not text.strip(WS):
                 return None   # whitespace only: feed holds it and gives nothing
-            text = ws._take_held() + text
+            text = self._take_held() + text
         if trim:
             kept = text.rstrip(WS)
             if not kept:
                 return None
             if len(kept) < len(text):   # held for now: it is dropped if the block ends next
-                ws._held = text[len(kept):]
-                ws._ws_hold = not self.rules._ws_lead
+                self._held = text[len(kept):]
+                self._ws_hold = not self.rules._ws_lead
                 text = kept
         self._ln.read(text)
         self._lead_due = False   # (as feed)
@@ -197,19 +206,19 @@ class Splitter(Recognition):
         if self._mode.inside:
             # (A start pair's tags are words: no table of characters holds them.)
             return None if self.held_ws() is None or self._pair in self.rules.start_pairs or ws._rsep else REASONING
-        return None if ws._at_start or ws._held or self._undecided or ws._gap or ws._pend else CONTENT
+        return None if ws._at_start or self._held or self._undecided or ws._gap or ws._pend else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
         next text unless the block ends first ("" for none); None when something else is held
         (a partial tag, or more than a short run of whitespace)."""
-        ws = self._ws
         if self._undecided:
             return None
-        if not ws._held:
+        held = self._held
+        if not held:
             return ""
-        ok = ws._ws_hold and not ws._ws_more and len(ws._held) <= 32 and not ws._held.strip(HELD_WS)
-        return ws._held if ok else None
+        ok = self._ws_hold and not self._ws_more and len(held) <= 32 and not held.strip(HELD_WS)
+        return held if ok else None
 
     def took(self, kind: int, text: str) -> str:
         """Plain texts taken elsewhere (thinkwire.hot, in C) in a steady state of `kind`

@@ -100,7 +100,7 @@ class Gone(Protocol):
 class Whitespace:
     """The whitespace stage of one splitter: its state and its steps."""
 
-    __slots__ = ("rules", "_dropped", "_gone", "_kept", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
+    __slots__ = ("rules", "_dropped", "_gone", "_kept", "_skip_ws", "_ws_nl", "_at_start",
                  "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
                  "_w_close", "_pend", "reasoning_chars", "added_chars")
 
@@ -108,7 +108,6 @@ class Whitespace:
         self.rules = rules
         self._dropped = dropped
         self._gone = gone
-        self._held = ""            # undecided text, carried into the next feed (read again there)
         self._kept: Kept = []      # the answer's text kept since the last emission (afresh each scan)
         self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
         self._at_start = not inside   # nothing but whitespace has been written to the answer yet
@@ -120,11 +119,6 @@ class Whitespace:
         self._rsep = False         # a line break goes in front of the reasoning's next text, if not whitespace
         self.reasoning_chars = 0
         self.added_chars = 0       # line breaks put between answer text that would run together (trimming)
-        # Only whitespace is held, and more whitespace would only be held too (trimming: at the
-        # start of the output, or at the end of a reasoning block so far). More whitespace then
-        # goes to _ws_more without re-reading what is held: linear in a long whitespace run.
-        self._ws_hold = False
-        self._ws_more: list[str] = []
         # The way back, byte for byte: what the model wrote before the open block's text that does
         # not go out (the whitespace trimmed ahead of it at the output's start, its opening tag, the
         # whitespace trimmed after it), and, once it closed, what it wrote after the text (the
@@ -148,15 +142,6 @@ class Whitespace:
     def gap_written(self) -> str:
         """What the model wrote of `_gap`: it less the line breaks put there."""
         return unput(self._gap, self._gap_put)
-
-    def _take_held(self) -> str:
-        held = self._held
-        if self._ws_more:
-            held += "".join(self._ws_more)
-            self._ws_more.clear()
-        self._held = ""
-        self._ws_hold = False
-        return held
 
     def take(self, tok: Token, out: list[Piece], final: bool) -> int:
         """The step for what recognition found (`tok`), its pieces added to `out`. What it gives
@@ -199,8 +184,7 @@ class Whitespace:
             if tok.open:
                 if final:
                     return ~len(run)   # all whitespace: dropped
-                self._held = run[keep:]   # (perhaps the first line's indentation)
-                return ~keep  # all whitespace so far: dropped, or held
+                return ~keep   # (the rest held: perhaps the first line's indentation)  # all whitespace so far: dropped, or held
             self._skip_ws = self._ws_nl = False
         if self._rsep:   # (see the opening tag dropped in thinkwire.recognition)
             self._rsep = False
@@ -210,23 +194,16 @@ class Whitespace:
                 self.added_chars += len(SEPARATOR)
         return keep
 
-    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> int:
-        """No tag in the block's text `body`, up to the end of what was fed: all of it goes out as
-        reasoning but, trimming, the whitespace at its end (held: it is dropped if the block ends
-        next), and what recognition holds (`hold`: a partial tag; at the end, markup cut off,
-        which goes). What it gives back: how much of body and hold it holds (read again with the
-        next feed)."""
-        rules = self.rules
+    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> None:
+        """No tag in the block's text `body`, up to the end of what was fed: it goes out as
+        reasoning. (Trimming, recognition holds the whitespace at its end: it is dropped if the
+        block ends next.) At the end (`final`), its trailing whitespace and `hold`, markup cut
+        off there, go."""
         if final:
-            self._w_close = body[len(body.rstrip(WS)):] + hold if rules.trim else hold   # what the end drops
-        if rules.trim:
-            kept = body.rstrip(WS)
-            if not final:
-                self._held = body[len(kept):]
-                self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
+            kept = body.rstrip(WS) if self.rules.trim else body
+            self._w_close = body[len(kept):] + hold   # what the end drops
             body = kept
         self._emit_reasoning(body, out)
-        return len(self._held)
 
     def _closed(self, tok: Token, out: list[Piece], final: bool) -> int:
         self._block_ends(tok.text, out, tok.markup)
@@ -330,14 +307,10 @@ class Whitespace:
         if at_end and not self._answer_ws and not final:
             # The answer may go on, after text that does not end in whitespace: this
             # whitespace then stays (no words glued together). (Held: it is read when it goes.)
-            self._held = run
-            self._ws_hold = not self.rules._ws_lead
             return ~0
         if at_end:
             if not final and keep < j:
-                self._held = run[keep:]   # perhaps the first line's indentation
-                self._ws_hold = not self.rules._ws_lead
-                return ~keep
+                return ~keep   # (the rest held: perhaps the first line's indentation)
             return ~j
         if self._answer_ws:
             j = keep   # the first line's indentation stays
@@ -393,9 +366,7 @@ class Whitespace:
         if at_end:
             if final:
                 return len(after)
-            self._held = after   # (read when it goes out)
-            self._ws_hold = bool(self._held) and not self.rules._ws_lead
-            self._skip_ws = True
+            self._skip_ws = True   # (`after` held: read when it goes out)
             self._emit_kept(out)
             return -1
         if not at_start:
@@ -453,20 +424,14 @@ class Whitespace:
         else:
             out.append(make(Text, (CONTENT, text)))
 
-    def _answer_tail(self, text: str, hold: str, out: list[Piece], final: bool) -> bool:
-        """The answer's text `text`, up to the end of what was fed, goes out (with what is kept);
-        what recognition holds undecided (`hold`) is held. But at the output's start, while only
-        whitespace came, all of it waits (it is dropped if a block opens next): True then (held
-        whole: the line state goes back to where the scan began, as it is read again)."""
-        kept = self._kept
-        if not final and self._at_start and self.rules.trim and text.strip(WS) == "" and not any(
-                p.strip(WS) for p in kept if isinstance(p, str)):   # (at the start no gap is kept: the answer is empty)
-            self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + text
-            self._ws_hold = not hold and bool(self._held) and not self.rules._ws_lead
-            self._kept = []
-            return True
+    def _answer_tail(self, text: str, cut: str, out: list[Piece]) -> None:
+        """The answer's text `text`, up to the end of what was fed, goes out, with what is kept;
+        at the output's end, `cut` is a marker cut off there, which goes. (Whitespace alone at the
+        output's start, trimming, does not come here: recognition holds it, as it goes if a block
+        opens next.)"""
         self._emit_kept(out, text)
-        return False
+        if cut:
+            self._dropped(out, False, cut, 0, len(self._gap))   # (the way back has it)
 
     def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> int:
         """A tool call's header follows the answer's text `tok.text` (TOOL_HEAD): what is kept goes

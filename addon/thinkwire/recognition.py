@@ -34,7 +34,7 @@ from .lines import Lines
 from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
 from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
 from .whitespace import (AFTER, CALL, CLOSE, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME, START,
-                         TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
+                         TOOL_HEAD, WRAPPER, Kept, Token, Whitespace, trim_start)
 
 # After a first block, an opening tag mid-line whose closing tag follows on its line within this
 # many characters is a block (a stream holds that much at most, from the tag, to tell).
@@ -83,6 +83,9 @@ class Recognition:
     _boundary: bool            # start of output or just after a block: an opening tag counts here
     _at_start: bool            # the answer has had no text but whitespace (and the output did not start inside)
     _lead_due: bool            # the text after a tag starts here: its leading whitespace goes first (LEAD, AFTER)
+    _lead_nl: bool             # ... the whitespace trimmed there so far held a line break (`trim_start`)
+    _fresh: bool               # the open block has had no text: its leading whitespace is trimmed (else a LEAD
+                               # after the model's own opening tag only tells where the text starts: `_rsep`)
     _seen_tag: bool            # a block was opened or closed: a stray closing tag no longer counts
     _literal: dict[str, int]   # closing tag -> opening tags of its pair kept as text
     _cut_off: bool             # finishing an output cut off at the token limit (`finish`)
@@ -126,13 +129,19 @@ class Recognition:
         ws = self._ws
         if self._lead_due:   # (most scans start mid-block: no call)
             k = _ws_end(buf, i)
-            at = ws.take(make(Token, (LEAD, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + (at if at >= 0 else ~at))   # (~at: what is not held)
-            if at < 0:
-                self._held = buf[i + ~at:]   # (perhaps a line's indentation: read when it comes again)
-                return -1
+            if self._fresh:   # trimmed: the text starts where `trim_start` says
+                p, self._lead_nl = trim_start(buf, i, k, final, self._lead_nl)
+                ws.take(make(Token, (LEAD, buf[i:p], "", buf[p:k], k == len(buf))), out, final)
+                self._ln.read(buf, i, p)
+                if k == len(buf):   # only whitespace so far: what follows its last line break is held
+                    if not final:
+                        self._held = buf[p:]   # (perhaps a line's indentation: read when it comes again)
+                    return -1
+                self._lead_nl = False
+                i = p
+            else:
+                ws.take(make(Token, (LEAD, "", "", buf[i:k], k == len(buf))), out, final)
             self._lead_due = False
-            i += at
         rules = self.rules
         scan = self._bscan
         kinds = self._block_kinds
@@ -180,7 +189,9 @@ class Recognition:
                 self._held = body[len(kept):]
                 self._ws_hold = not hold and not rules._ws_lead
                 body = kept
-        ws._block_tail(body, "", out, False)
+        if body:
+            self._fresh = False
+            ws._block_tail(body, "", out, False)
         self._undecided = buf[n - hold:]
         ln.read(buf, seen, max(seen, n - hold - len(self._held)))   # (what is held is read when it goes out)
         return -1
@@ -204,6 +215,7 @@ class Recognition:
         if not self._opening_counts(tag):
             return _TEXT
         self._ws.take(make(Token, (OWN_OPEN, buf[i:j], tag, "", False)), out, final)
+        self._fresh = self._fresh and i == j   # (then trimmed as at the start)
         # (Trimmed as at the start if the block has no text yet, or a line break goes in front of
         # its next text: the stage knows which; a LEAD it has nothing to do for takes none.)
         self._lead_due = self.rules.trim
@@ -464,6 +476,7 @@ class Recognition:
         self._literal.clear()
         self._resume = None
         self._ln.reset()
+        self._fresh = True
         self.blocks += 1
 
     # -- where a tag counts ---------------------------------------------------------------------

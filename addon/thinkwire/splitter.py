@@ -44,7 +44,7 @@ class Splitter(Recognition):
 
     __slots__ = (
         "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_undecided", "_held", "_ws_hold", "_ws_more",
-        "_boundary", "_at_start", "_lead_due",
+        "_boundary", "_at_start", "_lead_due", "_lead_nl", "_fresh",
         "_seen_tag", "_literal",
         "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
@@ -59,6 +59,8 @@ class Splitter(Recognition):
         self._boundary = True
         self._at_start = not inside
         self._lead_due = rules.trim and inside
+        self._lead_nl = False
+        self._fresh = inside
         self._ln = Lines()
         self._undecided = ""
         self._held = ""
@@ -99,7 +101,7 @@ class Splitter(Recognition):
                 if (self._bscan.first.search(text) is None
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
-                    self._lead_due = False   # (due after the model's own opening tag, nothing to do)
+                    self._fresh = False   # (a LEAD still due, after the model's own opening tag, does nothing)
                     return [ws._plain_reasoning(text)]
             elif not ws._at_start and not ws._gap and not ws._pend:
                 if self.rules._plain_re.search(text) is None:
@@ -190,7 +192,7 @@ class Splitter(Recognition):
                 self._ws_hold = not self.rules._ws_lead
                 text = kept
         self._ln.read(text)
-        self._lead_due = False   # (as feed)
+        self._fresh = False   # (as feed)
         return ws._plain_reasoning(text)
 
     def steady(self) -> int | None:

@@ -72,6 +72,26 @@ def unput(gap: str, put: Sequence[int], lo: int = 0, hi: int | None = None) -> s
     return "".join(parts)
 
 
+def trim_start(buf: str, i: int, k: int, final: bool, nl: bool) -> tuple[int, bool]:
+    """Trimming the whitespace run buf[i:k] (a block's start, the answer's after it), which
+    reaches the end of what was fed where k == len(buf): where what stays of it starts, and
+    whether the run so far (`nl`: its part before this feed) held a line break. Blank lines go;
+    the first line's indentation (what follows the run's last line break) stays where it makes
+    indented code (CommonMark: four columns, a tab), so code keeps its shape. Whitespace on the
+    tag's own line goes. While only whitespace has come, what follows its last line break stays
+    for now (it is held): it may be that indentation. Recognition finds where the text after a
+    tag starts with it; the whitespace stage trims by it."""
+    at_end = k == len(buf)
+    b = max(buf.rfind("\n", i, k), buf.rfind("\r", i, k))
+    nl = nl or b >= 0
+    if not nl or (final and at_end):
+        return k, nl
+    start = b + 1 if b >= 0 else i
+    if not at_end and indent(buf[start:k]) < 4:
+        return k, nl   # (less than code's indentation means nothing in Markdown: it goes)
+    return start, nl
+
+
 class Token(NamedTuple):
     """One thing recognition found, in order: the text between tags (with the mode it is in, by
     kind), each tag with its kind and its exact markup as written. Made with
@@ -171,28 +191,20 @@ class Whitespace:
 
     # -- inside a reasoning block -----------------------------------------------------------------
     def _block_start(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """A block's text begins with the whitespace `tok.text` (LEAD): trimmed (`_skip_ws`), and
-        the line break put where an opening tag dropped between reasoning texts (`_rsep`). How
-        much of it is text, or ~k: only whitespace so far, of which the first k characters are
-        not held (recognition reads them as text: trimmed, they still end a line, "\r~~~" is no
-        fence)."""
-        run = tok.text
-        keep = 0
-        if self._skip_ws:
-            keep = self._trim_end(run, tok.open, final)
-            self._w_open += run[:keep]
-            if tok.open:
-                if final:
-                    return ~len(run)   # all whitespace: dropped
-                return ~keep   # (the rest held: perhaps the first line's indentation)  # all whitespace so far: dropped, or held
-            self._skip_ws = self._ws_nl = False
+        """A block's text begins after the whitespace recognition found there (LEAD): `tok.text`
+        is what of it is trimmed (`trim_start`), `tok.after` the rest, text or held; `tok.open`:
+        only whitespace so far. Where an opening tag dropped between reasoning texts (`_rsep`), a
+        line break goes in front of the text if it does not start with whitespace."""
+        self._w_open += tok.text
+        if not tok.open:
+            self._skip_ws = False
         if self._rsep:   # (see the opening tag dropped in thinkwire.recognition)
             self._rsep = False
-            if keep == len(run):   # (its text starts with no whitespace)
+            if not tok.after:   # (its text starts with no whitespace)
                 self._dropped(out, True, "", len(SEPARATOR))
                 self._emit_reasoning(SEPARATOR, out)
                 self.added_chars += len(SEPARATOR)
-        return keep
+        return 0
 
     def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> None:
         """No tag in the block's text `body`, up to the end of what was fed: it goes out as

@@ -33,8 +33,8 @@ from functools import lru_cache
 from .lines import Lines
 from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
 from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
-from .whitespace import (AFTER, CALL, CLOSE, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME, START,
-                         TOOL_HEAD, WRAPPER, Kept, Token, Whitespace, trim_start)
+from .whitespace import (AFTER, AFTER_GAP, CALL, CLOSE, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START,
+                         REMOVED_KEPT, RESUME, START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace, trim_start)
 
 # After a first block, an opening tag mid-line whose closing tag follows on its line within this
 # many characters is a block (a stream holds that much at most, from the tag, to tell).
@@ -56,6 +56,10 @@ _HOLD: Verdict = (HOLD, 0)
 # A kind's handler: (splitter, buf, i where the unemitted text starts, j where the tag is, the tag,
 # the pieces so far, final).
 Handler = Callable[["Recognition", str, int, int, str, list[Piece], bool], Verdict]
+
+# `_kept_end`: nothing kept, text kept that ends in no whitespace, or in whitespace, or a gap kept
+# after a removed tag (after text that ends in no whitespace, or none).
+KEPT_NONE, KEPT_TEXT, KEPT_WS, KEPT_GAP = 0, 1, 2, 3
 
 _WS_RUN = re.compile(f"[{re.escape(WS)}]*")
 
@@ -84,6 +88,11 @@ class Recognition:
     _at_start: bool            # the answer has had no text but whitespace (and the output did not start inside)
     _lead_due: bool            # the text after a tag starts here: its leading whitespace goes first (LEAD, AFTER)
     _lead_nl: bool             # ... the whitespace trimmed there so far held a line break (`trim_start`)
+    # What the answer given so far ends in, as the stage will have it (recognition hands it every
+    # text; these follow from them, for where the text after a tag starts: AFTER, REMOVED):
+    _ans_ws: bool              # the answer given is empty or ends in whitespace
+    _gap_due: bool             # whitespace waits to go in front of the answer's next text (the stage's gap)
+    _kept_end: int             # the answer's text since it last went out (the stage's kept): KEPT_*
     _fresh: bool               # the open block has had no text: its leading whitespace is trimmed (else a LEAD
                                # after the model's own opening tag only tells where the text starts: `_rsep`)
     _seen_tag: bool            # a block was opened or closed: a stray closing tag no longer counts
@@ -123,6 +132,21 @@ class Recognition:
         """A hook, as `_dropped`: the whitespace waiting for the answer's next text (the whitespace
         stage's `_gap`, with the line breaks put in it) goes, where a tool call's header follows
         what `out` holds; edits made in it stand where it stood."""
+
+    def _given(self, text: str, before_block: bool = False) -> None:
+        """The stage gives the answer's kept text and then `text` (`_emit_kept`): what it ends in."""
+        kept, self._kept_end = self._kept_end, KEPT_NONE
+        if text:
+            self._ans_ws = text[-1] in WS
+            self._gap_due = False
+        elif kept == KEPT_GAP:   # (the text before the gap ends in no whitespace, or there is none)
+            self._ans_ws = False
+            self._gap_due = not before_block   # (before a block, it is trimmed)
+        elif kept:
+            self._ans_ws = kept == KEPT_WS
+            self._gap_due = False
+        if before_block:
+            self._gap_due = False
 
     # -- inside a reasoning block ---------------------------------------------------------------
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
@@ -254,17 +278,25 @@ class Recognition:
     def _content(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         rules = self.rules
         ws = self._ws
+        n = len(buf)
         if self._lead_due:  # right after a block: trim whitespace, an opening tag still counts
             k = _ws_end(buf, i)
-            at = ws.take(make(Token, (AFTER, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + (at if at >= 0 else ~at))
-            if at < 0:
-                if not final and ~at < k - i:
-                    self._held = buf[i + ~at:]
+            if self._ans_ws:   # trimmed: the text starts where `trim_start` says
+                p, self._lead_nl = trim_start(buf, i, k, final, self._lead_nl)
+                ws.take(make(Token, (AFTER, buf[i:p], "", buf[p:k], k == n)), out, final)
+            else:   # kept whole between the answer's texts (or a line break put there); held whole so far
+                p = k if k < n or final else i
+                ws.take(make(Token, (AFTER_GAP, buf[i:k], "", "", k == n)), out, final)
+            self._ln.read(buf, i, p)
+            if k == n:   # only whitespace so far: what follows its last line break is held
+                if not final and p < n:
+                    self._held = buf[p:]
                     self._ws_hold = not rules._ws_lead
                 return -1
-            self._lead_due = False
-            i += at
+            self._lead_due = self._lead_nl = False
+            if not self._ans_ws:
+                self._gap_due = True   # (the run, or a line break, waits for the answer's next text)
+            i = p
         if rules.start_pairs and self._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
@@ -277,7 +309,6 @@ class Recognition:
         pos = i
         seen = i       # line and code state are up to date to here
         cut = -1       # where an undecided tag starts
-        n = len(buf)
         while True:
             m = pattern.search(buf, pos)
             if m is None:
@@ -330,8 +361,10 @@ class Recognition:
         elif final and cut < n:
             self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
             ws._answer_tail(text, buf[cut:], out)
+            self._given(text)
         else:
             ws._answer_tail(text, "", out)
+            self._given(text)
         return -1
 
     def _tool_head(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
@@ -339,6 +372,7 @@ class Recognition:
         if not self._opening_counts(tag):
             return _PASS
         self._ws.take(make(Token, (TOOL_HEAD, buf[i:j], "", "", False)), out, final)
+        self._given(buf[i:j])
         self._tool = self.rules._tool_of[tag]
         self._go(Event.TOOL_HEAD)
         return RETURN, j
@@ -350,21 +384,41 @@ class Recognition:
         self.markup_chars += len(tag)
         if self._boundary:  # a wrapper opening the answer: trim after it as after a block
             self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
+            self._given(buf[i:j])
             self._lead_due = self.rules.trim
             return RETURN, j + len(tag)
         return self._removed(buf, i, j, tag, out, final)
 
     def _removed(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
+        """A tag removed from the middle of the answer. Where the answer ends in whitespace there,
+        or is not trimmed, its text goes on after the tag (REMOVED_KEPT); else what follows the tag
+        is as after a block: at the start boundary, where the answer is empty or ends in
+        whitespace, trimmed (REMOVED_AT_START); elsewhere, whitespace (or a line break put there)
+        goes in front of the answer's next text (REMOVED). Only whitespace after it yet (trimming):
+        held, and what follows is trimmed as after a block."""
         end = j + len(tag)
         k = _ws_end(buf, end)
-        tok = make(Token, (REMOVED_AT_START if self._boundary else REMOVED, buf[i:j], tag, buf[end:k], k == len(buf)))
-        at = self._ws.take(tok, out, final)
-        if at < 0:   # only whitespace after it yet: what follows is trimmed as after a block
-            self._lead_due = True
-            self._held = buf[end:]
-            self._ws_hold = k > end and not self.rules._ws_lead
-            return RETURN, -1
-        return RESCAN, end + at
+        n = len(buf)
+        text = buf[i:j]
+        start = self._boundary and self._ans_ws and not self._gap_due
+        if not start and text:
+            self._kept_end = KEPT_WS if text[-1] in WS else KEPT_TEXT
+        if not self.rules.trim or not start and (
+                self._kept_end in (KEPT_WS, KEPT_GAP) if self._kept_end else self._ans_ws or self._gap_due):
+            self._ws.take(make(Token, (REMOVED_KEPT, text, tag, buf[end:k], k == n)), out, final)
+            return RESCAN, end   # (the whitespace after it is the answer's text)
+        self._ws.take(make(Token, (REMOVED_AT_START if start else REMOVED, text, tag, buf[end:k], k == n)), out, final)
+        if start:
+            self._kept_end = KEPT_NONE   # (the whitespace kept before it went)
+        elif k < n:
+            self._kept_end = KEPT_GAP
+        if k < n or final:
+            return RESCAN, k
+        self._lead_due = True   # only whitespace after it yet: held, then trimmed as after a block
+        self._held = buf[end:]
+        self._ws_hold = k > end and not self.rules._ws_lead
+        self._given("")
+        return RETURN, -1
 
     def _resumes(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """The end of a tool block inside reasoning: the reasoning goes on after it."""
@@ -372,6 +426,7 @@ class Recognition:
             return _PASS
         end = j + len(tag)
         self._at_start = False   # (the marker goes out as answer text)
+        self._given(buf[i:end], True)
         self._open_block(self._resume[1], out, make(Token, (RESUME, buf[i:end], "", "", False)), Event.RESUME)
         return RETURN, end
 
@@ -384,6 +439,7 @@ class Recognition:
         if whole is None:
             return _HOLD                 # a pair after a first block? what follows decides: wait
         if whole or self._opening_counts(tag):
+            self._given(buf[i:j], True)
             self._open_block(pair, out, make(Token, (OPEN, buf[i:j], tag, "", False)), Event.OPEN)
             self.markup_chars += len(tag)
             return RETURN, j + len(tag)
@@ -418,6 +474,7 @@ class Recognition:
             self.stray_after_text += 1
             return SKIP, j + len(tag)
         self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
+        self._given(buf[i:j])
         self._lead_due = self.rules.trim
         self.markup_chars += len(tag)
         self._new_line()
@@ -435,6 +492,7 @@ class Recognition:
             end = m.end()
             self._observe(buf, i, end)
             self._ws.take(make(Token, (CALL, buf[i:end], "", "", False)), out, final)
+            self._given(buf[i:end])
             self._tool = None
             self._go(Event.TOOL_END)
             self._ln.reset()   # (a backtick in the call's arguments opens no code span after it)
@@ -443,6 +501,7 @@ class Recognition:
         cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
         self._observe(buf, i, cut)
         self._ws.take(make(Token, (CALL, buf[i:cut], "", "", False)), out, final)
+        self._given(buf[i:cut])
         self._undecided = buf[cut:]
         return -1
 

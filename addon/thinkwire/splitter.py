@@ -44,7 +44,7 @@ class Splitter(Recognition):
 
     __slots__ = (
         "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_undecided", "_held", "_ws_hold", "_ws_more",
-        "_boundary", "_at_start", "_lead_due", "_lead_nl", "_fresh",
+        "_boundary", "_at_start", "_lead_due", "_lead_nl", "_fresh", "_ans_ws", "_gap_due", "_kept_end",
         "_seen_tag", "_literal",
         "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
@@ -61,6 +61,9 @@ class Splitter(Recognition):
         self._lead_due = rules.trim and inside
         self._lead_nl = False
         self._fresh = inside
+        self._ans_ws = True
+        self._gap_due = False
+        self._kept_end = 0
         self._ln = Lines()
         self._undecided = ""
         self._held = ""
@@ -240,7 +243,7 @@ class Splitter(Recognition):
         self._ln.read(text)   # only the line and code state move
         if self._boundary and text.strip(WS):
             self._boundary = self._at_start = False
-        self._ws._answer_ws = text[-1] in WS
+        self._ans_ws = text[-1] in WS
 
     def finish(self, cut_off: bool = False) -> list[Piece]:
         """The rest. `cut_off`: the output was cut at the token limit, so a tail that is only

@@ -51,9 +51,13 @@ RESUME = 6      # text: the answer's text up to and with a marker after which re
 START = 7       # text: the whitespace at the output's start; markup: a start pair's opening tag
 TOOL_HEAD = 8   # text: the answer's text before a tool call's header (which stays, read as the call)
 WRAPPER = 9     # text: the answer's text; markup: markup that opens the answer, removed
-REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer; after: the whitespace after it
-REMOVED_AT_START = 11   # ... at the answer's start boundary (the output's start, or right after a block)
+REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer where the answer does not end in
+                # whitespace (trimming); after: the whitespace after it, which goes in front of the next text
+REMOVED_AT_START = 11   # ... where the answer is empty or ends in whitespace at its start boundary (the output's
+                        # start, right after a block): what follows it is trimmed as after a block
 CALL = 12       # text: a tool call's text (answer, as written)
+AFTER_GAP = 13  # text: as AFTER, where the answer before the block ends in no whitespace: kept between its texts
+REMOVED_KEPT = 14   # as REMOVED, where the answer ends in whitespace there (or not trimming): the text goes on
 # The text at the end of what was fed, no tag in it, and what recognition holds after it, come with
 # nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
 # token made.
@@ -120,8 +124,8 @@ class Gone(Protocol):
 class Whitespace:
     """The whitespace stage of one splitter: its state and its steps."""
 
-    __slots__ = ("rules", "_dropped", "_gone", "_kept", "_skip_ws", "_ws_nl", "_at_start",
-                 "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
+    __slots__ = ("rules", "_dropped", "_gone", "_kept", "_skip_ws", "_at_start",
+                 "_fresh", "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
                  "_w_close", "_pend", "reasoning_chars", "added_chars")
 
     def __init__(self, rules: Rules, inside: bool, dropped: Dropped, gone: Gone) -> None:
@@ -132,7 +136,6 @@ class Whitespace:
         self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
         self._at_start = not inside   # nothing but whitespace has been written to the answer yet
         self._fresh = inside       # the open block has no text yet
-        self._answer_ws = True     # the answer so far is empty or ends in whitespace
         self._gap = ""             # whitespace after a block, kept for the answer's next text (no glued words)
         self._gap_put: list[int] = []   # ... the places in it of line breaks put there (the model wrote no whitespace)
         self._reasoning_ws = True  # the reasoning so far is empty or ends in whitespace
@@ -150,7 +153,6 @@ class Whitespace:
         self._w_close = ""
         self._pend = False
         self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
-        self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
 
     def __eq__(self, other: object) -> bool:
         """The same state (the hook and the rules aside): what a splitter's state is compared by."""
@@ -163,34 +165,13 @@ class Whitespace:
         """What the model wrote of `_gap`: it less the line breaks put there."""
         return unput(self._gap, self._gap_put)
 
-    def take(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """The step for what recognition found (`tok`), its pieces added to `out`. What it gives
-        back: for LEAD and AFTER, how much of the whitespace is text (where a tag may start), or
-        ~k (negative): all of it so far is whitespace, of which the first k characters went
-        (dropped, or passed as text) and the rest is held (read again with the next feed); for REMOVED, how much of the whitespace
-        after the tag it took (-1: all, held for the next feed); else 0."""
-        return _STEPS[tok.kind](self, tok, out, final)
-
-    def _trim_end(self, run: str, at_end: bool, final: bool) -> int:
-        """Trimming the whitespace `run` (a block's start, the answer's after it; `at_end`: it
-        reaches the end of what was fed): where what stays of it starts. Blank lines go; the first
-        line's indentation (what follows the run's last line break) stays where it makes indented
-        code (CommonMark: four columns, a tab), so code keeps its shape. Whitespace on the tag's
-        own line goes. While only whitespace has come, what follows its last line break is kept
-        for now (the caller holds it): it may be that indentation."""
-        j = len(run)
-        nl = max(run.rfind("\n"), run.rfind("\r"))
-        if nl >= 0:
-            self._ws_nl = True
-        if not self._ws_nl or (final and at_end):
-            return j
-        start = nl + 1 if nl >= 0 else 0
-        if not at_end and indent(run[start:]) < 4:
-            return j   # (less than code's indentation means nothing in Markdown: it goes)
-        return start
+    def take(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """The step for what recognition found (`tok`), its pieces added to `out`. It answers
+        nothing: recognition decides where it scans and what it holds on its own."""
+        _STEPS[tok.kind](self, tok, out, final)
 
     # -- inside a reasoning block -----------------------------------------------------------------
-    def _block_start(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _block_start(self, tok: Token, out: list[Piece], final: bool) -> None:
         """A block's text begins after the whitespace recognition found there (LEAD): `tok.text`
         is what of it is trimmed (`trim_start`), `tok.after` the rest, text or held; `tok.open`:
         only whitespace so far. Where an opening tag dropped between reasoning texts (`_rsep`), a
@@ -204,7 +185,6 @@ class Whitespace:
                 self._dropped(out, True, "", len(SEPARATOR))
                 self._emit_reasoning(SEPARATOR, out)
                 self.added_chars += len(SEPARATOR)
-        return 0
 
     def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> None:
         """No tag in the block's text `body`, up to the end of what was fed: it goes out as
@@ -217,13 +197,11 @@ class Whitespace:
             body = kept
         self._emit_reasoning(body, out)
 
-    def _closed(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _closed(self, tok: Token, out: list[Piece], final: bool) -> None:
         self._block_ends(tok.text, out, tok.markup)
-        return 0
 
-    def _marker(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _marker(self, tok: Token, out: list[Piece], final: bool) -> None:
         self._block_ends(tok.text, out, "")
-        return 0
 
     def _block_ends(self, text: str, out: list[Piece], tag: str) -> None:
         """The open block's last text, `text`, before `tag` (its closing tag; "" for a marker
@@ -255,7 +233,7 @@ class Whitespace:
         put.clear()
         self._fresh = True
 
-    def _own_open(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _own_open(self, tok: Token, out: list[Piece], final: bool) -> None:
         """The model's own opening tag in the block the template opened (OWN_OPEN), dropped after
         the block's text: before any text, it is the block's written opening tag (in place of
         the one the prompt was taken to hold) and what follows it is trimmed as at the start."""
@@ -272,7 +250,6 @@ class Whitespace:
         self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
         if not self._fresh:
             self._dropped(out, True, tag)
-        return 0
 
     def _plain_reasoning(self, text: str) -> Text:
         """A plain text of the open block (not empty), as it is."""
@@ -301,89 +278,83 @@ class Whitespace:
                 out.append(make(Text, (REASONING, text)))
 
     # -- in the answer ----------------------------------------------------------------------------
-    def _after_block(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """Right after a block (or markup trimmed as one: `_skip_ws`), the whitespace `tok.text`
-        (AFTER): trimmed, where the answer is empty or ends in whitespace; else kept whole between
-        the answer's texts, or a line break put there. How much of it is text, or ~k: only
-        whitespace so far, of which the first k characters are not held (the rest is; at the end,
-        all of it is dropped). What it went past, and what is not held, is read as text."""
-        run, at_end = tok.text, tok.open
-        j = len(run)
-        keep = self._trim_end(run, at_end, final)
-        if not self._answer_ws:
-            keep = j   # (kept whole, between answer texts)
-        if self._answer_ws or (final and at_end):
-            if not self._pend and keep > 0:
-                self._dropped(out, False, run[:keep], 0, len(self._gap))
-            self._w_close += run[:keep]   # trimmed after the block (kept between answer texts)
-        if at_end and not self._answer_ws and not final:
-            # The answer may go on, after text that does not end in whitespace: this
-            # whitespace then stays (no words glued together). (Held: it is read when it goes.)
-            return ~0
-        if at_end:
-            if not final and keep < j:
-                return ~keep   # (the rest held: perhaps the first line's indentation)
-            return ~j
-        if self._answer_ws:
-            j = keep   # the first line's indentation stays
-        else:
-            # It goes out in front of the answer's next text, if any; where the model wrote no
-            # whitespace on either side, a line break does (words never run together).
-            if j > 0:
-                self._gap += run
-            else:
-                if not self._pend:
-                    self._dropped(out, False, "", len(SEPARATOR), len(self._gap))
-                self._gap_put.extend(range(len(self._gap), len(self._gap) + len(SEPARATOR)))
-                self._gap += SEPARATOR
-        self._skip_ws = self._ws_nl = False
-        return j
+    def _after_block(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """Right after a block (or markup trimmed as one: `_skip_ws`), where the answer is empty
+        or ends in whitespace (AFTER): the whitespace `tok.text` is trimmed (`trim_start`: what
+        follows its last line break may be indentation that stays, `tok.after`); `tok.open`: only
+        whitespace so far."""
+        trimmed = tok.text
+        if not self._pend and trimmed:
+            self._dropped(out, False, trimmed, 0, len(self._gap))
+        self._w_close += trimmed   # trimmed after the block (kept between answer texts)
+        if not tok.open:
+            self._skip_ws = False
 
-    def _remove(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """A tag (`tok.markup`) removed from the middle of the answer (REMOVED, REMOVED_AT_START),
-        after the text `tok.text`, kept. Where the answer does not end in whitespace there
-        (trimming), what follows the tag is as after a block: whitespace (`tok.after`), or a line
-        break where there is none, goes in front of the answer's next text (a gap in `_kept`), and
-        is trimmed before a block or at the end (at the start boundary: at the answer's start or
-        right after a block). How much of that whitespace it took (then the answer goes on after
-        it), or -1: only whitespace follows yet, held for the next feed."""
-        kept = self._kept
-        text, tag, after = tok.text, tok.markup, tok.after
-        if text:
-            kept.append(text)
-        gap = len(self._gap)   # (what goes, for the way back: `_dropped`)
-        if not self.rules.trim:
-            self._dropped(out, False, tag, 0, gap, kept)
-            return 0
-        # Right after a block, where the answer so far is empty or ends in whitespace: trimmed as
-        # after the block itself (only whitespace was kept since).
-        at_start = tok.kind == REMOVED_AT_START and self._answer_ws and not self._gap
-        lead = ""   # (at the start: the whitespace kept before the tag, and the tag, go)
-        if at_start:
-            lead = "".join(p if isinstance(p, str) else p.text for p in kept) + tag
-            if self._pend:   # right after a block: what is dropped here is written after it
-                self._w_close += lead
-            kept.clear()
-        elif isinstance(kept[-1], Gap) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
-            self._dropped(out, False, tag, 0, gap, kept)
-            return 0
-        at_end = tok.open
-        if at_start and self._pend and (not at_end or final):
-            self._w_close += after
-        elif at_start and not self._pend:
-            self._dropped(out, False, lead + (after if not at_end or final else ""))
-        if not at_start:
-            self._dropped(out, False, tag + (after if at_end and final else ""),
-                          len(SEPARATOR) if not after and not at_end else 0, gap, kept)
-        if at_end:
+    def _after_gap(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """Right after a block, where the answer before it ends in no whitespace (AFTER_GAP): the
+        whitespace `tok.text` goes out in front of the answer's next text, if any; where the model
+        wrote none, a line break does (words never run together). At the end it is trimmed;
+        `tok.open` before the end: held, as the answer may go on."""
+        run = tok.text
+        if tok.open:
             if final:
-                return len(after)
-            self._skip_ws = True   # (`after` held: read when it goes out)
+                if not self._pend and run:
+                    self._dropped(out, False, run, 0, len(self._gap))
+                self._w_close += run
+            return
+        if run:
+            self._gap += run
+        else:
+            if not self._pend:
+                self._dropped(out, False, "", len(SEPARATOR), len(self._gap))
+            self._gap_put.extend(range(len(self._gap), len(self._gap) + len(SEPARATOR)))
+            self._gap += SEPARATOR
+        self._skip_ws = False
+
+    def _remove_kept(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """A tag (`tok.markup`) removed from the middle of the answer where it ends in whitespace,
+        or with no trimming (REMOVED_KEPT): the text `tok.text` is kept, and the answer goes on."""
+        if tok.text:
+            self._kept.append(tok.text)
+        self._dropped(out, False, tok.markup, 0, len(self._gap), self._kept)
+
+    def _remove(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """A tag (`tok.markup`) removed from the middle of the answer where it ends in no
+        whitespace (REMOVED), after the text `tok.text`, kept: what follows the tag is as after a
+        block: whitespace (`tok.after`), or a line break where there is none, goes in front of the
+        answer's next text (a gap in `_kept`), and is trimmed before a block or at the end.
+        `tok.open`: only whitespace follows yet (recognition holds it)."""
+        kept = self._kept
+        after = tok.after
+        if tok.text:
+            kept.append(tok.text)
+        at_end = tok.open
+        self._dropped(out, False, tok.markup + (after if at_end and final else ""),
+                      len(SEPARATOR) if not after and not at_end else 0, len(self._gap), kept)
+        if at_end:
+            if not final:
+                self._skip_ws = True
+                self._emit_kept(out)
+            return
+        kept.append(Gap(after, 0) if after else Gap(SEPARATOR, len(SEPARATOR)))
+
+    def _remove_at_start(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """A tag removed at the answer's start boundary, where it is empty or ends in whitespace
+        (REMOVED_AT_START: at the output's start, right after a block): trimmed as after the block
+        itself, with the whitespace kept before it (`tok.text` too) and after it (`tok.after`)."""
+        kept = self._kept
+        if tok.text:
+            kept.append(tok.text)
+        lead = "".join(p if isinstance(p, str) else p.text for p in kept) + tok.markup
+        kept.clear()
+        after = tok.after if not tok.open or final else ""   # (open: held, read again)
+        if self._pend:   # right after a block: what is dropped here is written after it
+            self._w_close += lead + after
+        else:
+            self._dropped(out, False, lead + after)
+        if tok.open and not final:
+            self._skip_ws = True
             self._emit_kept(out)
-            return -1
-        if not at_start:
-            kept.append(Gap(after, 0) if after else Gap(SEPARATOR, len(SEPARATOR)))
-        return len(after)
 
     def _emit_kept(self, out: list[Piece], rest: str = "", before_block: bool = False) -> None:
         """The answer's text kept since the last emission and `rest`, with the gaps `_remove`
@@ -429,7 +400,6 @@ class Whitespace:
             self.added_chars += len(self._gap_put)
             self._gap = ""
             self._gap_put.clear()
-        self._answer_ws = text[-1] in WS
         last = out[-1] if out else None
         if last is not None and last.kind == CONTENT:
             out[-1] = make(Text, (CONTENT, last.text + text))
@@ -445,7 +415,7 @@ class Whitespace:
         if cut:
             self._dropped(out, False, cut, 0, len(self._gap))   # (the way back has it)
 
-    def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> None:
         """A tool call's header follows the answer's text `tok.text` (TOOL_HEAD): what is kept goes
         out in front of it, without a line break put there."""
         kept = self._kept
@@ -459,9 +429,8 @@ class Whitespace:
             self._gone(out)   # (the way back: all of the gap goes, the model's whitespace too)
             self._gap = ""
             put.clear()
-        return 0
 
-    def _wrapper(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _wrapper(self, tok: Token, out: list[Piece], final: bool) -> None:
         """Markup that opens the answer (WRAPPER: a strip marker at its start or right after a
         block, a closing tag with no block open at the start), removed after the answer's text:
         what follows it is trimmed as after a block."""
@@ -474,9 +443,8 @@ class Whitespace:
         else:
             self._dropped(out, False, tag, 0, len(self._gap))
         self._skip_ws = self.rules.trim
-        return 0
 
-    def _opened(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _opened(self, tok: Token, out: list[Piece], final: bool) -> None:
         """A block opens after the answer's text (OPEN, RESUME: the marker is the text's end) or
         the whitespace at the output's start (START)."""
         if tok.kind == START:
@@ -484,17 +452,15 @@ class Whitespace:
         else:
             self._emit_kept(out, tok.text, before_block=True)
             self._block_opens(out, tok.markup)
-        return 0
 
-    def _call(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _call(self, tok: Token, out: list[Piece], final: bool) -> None:
         """A tool call's text, answer as written (CALL)."""
         self._emit_content(tok.text, out, False)
-        return 0
 
 
-_Step = Callable[[Whitespace, Token, list[Piece], bool], int]
+_Step = Callable[[Whitespace, Token, list[Piece], bool], None]
 # Each token kind's step (by `Token.kind`).
 _STEPS: tuple[_Step, ...] = (
     Whitespace._block_start, Whitespace._closed, Whitespace._marker, Whitespace._own_open, Whitespace._after_block,
     Whitespace._opened, Whitespace._opened, Whitespace._opened, Whitespace._tool_head, Whitespace._wrapper,
-    Whitespace._remove, Whitespace._remove, Whitespace._call)
+    Whitespace._remove, Whitespace._remove_at_start, Whitespace._call, Whitespace._after_gap, Whitespace._remove_kept)

@@ -7,19 +7,24 @@ next kind; a tag no kind takes is text. Where a tag counts depends on the line a
 (thinkwire.lines): never in code, some only at a line's start or glued to the text before them,
 as a model writes markup and prose does not. What it finds goes to the whitespace stage
 (thinkwire.whitespace, its own object: `_ws`) as tokens (`Token`: the text between tags, each tag
-with its kind and markup as written), which the stage makes the pieces of, one at a time as they
-are found. Recognition reads none of the stage's fields and sets none. A fact a decision here
-needs is its own, computed from what it read: whether the answer has had text (`_at_start`: a
-start pair opens only before it; a stray closing tag after it stays as written), and whether the
-text after a tag starts with whitespace the stage takes first (`_lead_due`). What it needs of the
-stage comes back as a step's answer: how much of the whitespace after a tag is text (LEAD, AFTER,
-REMOVED: a tag may start with whitespace, so the scan goes on from there), how much of what it
-handed over is held (read into the line state when it comes again).
+with its kind and markup as written) and tails, which the stage makes the pieces of, one at a
+time as they are found, answering nothing. Recognition reads none of the stage's fields and sets
+none: where it scans and what it holds, it decides alone. A fact a decision here needs is its
+own, computed from what it read and what it handed over: whether the answer has had text
+(`_at_start`: a start pair opens only before it; a stray closing tag after it stays as written);
+where the text after a tag starts (`_lead_due`), past the whitespace trimmed there
+(`trim_start`, the rule the stage trims by; a tag may start with whitespace, so the scan goes on
+from there), which needs whether the block has had text (`_fresh`) and what the answer given so
+far ends in (`_ans_ws`, `_gap_due`, `_kept_end`, kept by `_given` as the stage gives it); what of
+the text is held to be read again (`_held`: whitespace that may still be trimmed, a block's
+trailing whitespace, the answer's start while only whitespace came; `_undecided`: the start of a
+tag). Where that fact decides how the whitespace goes, the token's kind carries it.
 
 Recognition's state (the Splitter's slots, declared here): the mode (thinkwire.modes), the open
 block's pair, the tool call's and resume marker's scans, the line and code state, what it holds
-undecided (`_undecided`: the start of a tag, read again with the next feed), where an opening tag
-counts, whether the answer has had text and a LEAD is due, and the counts.
+(`_held`, then `_undecided`, read again in that order in front of the next feed), where an
+opening tag counts, whether the answer has had text and a LEAD is due, the facts above, and the
+counts.
 """
 
 from __future__ import annotations
@@ -32,13 +37,10 @@ from functools import lru_cache
 
 from .lines import Lines
 from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
-from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
+from .rules import WS, Rules, TagPair, _Scan, partial_tag_len
+from .placement import Placement
 from .whitespace import (AFTER, AFTER_GAP, CALL, CLOSE, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START,
                          REMOVED_KEPT, RESUME, START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace, trim_start)
-
-# After a first block, an opening tag mid-line whose closing tag follows on its line within this
-# many characters is a block (a stream holds that much at most, from the tag, to tell).
-PAIR_ON_LINE = 2000   # the whitespace thinkwire.hot carries: its JSON escapes are short
 
 # What a kind's handler decides: (verdict, position).
 PASS = 0      # not this kind here: the next kind decides
@@ -71,7 +73,7 @@ def _ws_end(buf: str, i: int) -> int:
     return m.end()
 
 
-class Recognition:
+class Recognition(Placement):
     rules: Rules
     _ws: Whitespace            # the whitespace stage
     _mode: Mode
@@ -205,7 +207,7 @@ class Recognition:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
         body = buf[i:n - hold]
         if final:
-            ws._block_tail(body, buf[n - hold:], out, True)
+            ws._block_cut(body, buf[n - hold:], out)
             return -1
         if rules.trim:   # trailing whitespace is held: it goes if the block ends next
             kept = body.rstrip(WS)
@@ -215,7 +217,7 @@ class Recognition:
                 body = kept
         if body:
             self._fresh = False
-            ws._block_tail(body, "", out, False)
+            ws._block_tail(body, out)
         self._undecided = buf[n - hold:]
         ln.read(buf, seen, max(seen, n - hold - len(self._held)))   # (what is held is read when it goes out)
         return -1
@@ -537,58 +539,6 @@ class Recognition:
         self._ln.reset()
         self._fresh = True
         self.blocks += 1
-
-    # -- where a tag counts ---------------------------------------------------------------------
-    def _cut_tail(self, text: str, prefixes: frozenset[str], longest: int, first: re.Pattern[str]) -> int:
-        """At the output's end: the length of the tag or marker cut off there, which goes. At the
-        token limit, any start of one but a lone first character (`a <`, `[`: a comparison, a
-        bracket); else one that begins with a whole special token (`cut_off_marker`)."""
-        if self._cut_off:
-            k = partial_tag_len(text, prefixes, longest, first)
-            if k >= 2:
-                return k
-        return cut_off_marker(text, prefixes, longest, first)
-
-    def _opening_counts(self, tag: str) -> bool:
-        """Where a model writes an opening tag: at the start (or right after a block), at a
-        line's start, right after its text on the line ("Sure.<think>"), and a special token
-        (`<|...|>`) anywhere; never in code. Prose names a tag after a space or a quote ("what
-        does <think> do?"): that stays text."""
-        return not self._ln.in_code() and self._tag_counts(tag)
-
-    def _tag_counts(self, tag: str) -> bool:
-        """Outside code, where a model writes a tag in the answer (an opening tag, a closing tag
-        with no block open): at the start or right after a block, at a line's start, right after
-        its text on the line ("Reasoning.</think>"), a special token anywhere. After a space or a
-        quote in the middle of a line, prose names it ("ends with </think> and"): text."""
-        if self.rules.anywhere:
-            return True
-        ln = self._ln
-        return ((self._boundary and not self._mode.inside) or ln.blank or tag in self.rules._special
-                or ln.glued())
-
-    @staticmethod
-    def _pair_follows(buf: str, start: int, pair: TagPair, final: bool) -> bool | None:
-        """After a first block, an opening tag where prose would name it ("V1 <reasoning>"):
-        whether its closing tag follows on the same line, within PAIR_ON_LINE characters (a
-        whole pair is markup: a second block, not prose). None: the text so far cannot tell."""
-        end = min(len(buf), start + PAIR_ON_LINE)
-        close = buf.find(pair.close, start, end)
-        line = buf.find("\n", start, end)
-        if close >= 0 and (line < 0 or close < line):
-            return True
-        if line >= 0 or end < len(buf) or final or end == start + PAIR_ON_LINE:
-            return False
-        return None
-
-    @staticmethod
-    def _prose_close(buf: str, end: int, final: bool) -> bool | None:
-        """A closing tag with no block open, after a space or a quote mid-line, ending at `end`:
-        prose names it ("ends with </think> and", '"</think>"'), unless the text after it is
-        glued to it, as markup is ("part1 </think>part2"). None: nothing follows it yet."""
-        if end == len(buf):
-            return None if not final else True
-        return not buf[end].isalnum()
 
     def _new_line(self) -> None:
         """After a block or a closing tag: the answer starts afresh there."""

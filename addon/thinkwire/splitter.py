@@ -9,10 +9,10 @@ a body can look ahead: see `split_text`). Where a tag counts depends on the line
 
 The stages, each its own module: the modes and their transition table (thinkwire.modes), the
 recognition of tags by kind (thinkwire.recognition), the whitespace policy that makes the pieces
-(thinkwire.whitespace). Each stage holds its own tail: the whitespace stage whitespace not yet
-decided, recognition what may still be a tag; the next feed reads both again, in that order, in
-front of its text. This module is the face the surfaces use: `feed`, `finish`, `resume`, and the
-fast path's `plain`, `steady`, `held_ws` and `took`.
+(thinkwire.whitespace), a stage after recognition that answers it nothing. Recognition holds what
+it reads again: whitespace the policy may still trim, then what may still be a tag; the next feed
+reads both again, in that order, in front of its text. This module is the face the surfaces use:
+`feed`, `finish`, `resume`, and the fast path's `plain`, `steady`, `held_ws` and `took`.
 
 Pieces are records (thinkwire.modes), read as `kind, value = piece` or by name:
   Text(REASONING, text)  reasoning text, in order
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from .lines import Lines
 from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, End, Event, Mode, Piece, SplitterError, Text, make
-from .recognition import NO_SCAN, PAIR_ON_LINE, Recognition, answer_kinds, block_kinds
+from .placement import PAIR_ON_LINE
+from .recognition import NO_SCAN, Recognition, answer_kinds, block_kinds
 from .rules import WS, Rules, TagPair
 from .whitespace import HELD_WS, Whitespace
 

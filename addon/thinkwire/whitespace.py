@@ -4,25 +4,24 @@ Recognition (thinkwire.recognition) decides where tags are and what each is; thi
 text between them and makes the pieces. With trimming on (`Rules.trim`): whitespace at a block's
 edges goes, and so does the whitespace after it at the answer's start; answer text that meets
 across a removed block or tag with no whitespace gets a line break (no glued words); whitespace
-that may turn out to sit at a block's edge is held until the next text tells. Whatever is dropped
+that may turn out to sit at a block's edge waits until the next text tells. Whatever is dropped
 is recorded for the way back (the END piece's TagPair holds the markup as the model wrote it,
 byte for byte).
 
 The stage is its own object (`Whitespace`, one per splitter), with its own state (the answer's
-text kept between removed tags among it). Recognition hands it what it found, in order, as tokens
-(`Token`: the text between tags, each tag with its kind and its markup as written; strings, never
-positions in recognition's buffer) through one entry, `take`, and the text at the end of what was
-fed through the tails (`_block_tail`, `_answer_tail`), with the start of a tag recognition holds
-there (`hold`: this stage does not hold it, it only tells whether whitespace alone is held).
-Recognition reads none of this stage's fields: it keeps the facts it decides by itself
-(thinkwire.recognition). This stage holds only its own whitespace not yet decided (`_held`), which
-the splitter puts in front of recognition's held text and the next feed. The steps answer what
-recognition needs to go on: LEAD, AFTER and REMOVED how much of the whitespace they were given is
-text (recognition looks for the next tag from there, as a tag may start with whitespace) or, all
-of it whitespace so far, how much of it is not held (read into the line state now: what is held
-is read when it comes again); the tails how much they hold, and `_answer_tail` whether it held
-the answer's start whole (the line state goes back). `_dropped` is the splitter's hook
-(thinkwire.written), called here as there.
+text kept between removed tags and the gaps among it, the whitespace waiting for the answer's
+next text, the markup written around the open block). It runs after recognition and answers it
+nothing. Recognition hands it what it found, in order, as tokens (`Token`: the text between tags,
+each tag with its kind and its markup as written; strings, never positions in recognition's
+buffer) through one entry, `take`, and the text at the end of what was fed through the tails
+(`_block_tail`, `_answer_tail`). Where the text after a tag starts, and what is held to be read
+again with the next feed (whitespace that may still be trimmed, the start of a tag), recognition
+decides on its own, with the one rule both stages trim by (`trim_start`) and facts it keeps from
+what it handed over (whether the block has had text, what the answer given ends in); where that
+decides how the whitespace goes, the token's kind says it (AFTER or AFTER_GAP; REMOVED_KEPT,
+REMOVED_AT_START or REMOVED), and this stage makes the pieces by it. A held text never reaches
+this stage until it comes again. `_dropped` is the splitter's hook (thinkwire.written), called
+here as there.
 """
 
 from __future__ import annotations
@@ -40,12 +39,13 @@ HELD_WS = " \t\r\n\f"
 Kept = list[str | Gap]   # answer text between removed markers, emitted as one piece, and the gaps between
 
 # What recognition hands this stage (`Token.kind`): in a block,
-LEAD = 0        # text: a block's leading whitespace (`_skip_ws`), or "" where its text starts (`_rsep`)
+LEAD = 0        # text: what of a block's leading whitespace is trimmed; after: the rest of it (`_rsep`)
 CLOSE = 1       # text: the block's last text; markup: its closing tag
 MARKER = 2      # text: the block's last text, before a marker that ends reasoning and stays in the output
 OWN_OPEN = 3    # text: the block's text so far; markup: the model's own opening tag (the template opened it)
 # in the answer,
-AFTER = 4       # text: the whitespace right after a block or markup trimmed as one (`_skip_ws`)
+AFTER = 4       # text: what is trimmed of the whitespace right after a block or markup trimmed as one, where
+                # the answer is empty or ends in whitespace; after: the rest (a line's indentation)
 OPEN = 5        # text: the answer's text; markup: the opening tag of a block that opens after it
 RESUME = 6      # text: the answer's text up to and with a marker after which reasoning resumes
 START = 7       # text: the whitespace at the output's start; markup: a start pair's opening tag
@@ -56,11 +56,10 @@ REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer wher
 REMOVED_AT_START = 11   # ... where the answer is empty or ends in whitespace at its start boundary (the output's
                         # start, right after a block): what follows it is trimmed as after a block
 CALL = 12       # text: a tool call's text (answer, as written)
-AFTER_GAP = 13  # text: as AFTER, where the answer before the block ends in no whitespace: kept between its texts
+AFTER_GAP = 13  # text: the whitespace of AFTER where the answer ends in no whitespace: kept between its texts
 REMOVED_KEPT = 14   # as REMOVED, where the answer ends in whitespace there (or not trimming): the text goes on
-# The text at the end of what was fed, no tag in it, and what recognition holds after it, come with
-# nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
-# token made.
+# The text at the end of what was fed, no tag in it, comes with nearly every feed: it goes to its
+# own steps (`_block_tail`, `_block_cut`, `_answer_tail`) as a string, with no token made.
 
 
 def unput(gap: str, put: Sequence[int], lo: int = 0, hi: int | None = None) -> str:
@@ -104,8 +103,8 @@ class Token(NamedTuple):
     kind: int
     text: str
     markup: str
-    after: str      # REMOVED: the whitespace run that follows the tag
-    open: bool      # text (LEAD, AFTER) or after (REMOVED) reaches the end of what was fed: more may come
+    after: str      # LEAD, AFTER: the rest of the whitespace run; REMOVED*: the whitespace run after the tag
+    open: bool      # the whitespace run (LEAD, AFTER*, REMOVED*) reaches the end of what was fed: more may come
 
 
 class Dropped(Protocol):
@@ -186,16 +185,19 @@ class Whitespace:
                 self._emit_reasoning(SEPARATOR, out)
                 self.added_chars += len(SEPARATOR)
 
-    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> None:
-        """No tag in the block's text `body`, up to the end of what was fed: it goes out as
-        reasoning. (Trimming, recognition holds the whitespace at its end: it is dropped if the
-        block ends next.) At the end (`final`), its trailing whitespace and `hold`, markup cut
-        off there, go."""
-        if final:
-            kept = body.rstrip(WS) if self.rules.trim else body
-            self._w_close = body[len(kept):] + hold   # what the end drops
-            body = kept
-        self._emit_reasoning(body, out)
+    def _block_tail(self, text: str, out: list[Piece]) -> None:
+        """No tag in the block's text `text`, up to the end of what was fed (not empty): it goes
+        out as reasoning. (Trimming, recognition holds the whitespace at its end: it goes if the
+        block ends next.)"""
+        self._emit_reasoning(text, out)
+
+    def _block_cut(self, body: str, cut: str, out: list[Piece]) -> None:
+        """The output ended in the block, after its text `body`: that goes out but, trimming, the
+        whitespace at its end, which goes with `cut` (markup cut off there) as the block's
+        written close."""
+        kept = body.rstrip(WS) if self.rules.trim else body
+        self._w_close = body[len(kept):] + cut
+        self._emit_reasoning(kept, out)
 
     def _closed(self, tok: Token, out: list[Piece], final: bool) -> None:
         self._block_ends(tok.text, out, tok.markup)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from .lines import Lines
 from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, End, Event, Mode, Piece, SplitterError, Text, make
 from .placement import PAIR_ON_LINE
-from .recognition import NO_SCAN, Recognition, answer_kinds, block_kinds
+from .recognition import KEPT_NONE, NO_SCAN, Recognition, answer_kinds, block_kinds
 from .rules import WS, Rules, TagPair
 from .whitespace import HELD_WS, Whitespace
 
@@ -64,7 +64,7 @@ class Splitter(Recognition):
         self._fresh = inside
         self._ans_ws = True
         self._gap_due = False
-        self._kept_end = 0
+        self._kept_end = KEPT_NONE
         self._ln = Lines()
         self._undecided = ""
         self._held = ""
@@ -120,8 +120,8 @@ class Splitter(Recognition):
         return out
 
     def _take_held(self) -> str:
-        """What both stages hold, in order, taken to be read again: the whitespace stage's
-        (whitespace not yet decided), then recognition's (what may still be a tag)."""
+        """What recognition holds, in order, taken to be read again: whitespace the whitespace
+        stage may still trim, then what may still be a tag."""
         held = self._held
         if self._ws_more:
             held += "".join(self._ws_more)

@@ -39,8 +39,9 @@ from .lines import Lines
 from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
 from .rules import WS, Rules, TagPair, _Scan, partial_tag_len
 from .placement import Placement
-from .whitespace import (AFTER, AFTER_GAP, CALL, CLOSE, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START,
-                         REMOVED_KEPT, RESUME, START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace, trim_start)
+from .whitespace import (AFTER, AFTER_GAP, CALL, CLOSE, FIRST_OPEN, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED,
+                         REMOVED_AT_START, REMOVED_KEPT, RESUME, START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace,
+                         trim_start)
 
 # What a kind's handler decides: (verdict, position).
 PASS = 0      # not this kind here: the next kind decides
@@ -240,8 +241,8 @@ class Recognition(Placement):
             return _PASS
         if not self._opening_counts(tag):
             return _TEXT
-        self._ws.take(make(Token, (OWN_OPEN, buf[i:j], tag, "", False)), out, final)
         self._fresh = self._fresh and i == j   # (then trimmed as at the start)
+        self._ws.take(make(Token, (FIRST_OPEN if self._fresh else OWN_OPEN, buf[i:j], tag, "", False)), out, final)
         # (Trimmed as at the start if the block has no text yet, or a line break goes in front of
         # its next text: the stage knows which; a LEAD it has nothing to do for takes none.)
         self._lead_due = self.rules.trim

@@ -42,7 +42,8 @@ Kept = list[str | Gap]   # answer text between removed markers, emitted as one p
 LEAD = 0        # text: what of a block's leading whitespace is trimmed; after: the rest of it (`_rsep`)
 CLOSE = 1       # text: the block's last text; markup: its closing tag
 MARKER = 2      # text: the block's last text, before a marker that ends reasoning and stays in the output
-OWN_OPEN = 3    # text: the block's text so far; markup: the model's own opening tag (the template opened it)
+OWN_OPEN = 3    # text: the block's text so far; markup: the model's own opening tag (the template opened it),
+                # after text of the block
 # in the answer,
 AFTER = 4       # text: what is trimmed of the whitespace right after a block or markup trimmed as one, where
                 # the answer is empty or ends in whitespace; after: the rest (a line's indentation)
@@ -58,6 +59,7 @@ REMOVED_AT_START = 11   # ... where the answer is empty or ends in whitespace at
 CALL = 12       # text: a tool call's text (answer, as written)
 AFTER_GAP = 13  # text: the whitespace of AFTER where the answer ends in no whitespace: kept between its texts
 REMOVED_KEPT = 14   # as REMOVED, where the answer ends in whitespace there (or not trimming): the text goes on
+FIRST_OPEN = 15     # as OWN_OPEN, where the block has had no text: it is the block's written opening tag
 # The text at the end of what was fed, no tag in it, comes with nearly every feed: it goes to its
 # own steps (`_block_tail`, `_block_cut`, `_answer_tail`) as a string, with no token made.
 
@@ -124,7 +126,7 @@ class Whitespace:
     """The whitespace stage of one splitter: its state and its steps."""
 
     __slots__ = ("rules", "_dropped", "_gone", "_kept", "_skip_ws", "_at_start",
-                 "_fresh", "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
+                 "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
                  "_w_close", "_pend", "reasoning_chars", "added_chars")
 
     def __init__(self, rules: Rules, inside: bool, dropped: Dropped, gone: Gone) -> None:
@@ -134,7 +136,6 @@ class Whitespace:
         self._kept: Kept = []      # the answer's text kept since the last emission (afresh each scan)
         self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
         self._at_start = not inside   # nothing but whitespace has been written to the answer yet
-        self._fresh = inside       # the open block has no text yet
         self._gap = ""             # whitespace after a block, kept for the answer's next text (no glued words)
         self._gap_put: list[int] = []   # ... the places in it of line breaks put there (the model wrote no whitespace)
         self._reasoning_ws = True  # the reasoning so far is empty or ends in whitespace
@@ -233,7 +234,6 @@ class Whitespace:
         self._skip_ws = self.rules.trim
         self._gap = ""   # whitespace between two blocks: trimmed
         put.clear()
-        self._fresh = True
 
     def _own_open(self, tok: Token, out: list[Piece], final: bool) -> None:
         """The model's own opening tag in the block the template opened (OWN_OPEN), dropped after
@@ -241,22 +241,22 @@ class Whitespace:
         the one the prompt was taken to hold) and what follows it is trimmed as at the start."""
         rules = self.rules
         text, tag = tok.text, tok.markup
+        fresh = tok.kind == FIRST_OPEN
         self._emit_reasoning(text, out)
-        self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
-        if self._fresh:
+        self._skip_ws = rules.trim and fresh   # nothing written yet: trim as at the start
+        if fresh:
             # The model's own tag goes back in place of the one the prompt was taken
             # to hold: where a model writes it, its template most often did not (Ollama's).
             t = rules.pairs[0].open
             self._w_open = (self._w_open[len(t):] if self._w_open.startswith(t) else self._w_open) + tag
         # Reasoning on both sides with no whitespace between gets a line break.
-        self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
-        if not self._fresh:
+        self._rsep = rules.trim and not fresh and not self._reasoning_ws
+        if not fresh:
             self._dropped(out, True, tag)
 
     def _plain_reasoning(self, text: str) -> Text:
         """A plain text of the open block (not empty), as it is."""
         self.reasoning_chars += len(text)
-        self._fresh = False
         self._reasoning_ws = text[-1] in WS
         return make(Text, (REASONING, text))
 
@@ -270,7 +270,6 @@ class Whitespace:
 
     def _emit_reasoning(self, text: str, out: list[Piece]) -> None:
         if text:
-            self._fresh = False
             self._reasoning_ws = text[-1] in WS
             self.reasoning_chars += len(text)
             last = out[-1] if out else None
@@ -465,4 +464,5 @@ _Step = Callable[[Whitespace, Token, list[Piece], bool], None]
 _STEPS: tuple[_Step, ...] = (
     Whitespace._block_start, Whitespace._closed, Whitespace._marker, Whitespace._own_open, Whitespace._after_block,
     Whitespace._opened, Whitespace._opened, Whitespace._opened, Whitespace._tool_head, Whitespace._wrapper,
-    Whitespace._remove, Whitespace._remove_at_start, Whitespace._call, Whitespace._after_gap, Whitespace._remove_kept)
+    Whitespace._remove, Whitespace._remove_at_start, Whitespace._call, Whitespace._after_gap, Whitespace._remove_kept,
+    Whitespace._own_open)

@@ -134,7 +134,9 @@ class Whitespace:
         self._dropped = dropped
         self._gone = gone
         self._kept: Kept = []      # the answer's text kept since the last emission (afresh each scan)
-        self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
+        # Leading whitespace of a block, or of the answer after it, is being trimmed (a LEAD, AFTER
+        # still to come): the splitter's fast path takes no text then.
+        self._skip_ws = rules.trim and inside
         self._at_start = not inside   # nothing but whitespace has been written to the answer yet
         self._gap = ""             # whitespace after a block, kept for the answer's next text (no glued words)
         self._gap_put: list[int] = []   # ... the places in it of line breaks put there (the model wrote no whitespace)

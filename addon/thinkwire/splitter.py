@@ -105,7 +105,8 @@ class Splitter(Recognition):
                 if (self._bscan.first.search(text) is None
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
-                    self._fresh = False   # (a LEAD still due, after the model's own opening tag, does nothing)
+                    # (A LEAD due after the model's own opening tag has nothing to do: none is.)
+                    self._lead_due = self._fresh = False
                     return [ws._plain_reasoning(text)]
             elif not ws._at_start and not ws._gap and not ws._pend:
                 if self.rules._plain_re.search(text) is None:
@@ -196,7 +197,7 @@ class Splitter(Recognition):
                 self._ws_hold = not self.rules._ws_lead
                 text = kept
         self._ln.read(text)
-        self._fresh = False   # (as feed)
+        self._lead_due = self._fresh = False   # (as feed)
         return ws._plain_reasoning(text)
 
     def steady(self) -> int | None:

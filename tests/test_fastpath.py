@@ -21,7 +21,7 @@ from thinkwire.jsonio import OUT, dumps, loads_known, sharing_dumps
 from thinkwire.marks import Sealer
 from thinkwire.rules import TagPair
 from thinkwire.shapes import SPECS_MAX, TEXT, Delta, Lane
-from thinkwire.splitter import CONTENT, REASONING, Splitter
+from thinkwire.splitter import CONTENT, REASONING, Splitter, Text
 from thinkwire.stream import StreamDriver
 from thinkwire.surfaces import chat, messages, responses
 from support.fast import (MODEL, RULES, SETTINGS, SURFACES, TOKENS, _d, _ev, chat_stream, chunkings, messages_stream,
@@ -328,6 +328,16 @@ def test_a_native_reasoning_stream_passes_as_it_came_on_both_paths(surface, seed
 
 def _state(s: Splitter):
     return {k: getattr(s, k) for k in Splitter.__slots__ if k != "rules"}
+
+
+def test_splitter_plain_leaves_what_feed_leaves_after_the_models_own_opening_tag():
+    # The template opened the block; the model writes its own tag after a line: a text after it
+    # that ends in whitespace goes to feed's full path, and plain takes it: the same state after.
+    a, b = Splitter(RULES[2]), Splitter(RULES[2])
+    for t in ["x\n", "<think>"]:
+        assert a.feed(t) == b.feed(t)
+    assert a.feed("word ") == [b.plain("word ")] == [Text(REASONING, "word")]
+    assert _state(a) == _state(b)
 
 
 @pytest.mark.parametrize("rules", RULES, ids=range(len(RULES)))

@@ -7,19 +7,24 @@ next kind; a tag no kind takes is text. Where a tag counts depends on the line a
 (thinkwire.lines): never in code, some only at a line's start or glued to the text before them,
 as a model writes markup and prose does not. What it finds goes to the whitespace stage
 (thinkwire.whitespace, its own object: `_ws`) as tokens (`Token`: the text between tags, each tag
-with its kind and markup as written), which the stage makes the pieces of, one at a time as they
-are found. Recognition reads none of the stage's fields and sets none. A fact a decision here
-needs is its own, computed from what it read: whether the answer has had text (`_at_start`: a
-start pair opens only before it; a stray closing tag after it stays as written), and whether the
-text after a tag starts with whitespace the stage takes first (`_lead_due`). What it needs of the
-stage comes back as a step's answer: how much of the whitespace after a tag is text (LEAD, AFTER,
-REMOVED: a tag may start with whitespace, so the scan goes on from there), how much of what it
-handed over is held (read into the line state when it comes again).
+with its kind and markup as written) and tails, which the stage makes the pieces of, one at a
+time as they are found, answering nothing. Recognition reads none of the stage's fields and sets
+none: where it scans and what it holds, it decides alone. A fact a decision here needs is its
+own, computed from what it read and what it handed over: whether the answer has had text
+(`_at_start`: a start pair opens only before it; a stray closing tag after it stays as written);
+where the text after a tag starts (`_lead_due`), past the whitespace trimmed there
+(`trim_start`, the rule the stage trims by; a tag may start with whitespace, so the scan goes on
+from there), which needs whether the block has had text (`_fresh`) and what the answer given so
+far ends in (`_ans_ws`, `_gap_due`, `_kept_end`, kept by `_given` as the stage gives it); what of
+the text is held to be read again (`_held`: whitespace that may still be trimmed, a block's
+trailing whitespace, the answer's start while only whitespace came; `_undecided`: the start of a
+tag). Where that fact decides how the whitespace goes, the token's kind carries it.
 
 Recognition's state (the Splitter's slots, declared here): the mode (thinkwire.modes), the open
 block's pair, the tool call's and resume marker's scans, the line and code state, what it holds
-undecided (`_undecided`: the start of a tag, read again with the next feed), where an opening tag
-counts, whether the answer has had text and a LEAD is due, and the counts.
+(`_held`, then `_undecided`, read again in that order in front of the next feed), where an
+opening tag counts, whether the answer has had text and a LEAD is due, the facts above, and the
+counts.
 """
 
 from __future__ import annotations
@@ -32,13 +37,11 @@ from functools import lru_cache
 
 from .lines import Lines
 from .modes import PROMPT_BLOCK, TOOL_CALL, TRANSITIONS, Event, Mode, Piece, SplitterError, make
-from .rules import WS, Rules, TagPair, _Scan, cut_off_marker, partial_tag_len
-from .whitespace import (AFTER, CALL, CLOSE, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED, REMOVED_AT_START, RESUME, START,
-                         TOOL_HEAD, WRAPPER, Kept, Token, Whitespace)
-
-# After a first block, an opening tag mid-line whose closing tag follows on its line within this
-# many characters is a block (a stream holds that much at most, from the tag, to tell).
-PAIR_ON_LINE = 2000   # the whitespace thinkwire.hot carries: its JSON escapes are short
+from .rules import WS, Rules, TagPair, _Scan, partial_tag_len
+from .placement import Placement
+from .whitespace import (AFTER, AFTER_GAP, CALL, CLOSE, FIRST_OPEN, LEAD, MARKER, OPEN, OWN_OPEN, REMOVED,
+                         REMOVED_AT_START, REMOVED_KEPT, RESUME, START, TOOL_HEAD, WRAPPER, Kept, Token, Whitespace,
+                         trim_start)
 
 # What a kind's handler decides: (verdict, position).
 PASS = 0      # not this kind here: the next kind decides
@@ -57,6 +60,10 @@ _HOLD: Verdict = (HOLD, 0)
 # the pieces so far, final).
 Handler = Callable[["Recognition", str, int, int, str, list[Piece], bool], Verdict]
 
+# `_kept_end`: nothing kept, text kept that ends in no whitespace, or in whitespace, or a gap kept
+# after a removed tag (after text that ends in no whitespace, or none).
+KEPT_NONE, KEPT_TEXT, KEPT_WS, KEPT_GAP = 0, 1, 2, 3
+
 _WS_RUN = re.compile(f"[{re.escape(WS)}]*")
 
 
@@ -67,7 +74,7 @@ def _ws_end(buf: str, i: int) -> int:
     return m.end()
 
 
-class Recognition:
+class Recognition(Placement):
     rules: Rules
     _ws: Whitespace            # the whitespace stage
     _mode: Mode
@@ -77,9 +84,20 @@ class Recognition:
     _resume: tuple[str, TagPair] | None   # (marker, pair): the reasoning goes on after that marker
     _ln: Lines                 # line and code state of the text read so far (afresh at each block's edge)
     _undecided: str            # what may still be (the start of) a tag: read again with the next feed
+    _held: str                 # whitespace the stage may still trim, in front of _undecided: read again too
+    _ws_hold: bool             # only whitespace is held, and more would be too: it goes to _ws_more, unread
+    _ws_more: list[str]
     _boundary: bool            # start of output or just after a block: an opening tag counts here
     _at_start: bool            # the answer has had no text but whitespace (and the output did not start inside)
     _lead_due: bool            # the text after a tag starts here: its leading whitespace goes first (LEAD, AFTER)
+    _lead_nl: bool             # ... the whitespace trimmed there so far held a line break (`trim_start`)
+    # What the answer given so far ends in, as the stage will have it (recognition hands it every
+    # text; these follow from them, for where the text after a tag starts: AFTER, REMOVED):
+    _ans_ws: bool              # the answer given is empty or ends in whitespace
+    _gap_due: bool             # whitespace waits to go in front of the answer's next text (the stage's gap)
+    _kept_end: int             # the answer's text since it last went out (the stage's kept): KEPT_*
+    _fresh: bool               # the open block has had no text: its leading whitespace is trimmed (else a LEAD
+                               # after the model's own opening tag only tells where the text starts: `_rsep`)
     _seen_tag: bool            # a block was opened or closed: a stray closing tag no longer counts
     _literal: dict[str, int]   # closing tag -> opening tags of its pair kept as text
     _cut_off: bool             # finishing an output cut off at the token limit (`finish`)
@@ -118,17 +136,39 @@ class Recognition:
         stage's `_gap`, with the line breaks put in it) goes, where a tool call's header follows
         what `out` holds; edits made in it stand where it stood."""
 
+    def _given(self, text: str, before_block: bool = False) -> None:
+        """The stage gives the answer's kept text and then `text` (`_emit_kept`): what it ends in."""
+        kept, self._kept_end = self._kept_end, KEPT_NONE
+        if text:
+            self._ans_ws = text[-1] in WS
+            self._gap_due = False
+        elif kept == KEPT_GAP:   # (the text before the gap ends in no whitespace, or there is none)
+            self._ans_ws = False
+            self._gap_due = not before_block   # (before a block, it is trimmed)
+        elif kept:
+            self._ans_ws = kept == KEPT_WS
+            self._gap_due = False
+        if before_block:
+            self._gap_due = False
+
     # -- inside a reasoning block ---------------------------------------------------------------
     def _reasoning(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         ws = self._ws
         if self._lead_due:   # (most scans start mid-block: no call)
             k = _ws_end(buf, i)
-            at = ws.take(make(Token, (LEAD, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + (at if at >= 0 else ~at))   # (~at: what the stage does not hold)
-            if at < 0:
-                return -1
+            if self._fresh:   # trimmed: the text starts where `trim_start` says
+                p, self._lead_nl = trim_start(buf, i, k, final, self._lead_nl)
+                ws.take(make(Token, (LEAD, buf[i:p], "", buf[p:k], k == len(buf))), out, final)
+                self._ln.read(buf, i, p)
+                if k == len(buf):   # only whitespace so far: what follows its last line break is held
+                    if not final:
+                        self._held = buf[p:]   # (perhaps a line's indentation: read when it comes again)
+                    return -1
+                self._lead_nl = False
+                i = p
+            else:
+                ws.take(make(Token, (LEAD, "", "", buf[i:k], k == len(buf))), out, final)
             self._lead_due = False
-            i += at
         rules = self.rules
         scan = self._bscan
         kinds = self._block_kinds
@@ -166,10 +206,21 @@ class Recognition:
                 self.markup_chars += hold
         elif hold < 0:
             hold = partial_tag_len(rest, scan.prefixes, scan.longest, scan.first)
-        held = ws._block_tail(buf[i:n - hold], buf[n - hold:], out, final)
-        if not final:
-            self._undecided = buf[n - hold:]
-            ln.read(buf, seen, max(seen, n - hold - held))   # (what is held is read when it goes out)
+        body = buf[i:n - hold]
+        if final:
+            ws._block_cut(body, buf[n - hold:], out)
+            return -1
+        if rules.trim:   # trailing whitespace is held: it goes if the block ends next
+            kept = body.rstrip(WS)
+            if len(kept) < len(body):
+                self._held = body[len(kept):]
+                self._ws_hold = not hold and not rules._ws_lead
+                body = kept
+        if body:
+            self._fresh = False
+            ws._block_tail(body, out)
+        self._undecided = buf[n - hold:]
+        ln.read(buf, seen, max(seen, n - hold - len(self._held)))   # (what is held is read when it goes out)
         return -1
 
     def _close(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
@@ -190,7 +241,8 @@ class Recognition:
             return _PASS
         if not self._opening_counts(tag):
             return _TEXT
-        self._ws.take(make(Token, (OWN_OPEN, buf[i:j], tag, "", False)), out, final)
+        self._fresh = self._fresh and i == j   # (then trimmed as at the start)
+        self._ws.take(make(Token, (FIRST_OPEN if self._fresh else OWN_OPEN, buf[i:j], tag, "", False)), out, final)
         # (Trimmed as at the start if the block has no text yet, or a line break goes in front of
         # its next text: the stage knows which; a LEAD it has nothing to do for takes none.)
         self._lead_due = self.rules.trim
@@ -229,14 +281,25 @@ class Recognition:
     def _content(self, buf: str, i: int, out: list[Piece], final: bool) -> int:
         rules = self.rules
         ws = self._ws
+        n = len(buf)
         if self._lead_due:  # right after a block: trim whitespace, an opening tag still counts
             k = _ws_end(buf, i)
-            at = ws.take(make(Token, (AFTER, buf[i:k], "", "", k == len(buf))), out, final)
-            self._ln.read(buf, i, i + (at if at >= 0 else ~at))
-            if at < 0:
+            if self._ans_ws:   # trimmed: the text starts where `trim_start` says
+                p, self._lead_nl = trim_start(buf, i, k, final, self._lead_nl)
+                ws.take(make(Token, (AFTER, buf[i:p], "", buf[p:k], k == n)), out, final)
+            else:   # kept whole between the answer's texts (or a line break put there); held whole so far
+                p = k if k < n or final else i
+                ws.take(make(Token, (AFTER_GAP, buf[i:k], "", "", k == n)), out, final)
+            self._ln.read(buf, i, p)
+            if k == n:   # only whitespace so far: what follows its last line break is held
+                if not final and p < n:
+                    self._held = buf[p:]
+                    self._ws_hold = not rules._ws_lead
                 return -1
-            self._lead_due = False
-            i += at
+            self._lead_due = self._lead_nl = False
+            if not self._ans_ws:
+                self._gap_due = True   # (the run, or a line break, waits for the answer's next text)
+            i = p
         if rules.start_pairs and self._at_start and not self._seen_tag:
             got = self._start_pair(buf, i, out, final)
             if got is not None:
@@ -249,7 +312,6 @@ class Recognition:
         pos = i
         seen = i       # line and code state are up to date to here
         cut = -1       # where an undecided tag starts
-        n = len(buf)
         while True:
             m = pattern.search(buf, pos)
             if m is None:
@@ -290,14 +352,22 @@ class Recognition:
             # In code no tag or marker counts (but a closing tag after indented code): no need to wait.
             self._observe(buf, cut, n)
             cut = n
+        text = buf[rest_start:cut]
         if not final:
             self._undecided = buf[cut:]
-        if ws._answer_tail(buf[rest_start:cut], buf[cut:], out, final):
-            assert ln0 is not None   # (taken where the scan began at the start, trimming: the same test)
+        if ln0 is not None and self._at_start and not text.strip(WS):
+            # Only whitespace at the output's start: held whole (it goes if a block opens next),
+            # read again from where the scan began.
+            self._held = text
+            self._ws_hold = cut == n and bool(text) and not rules._ws_lead
             ln.restore(ln0)
-        if final and cut < n:
+        elif final and cut < n:
             self.markup_chars += n - cut   # a marker cut off at the end (cut_off_marker)
-            self._dropped(out, False, buf[cut:], 0, len(ws._gap))   # (the way back has it)
+            ws._answer_tail(text, buf[cut:], out)
+            self._given(text)
+        else:
+            ws._answer_tail(text, "", out)
+            self._given(text)
         return -1
 
     def _tool_head(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
@@ -305,6 +375,7 @@ class Recognition:
         if not self._opening_counts(tag):
             return _PASS
         self._ws.take(make(Token, (TOOL_HEAD, buf[i:j], "", "", False)), out, final)
+        self._given(buf[i:j])
         self._tool = self.rules._tool_of[tag]
         self._go(Event.TOOL_HEAD)
         return RETURN, j
@@ -316,19 +387,41 @@ class Recognition:
         self.markup_chars += len(tag)
         if self._boundary:  # a wrapper opening the answer: trim after it as after a block
             self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
+            self._given(buf[i:j])
             self._lead_due = self.rules.trim
             return RETURN, j + len(tag)
         return self._removed(buf, i, j, tag, out, final)
 
     def _removed(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
+        """A tag removed from the middle of the answer. Where the answer ends in whitespace there,
+        or is not trimmed, its text goes on after the tag (REMOVED_KEPT); else what follows the tag
+        is as after a block: at the start boundary, where the answer is empty or ends in
+        whitespace, trimmed (REMOVED_AT_START); elsewhere, whitespace (or a line break put there)
+        goes in front of the answer's next text (REMOVED). Only whitespace after it yet (trimming):
+        held, and what follows is trimmed as after a block."""
         end = j + len(tag)
         k = _ws_end(buf, end)
-        tok = make(Token, (REMOVED_AT_START if self._boundary else REMOVED, buf[i:j], tag, buf[end:k], k == len(buf)))
-        at = self._ws.take(tok, out, final)
-        if at < 0:   # only whitespace after it yet: what follows is trimmed as after a block
-            self._lead_due = True
-            return RETURN, -1
-        return RESCAN, end + at
+        n = len(buf)
+        text = buf[i:j]
+        start = self._boundary and self._ans_ws and not self._gap_due
+        if not start and text:
+            self._kept_end = KEPT_WS if text[-1] in WS else KEPT_TEXT
+        if not self.rules.trim or not start and (
+                self._kept_end in (KEPT_WS, KEPT_GAP) if self._kept_end else self._ans_ws or self._gap_due):
+            self._ws.take(make(Token, (REMOVED_KEPT, text, tag, buf[end:k], k == n)), out, final)
+            return RESCAN, end   # (the whitespace after it is the answer's text)
+        self._ws.take(make(Token, (REMOVED_AT_START if start else REMOVED, text, tag, buf[end:k], k == n)), out, final)
+        if start:
+            self._kept_end = KEPT_NONE   # (the whitespace kept before it went)
+        elif k < n:
+            self._kept_end = KEPT_GAP
+        if k < n or final:
+            return RESCAN, k
+        self._lead_due = True   # only whitespace after it yet: held, then trimmed as after a block
+        self._held = buf[end:]
+        self._ws_hold = k > end and not self.rules._ws_lead
+        self._given("")
+        return RETURN, -1
 
     def _resumes(self, buf: str, i: int, j: int, tag: str, out: list[Piece], final: bool) -> Verdict:
         """The end of a tool block inside reasoning: the reasoning goes on after it."""
@@ -336,6 +429,7 @@ class Recognition:
             return _PASS
         end = j + len(tag)
         self._at_start = False   # (the marker goes out as answer text)
+        self._given(buf[i:end], True)
         self._open_block(self._resume[1], out, make(Token, (RESUME, buf[i:end], "", "", False)), Event.RESUME)
         return RETURN, end
 
@@ -348,6 +442,7 @@ class Recognition:
         if whole is None:
             return _HOLD                 # a pair after a first block? what follows decides: wait
         if whole or self._opening_counts(tag):
+            self._given(buf[i:j], True)
             self._open_block(pair, out, make(Token, (OPEN, buf[i:j], tag, "", False)), Event.OPEN)
             self.markup_chars += len(tag)
             return RETURN, j + len(tag)
@@ -382,6 +477,7 @@ class Recognition:
             self.stray_after_text += 1
             return SKIP, j + len(tag)
         self._ws.take(make(Token, (WRAPPER, buf[i:j], tag, "", False)), out, final)
+        self._given(buf[i:j])
         self._lead_due = self.rules.trim
         self.markup_chars += len(tag)
         self._new_line()
@@ -399,6 +495,7 @@ class Recognition:
             end = m.end()
             self._observe(buf, i, end)
             self._ws.take(make(Token, (CALL, buf[i:end], "", "", False)), out, final)
+            self._given(buf[i:end])
             self._tool = None
             self._go(Event.TOOL_END)
             self._ln.reset()   # (a backtick in the call's arguments opens no code span after it)
@@ -407,6 +504,7 @@ class Recognition:
         cut = n if final else n - partial_tag_len(buf[i:], scan.prefixes, scan.longest, scan.first)
         self._observe(buf, i, cut)
         self._ws.take(make(Token, (CALL, buf[i:cut], "", "", False)), out, final)
+        self._given(buf[i:cut])
         self._undecided = buf[cut:]
         return -1
 
@@ -440,59 +538,8 @@ class Recognition:
         self._literal.clear()
         self._resume = None
         self._ln.reset()
+        self._fresh = True
         self.blocks += 1
-
-    # -- where a tag counts ---------------------------------------------------------------------
-    def _cut_tail(self, text: str, prefixes: frozenset[str], longest: int, first: re.Pattern[str]) -> int:
-        """At the output's end: the length of the tag or marker cut off there, which goes. At the
-        token limit, any start of one but a lone first character (`a <`, `[`: a comparison, a
-        bracket); else one that begins with a whole special token (`cut_off_marker`)."""
-        if self._cut_off:
-            k = partial_tag_len(text, prefixes, longest, first)
-            if k >= 2:
-                return k
-        return cut_off_marker(text, prefixes, longest, first)
-
-    def _opening_counts(self, tag: str) -> bool:
-        """Where a model writes an opening tag: at the start (or right after a block), at a
-        line's start, right after its text on the line ("Sure.<think>"), and a special token
-        (`<|...|>`) anywhere; never in code. Prose names a tag after a space or a quote ("what
-        does <think> do?"): that stays text."""
-        return not self._ln.in_code() and self._tag_counts(tag)
-
-    def _tag_counts(self, tag: str) -> bool:
-        """Outside code, where a model writes a tag in the answer (an opening tag, a closing tag
-        with no block open): at the start or right after a block, at a line's start, right after
-        its text on the line ("Reasoning.</think>"), a special token anywhere. After a space or a
-        quote in the middle of a line, prose names it ("ends with </think> and"): text."""
-        if self.rules.anywhere:
-            return True
-        ln = self._ln
-        return ((self._boundary and not self._mode.inside) or ln.blank or tag in self.rules._special
-                or ln.glued())
-
-    @staticmethod
-    def _pair_follows(buf: str, start: int, pair: TagPair, final: bool) -> bool | None:
-        """After a first block, an opening tag where prose would name it ("V1 <reasoning>"):
-        whether its closing tag follows on the same line, within PAIR_ON_LINE characters (a
-        whole pair is markup: a second block, not prose). None: the text so far cannot tell."""
-        end = min(len(buf), start + PAIR_ON_LINE)
-        close = buf.find(pair.close, start, end)
-        line = buf.find("\n", start, end)
-        if close >= 0 and (line < 0 or close < line):
-            return True
-        if line >= 0 or end < len(buf) or final or end == start + PAIR_ON_LINE:
-            return False
-        return None
-
-    @staticmethod
-    def _prose_close(buf: str, end: int, final: bool) -> bool | None:
-        """A closing tag with no block open, after a space or a quote mid-line, ending at `end`:
-        prose names it ("ends with </think> and", '"</think>"'), unless the text after it is
-        glued to it, as markup is ("part1 </think>part2"). None: nothing follows it yet."""
-        if end == len(buf):
-            return None if not final else True
-        return not buf[end].isalnum()
 
     def _new_line(self) -> None:
         """After a block or a closing tag: the answer starts afresh there."""

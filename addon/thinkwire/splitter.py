@@ -9,10 +9,10 @@ a body can look ahead: see `split_text`). Where a tag counts depends on the line
 
 The stages, each its own module: the modes and their transition table (thinkwire.modes), the
 recognition of tags by kind (thinkwire.recognition), the whitespace policy that makes the pieces
-(thinkwire.whitespace). Each stage holds its own tail: the whitespace stage whitespace not yet
-decided, recognition what may still be a tag; the next feed reads both again, in that order, in
-front of its text. This module is the face the surfaces use: `feed`, `finish`, `resume`, and the
-fast path's `plain`, `steady`, `held_ws` and `took`.
+(thinkwire.whitespace), a stage after recognition that answers it nothing. Recognition holds what
+it reads again: whitespace the policy may still trim, then what may still be a tag; the next feed
+reads both again, in that order, in front of its text. This module is the face the surfaces use:
+`feed`, `finish`, `resume`, and the fast path's `plain`, `steady`, `held_ws` and `took`.
 
 Pieces are records (thinkwire.modes), read as `kind, value = piece` or by name:
   Text(REASONING, text)  reasoning text, in order
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from .lines import Lines
 from .modes import ANSWER, CONTENT, END, PROMPT_BLOCK, REASONING, End, Event, Mode, Piece, SplitterError, Text, make
-from .recognition import NO_SCAN, PAIR_ON_LINE, Recognition, answer_kinds, block_kinds
+from .placement import PAIR_ON_LINE
+from .recognition import KEPT_NONE, NO_SCAN, Recognition, answer_kinds, block_kinds
 from .rules import WS, Rules, TagPair
 from .whitespace import HELD_WS, Whitespace
 
@@ -43,7 +44,8 @@ class Splitter(Recognition):
     plain text, written out."""
 
     __slots__ = (
-        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_undecided", "_boundary", "_at_start", "_lead_due",
+        "rules", "_ws", "_mode", "_pair", "_bscan", "_tool", "_resume", "_ln", "_undecided", "_held", "_ws_hold", "_ws_more",
+        "_boundary", "_at_start", "_lead_due", "_lead_nl", "_fresh", "_ans_ws", "_gap_due", "_kept_end",
         "_seen_tag", "_literal",
         "_cut_off", "_answer_kinds", "_block_kinds", "blocks", "stray_closes", "stray_after_text", "markup_chars",
     )
@@ -58,8 +60,16 @@ class Splitter(Recognition):
         self._boundary = True
         self._at_start = not inside
         self._lead_due = rules.trim and inside
+        self._lead_nl = False
+        self._fresh = inside
+        self._ans_ws = True
+        self._gap_due = False
+        self._kept_end = KEPT_NONE
         self._ln = Lines()
         self._undecided = ""
+        self._held = ""
+        self._ws_hold = False
+        self._ws_more = []
         self._ws = Whitespace(rules, inside, self._dropped, self._gone)
         self._resume = None
         self._seen_tag = inside
@@ -88,21 +98,22 @@ class Splitter(Recognition):
         if not text:
             return []
         ws = self._ws
-        if not ws._held and not self._undecided and not ws._skip_ws and not ws._rsep:
+        if not self._held and not self._undecided and not ws._skip_ws and not ws._rsep:
             # The common case, a token in the middle of a block or of the answer: nothing held,
             # no character that could start a tag: it goes out as it is.
             if self._mode.inside:
                 if (self._bscan.first.search(text) is None
                         and not (self.rules.trim and text[-1] in WS)):
                     self._ln.read(text)
-                    self._lead_due = False   # (due after the model's own opening tag, nothing to do)
+                    # (A LEAD due after the model's own opening tag has nothing to do: none is.)
+                    self._lead_due = self._fresh = False
                     return [ws._plain_reasoning(text)]
             elif not ws._at_start and not ws._gap and not ws._pend:
                 if self.rules._plain_re.search(text) is None:
                     self._plain_answer(text)
                     return [make(Text, (CONTENT, text))]
-        elif ws._ws_hold and not text.strip(WS):
-            ws._ws_more.append(text)
+        elif self._ws_hold and not text.strip(WS):
+            self._ws_more.append(text)
             return []
         out: list[Piece] = []
         held = self._take_held()
@@ -110,9 +121,14 @@ class Splitter(Recognition):
         return out
 
     def _take_held(self) -> str:
-        """What both stages hold, in order, taken to be read again: the whitespace stage's
-        (whitespace not yet decided), then recognition's (what may still be a tag)."""
-        held = self._ws._take_held()
+        """What recognition holds, in order, taken to be read again: whitespace the whitespace
+        stage may still trim, then what may still be a tag."""
+        held = self._held
+        if self._ws_more:
+            held += "".join(self._ws_more)
+            self._ws_more.clear()
+        self._held = ""
+        self._ws_hold = False
         if self._undecided:
             held += self._undecided
             self._undecided = ""
@@ -121,7 +137,7 @@ class Splitter(Recognition):
     def holds_tag(self) -> bool:
         """Whether what is held is more than whitespace (the start of a tag, or one undecided):
         what `finish` gives then depends on how the output ended."""
-        return bool(self._undecided) or bool(self._ws._held) and not self._ws._ws_hold
+        return bool(self._undecided) or bool(self._held) and not self._ws_hold
 
     @property
     def mode(self) -> Mode:
@@ -157,7 +173,7 @@ class Splitter(Recognition):
         if ws._skip_ws:
             return None
         if not self._mode.inside:
-            if ws._held or self._undecided or ws._at_start or ws._gap or ws._pend:
+            if self._held or self._undecided or ws._at_start or ws._gap or ws._pend:
                 return None
             self._plain_answer(text)
             return make(Text, (CONTENT, text))
@@ -166,22 +182,22 @@ class Splitter(Recognition):
         trim = self.rules.trim
         if self._undecided:
             return None   # a partial tag
-        if ws._held:
-            if not ws._ws_hold:
+        if self._held:
+            if not self._ws_hold:
                 return None   # whitespace that may start a tag
             if trim and not text.strip(WS):
                 return None   # whitespace only: feed holds it and gives nothing
-            text = ws._take_held() + text
+            text = self._take_held() + text
         if trim:
             kept = text.rstrip(WS)
             if not kept:
                 return None
             if len(kept) < len(text):   # held for now: it is dropped if the block ends next
-                ws._held = text[len(kept):]
-                ws._ws_hold = not self.rules._ws_lead
+                self._held = text[len(kept):]
+                self._ws_hold = not self.rules._ws_lead
                 text = kept
         self._ln.read(text)
-        self._lead_due = False   # (as feed)
+        self._lead_due = self._fresh = False   # (as feed)
         return ws._plain_reasoning(text)
 
     def steady(self) -> int | None:
@@ -197,19 +213,19 @@ class Splitter(Recognition):
         if self._mode.inside:
             # (A start pair's tags are words: no table of characters holds them.)
             return None if self.held_ws() is None or self._pair in self.rules.start_pairs or ws._rsep else REASONING
-        return None if ws._at_start or ws._held or self._undecided or ws._gap or ws._pend else CONTENT
+        return None if ws._at_start or self._held or self._undecided or ws._gap or ws._pend else CONTENT
 
     def held_ws(self) -> str | None:
         """In a block: the whitespace held at its end so far, which goes out in front of the
         next text unless the block ends first ("" for none); None when something else is held
         (a partial tag, or more than a short run of whitespace)."""
-        ws = self._ws
         if self._undecided:
             return None
-        if not ws._held:
+        held = self._held
+        if not held:
             return ""
-        ok = ws._ws_hold and not ws._ws_more and len(ws._held) <= 32 and not ws._held.strip(HELD_WS)
-        return ws._held if ok else None
+        ok = self._ws_hold and not self._ws_more and len(held) <= 32 and not held.strip(HELD_WS)
+        return held if ok else None
 
     def took(self, kind: int, text: str) -> str:
         """Plain texts taken elsewhere (thinkwire.hot, in C) in a steady state of `kind`
@@ -229,7 +245,7 @@ class Splitter(Recognition):
         self._ln.read(text)   # only the line and code state move
         if self._boundary and text.strip(WS):
             self._boundary = self._at_start = False
-        self._ws._answer_ws = text[-1] in WS
+        self._ans_ws = text[-1] in WS
 
     def finish(self, cut_off: bool = False) -> list[Piece]:
         """The rest. `cut_off`: the output was cut at the token limit, so a tail that is only

@@ -4,25 +4,24 @@ Recognition (thinkwire.recognition) decides where tags are and what each is; thi
 text between them and makes the pieces. With trimming on (`Rules.trim`): whitespace at a block's
 edges goes, and so does the whitespace after it at the answer's start; answer text that meets
 across a removed block or tag with no whitespace gets a line break (no glued words); whitespace
-that may turn out to sit at a block's edge is held until the next text tells. Whatever is dropped
+that may turn out to sit at a block's edge waits until the next text tells. Whatever is dropped
 is recorded for the way back (the END piece's TagPair holds the markup as the model wrote it,
 byte for byte).
 
 The stage is its own object (`Whitespace`, one per splitter), with its own state (the answer's
-text kept between removed tags among it). Recognition hands it what it found, in order, as tokens
-(`Token`: the text between tags, each tag with its kind and its markup as written; strings, never
-positions in recognition's buffer) through one entry, `take`, and the text at the end of what was
-fed through the tails (`_block_tail`, `_answer_tail`), with the start of a tag recognition holds
-there (`hold`: this stage does not hold it, it only tells whether whitespace alone is held).
-Recognition reads none of this stage's fields: it keeps the facts it decides by itself
-(thinkwire.recognition). This stage holds only its own whitespace not yet decided (`_held`), which
-the splitter puts in front of recognition's held text and the next feed. The steps answer what
-recognition needs to go on: LEAD, AFTER and REMOVED how much of the whitespace they were given is
-text (recognition looks for the next tag from there, as a tag may start with whitespace) or, all
-of it whitespace so far, how much of it is not held (read into the line state now: what is held
-is read when it comes again); the tails how much they hold, and `_answer_tail` whether it held
-the answer's start whole (the line state goes back). `_dropped` is the splitter's hook
-(thinkwire.written), called here as there.
+text kept between removed tags and the gaps among it, the whitespace waiting for the answer's
+next text, the markup written around the open block). It runs after recognition and answers it
+nothing. Recognition hands it what it found, in order, as tokens (`Token`: the text between tags,
+each tag with its kind and its markup as written; strings, never positions in recognition's
+buffer) through one entry, `take`, and the text at the end of what was fed through the tails
+(`_block_tail`, `_answer_tail`). Where the text after a tag starts, and what is held to be read
+again with the next feed (whitespace that may still be trimmed, the start of a tag), recognition
+decides on its own, with the one rule both stages trim by (`trim_start`) and facts it keeps from
+what it handed over (whether the block has had text, what the answer given ends in); where that
+decides how the whitespace goes, the token's kind says it (AFTER or AFTER_GAP; REMOVED_KEPT,
+REMOVED_AT_START or REMOVED), and this stage makes the pieces by it. A held text never reaches
+this stage until it comes again. `_dropped` is the splitter's hook (thinkwire.written), called
+here as there.
 """
 
 from __future__ import annotations
@@ -40,23 +39,29 @@ HELD_WS = " \t\r\n\f"
 Kept = list[str | Gap]   # answer text between removed markers, emitted as one piece, and the gaps between
 
 # What recognition hands this stage (`Token.kind`): in a block,
-LEAD = 0        # text: a block's leading whitespace (`_skip_ws`), or "" where its text starts (`_rsep`)
+LEAD = 0        # text: what of a block's leading whitespace is trimmed; after: the rest of it (`_rsep`)
 CLOSE = 1       # text: the block's last text; markup: its closing tag
 MARKER = 2      # text: the block's last text, before a marker that ends reasoning and stays in the output
-OWN_OPEN = 3    # text: the block's text so far; markup: the model's own opening tag (the template opened it)
+OWN_OPEN = 3    # text: the block's text so far; markup: the model's own opening tag (the template opened it),
+                # after text of the block
 # in the answer,
-AFTER = 4       # text: the whitespace right after a block or markup trimmed as one (`_skip_ws`)
+AFTER = 4       # text: what is trimmed of the whitespace right after a block or markup trimmed as one, where
+                # the answer is empty or ends in whitespace; after: the rest (a line's indentation)
 OPEN = 5        # text: the answer's text; markup: the opening tag of a block that opens after it
 RESUME = 6      # text: the answer's text up to and with a marker after which reasoning resumes
 START = 7       # text: the whitespace at the output's start; markup: a start pair's opening tag
 TOOL_HEAD = 8   # text: the answer's text before a tool call's header (which stays, read as the call)
 WRAPPER = 9     # text: the answer's text; markup: markup that opens the answer, removed
-REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer; after: the whitespace after it
-REMOVED_AT_START = 11   # ... at the answer's start boundary (the output's start, or right after a block)
+REMOVED = 10    # text: the answer's text; markup: a tag removed mid-answer where the answer does not end in
+                # whitespace (trimming); after: the whitespace after it, which goes in front of the next text
+REMOVED_AT_START = 11   # ... where the answer is empty or ends in whitespace at its start boundary (the output's
+                        # start, right after a block): what follows it is trimmed as after a block
 CALL = 12       # text: a tool call's text (answer, as written)
-# The text at the end of what was fed, no tag in it, and what recognition holds after it, come with
-# nearly every feed: they go to their own steps (`_block_tail`, `_answer_tail`) as strings, with no
-# token made.
+AFTER_GAP = 13  # text: the whitespace of AFTER where the answer ends in no whitespace: kept between its texts
+REMOVED_KEPT = 14   # as REMOVED, where the answer ends in whitespace there (or not trimming): the text goes on
+FIRST_OPEN = 15     # as OWN_OPEN, where the block has had no text: it is the block's written opening tag
+# The text at the end of what was fed, no tag in it, comes with nearly every feed: it goes to its
+# own steps (`_block_tail`, `_block_cut`, `_answer_tail`) as a string, with no token made.
 
 
 def unput(gap: str, put: Sequence[int], lo: int = 0, hi: int | None = None) -> str:
@@ -72,6 +77,26 @@ def unput(gap: str, put: Sequence[int], lo: int = 0, hi: int | None = None) -> s
     return "".join(parts)
 
 
+def trim_start(buf: str, i: int, k: int, final: bool, nl: bool) -> tuple[int, bool]:
+    """Trimming the whitespace run buf[i:k] (a block's start, the answer's after it), which
+    reaches the end of what was fed where k == len(buf): where what stays of it starts, and
+    whether the run so far (`nl`: its part before this feed) held a line break. Blank lines go;
+    the first line's indentation (what follows the run's last line break) stays where it makes
+    indented code (CommonMark: four columns, a tab), so code keeps its shape. Whitespace on the
+    tag's own line goes. While only whitespace has come, what follows its last line break stays
+    for now (it is held): it may be that indentation. Recognition finds where the text after a
+    tag starts with it; the whitespace stage trims by it."""
+    at_end = k == len(buf)
+    b = max(buf.rfind("\n", i, k), buf.rfind("\r", i, k))
+    nl = nl or b >= 0
+    if not nl or (final and at_end):
+        return k, nl
+    start = b + 1 if b >= 0 else i
+    if not at_end and indent(buf[start:k]) < 4:
+        return k, nl   # (less than code's indentation means nothing in Markdown: it goes)
+    return start, nl
+
+
 class Token(NamedTuple):
     """One thing recognition found, in order: the text between tags (with the mode it is in, by
     kind), each tag with its kind and its exact markup as written. Made with
@@ -80,8 +105,8 @@ class Token(NamedTuple):
     kind: int
     text: str
     markup: str
-    after: str      # REMOVED: the whitespace run that follows the tag
-    open: bool      # text (LEAD, AFTER) or after (REMOVED) reaches the end of what was fed: more may come
+    after: str      # LEAD, AFTER: the rest of the whitespace run; REMOVED*: the whitespace run after the tag
+    open: bool      # the whitespace run (LEAD, AFTER*, REMOVED*) reaches the end of what was fed: more may come
 
 
 class Dropped(Protocol):
@@ -100,31 +125,25 @@ class Gone(Protocol):
 class Whitespace:
     """The whitespace stage of one splitter: its state and its steps."""
 
-    __slots__ = ("rules", "_dropped", "_gone", "_kept", "_held", "_ws_hold", "_ws_more", "_skip_ws", "_ws_nl", "_at_start",
-                 "_fresh", "_answer_ws", "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
+    __slots__ = ("rules", "_dropped", "_gone", "_kept", "_skip_ws", "_at_start",
+                 "_reasoning_ws", "_rsep", "_gap", "_gap_put", "_lead_ws", "_w_open",
                  "_w_close", "_pend", "reasoning_chars", "added_chars")
 
     def __init__(self, rules: Rules, inside: bool, dropped: Dropped, gone: Gone) -> None:
         self.rules = rules
         self._dropped = dropped
         self._gone = gone
-        self._held = ""            # undecided text, carried into the next feed (read again there)
         self._kept: Kept = []      # the answer's text kept since the last emission (afresh each scan)
-        self._skip_ws = rules.trim and inside  # drop leading whitespace of a block / of content after it
+        # Leading whitespace of a block, or of the answer after it, is being trimmed (a LEAD, AFTER
+        # still to come): the splitter's fast path takes no text then.
+        self._skip_ws = rules.trim and inside
         self._at_start = not inside   # nothing but whitespace has been written to the answer yet
-        self._fresh = inside       # the open block has no text yet
-        self._answer_ws = True     # the answer so far is empty or ends in whitespace
         self._gap = ""             # whitespace after a block, kept for the answer's next text (no glued words)
         self._gap_put: list[int] = []   # ... the places in it of line breaks put there (the model wrote no whitespace)
         self._reasoning_ws = True  # the reasoning so far is empty or ends in whitespace
         self._rsep = False         # a line break goes in front of the reasoning's next text, if not whitespace
         self.reasoning_chars = 0
         self.added_chars = 0       # line breaks put between answer text that would run together (trimming)
-        # Only whitespace is held, and more whitespace would only be held too (trimming: at the
-        # start of the output, or at the end of a reasoning block so far). More whitespace then
-        # goes to _ws_more without re-reading what is held: linear in a long whitespace run.
-        self._ws_hold = False
-        self._ws_more: list[str] = []
         # The way back, byte for byte: what the model wrote before the open block's text that does
         # not go out (the whitespace trimmed ahead of it at the output's start, its opening tag, the
         # whitespace trimmed after it), and, once it closed, what it wrote after the text (the
@@ -136,7 +155,6 @@ class Whitespace:
         self._w_close = ""
         self._pend = False
         self._lead_ws = ""    # whitespace trimmed ahead of the first block, for its _w_open
-        self._ws_nl = False   # the whitespace being trimmed held a line break (see `_trim_end`)
 
     def __eq__(self, other: object) -> bool:
         """The same state (the hook and the rules aside): what a splitter's state is compared by."""
@@ -149,92 +167,46 @@ class Whitespace:
         """What the model wrote of `_gap`: it less the line breaks put there."""
         return unput(self._gap, self._gap_put)
 
-    def _take_held(self) -> str:
-        held = self._held
-        if self._ws_more:
-            held += "".join(self._ws_more)
-            self._ws_more.clear()
-        self._held = ""
-        self._ws_hold = False
-        return held
-
-    def take(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """The step for what recognition found (`tok`), its pieces added to `out`. What it gives
-        back: for LEAD and AFTER, how much of the whitespace is text (where a tag may start), or
-        ~k (negative): all of it so far is whitespace, of which the first k characters went
-        (dropped, or passed as text) and the rest is held (read again with the next feed); for REMOVED, how much of the whitespace
-        after the tag it took (-1: all, held for the next feed); else 0."""
-        return _STEPS[tok.kind](self, tok, out, final)
-
-    def _trim_end(self, run: str, at_end: bool, final: bool) -> int:
-        """Trimming the whitespace `run` (a block's start, the answer's after it; `at_end`: it
-        reaches the end of what was fed): where what stays of it starts. Blank lines go; the first
-        line's indentation (what follows the run's last line break) stays where it makes indented
-        code (CommonMark: four columns, a tab), so code keeps its shape. Whitespace on the tag's
-        own line goes. While only whitespace has come, what follows its last line break is kept
-        for now (the caller holds it): it may be that indentation."""
-        j = len(run)
-        nl = max(run.rfind("\n"), run.rfind("\r"))
-        if nl >= 0:
-            self._ws_nl = True
-        if not self._ws_nl or (final and at_end):
-            return j
-        start = nl + 1 if nl >= 0 else 0
-        if not at_end and indent(run[start:]) < 4:
-            return j   # (less than code's indentation means nothing in Markdown: it goes)
-        return start
+    def take(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """The step for what recognition found (`tok`), its pieces added to `out`. It answers
+        nothing: recognition decides where it scans and what it holds on its own."""
+        _STEPS[tok.kind](self, tok, out, final)
 
     # -- inside a reasoning block -----------------------------------------------------------------
-    def _block_start(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """A block's text begins with the whitespace `tok.text` (LEAD): trimmed (`_skip_ws`), and
-        the line break put where an opening tag dropped between reasoning texts (`_rsep`). How
-        much of it is text, or ~k: only whitespace so far, of which the first k characters are
-        not held (recognition reads them as text: trimmed, they still end a line, "\r~~~" is no
-        fence)."""
-        run = tok.text
-        keep = 0
-        if self._skip_ws:
-            keep = self._trim_end(run, tok.open, final)
-            self._w_open += run[:keep]
-            if tok.open:
-                if final:
-                    return ~len(run)   # all whitespace: dropped
-                self._held = run[keep:]   # (perhaps the first line's indentation)
-                return ~keep  # all whitespace so far: dropped, or held
-            self._skip_ws = self._ws_nl = False
+    def _block_start(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """A block's text begins after the whitespace recognition found there (LEAD): `tok.text`
+        is what of it is trimmed (`trim_start`), `tok.after` the rest, text or held; `tok.open`:
+        only whitespace so far. Where an opening tag dropped between reasoning texts (`_rsep`), a
+        line break goes in front of the text if it does not start with whitespace."""
+        self._w_open += tok.text
+        if not tok.open:
+            self._skip_ws = False
         if self._rsep:   # (see the opening tag dropped in thinkwire.recognition)
             self._rsep = False
-            if keep == len(run):   # (its text starts with no whitespace)
+            if not tok.after:   # (its text starts with no whitespace)
                 self._dropped(out, True, "", len(SEPARATOR))
                 self._emit_reasoning(SEPARATOR, out)
                 self.added_chars += len(SEPARATOR)
-        return keep
 
-    def _block_tail(self, body: str, hold: str, out: list[Piece], final: bool) -> int:
-        """No tag in the block's text `body`, up to the end of what was fed: all of it goes out as
-        reasoning but, trimming, the whitespace at its end (held: it is dropped if the block ends
-        next), and what recognition holds (`hold`: a partial tag; at the end, markup cut off,
-        which goes). What it gives back: how much of body and hold it holds (read again with the
-        next feed)."""
-        rules = self.rules
-        if final:
-            self._w_close = body[len(body.rstrip(WS)):] + hold if rules.trim else hold   # what the end drops
-        if rules.trim:
-            kept = body.rstrip(WS)
-            if not final:
-                self._held = body[len(kept):]
-                self._ws_hold = not hold and bool(self._held) and not rules._ws_lead
-            body = kept
-        self._emit_reasoning(body, out)
-        return len(self._held)
+    def _block_tail(self, text: str, out: list[Piece]) -> None:
+        """No tag in the block's text `text`, up to the end of what was fed (not empty): it goes
+        out as reasoning. (Trimming, recognition holds the whitespace at its end: it goes if the
+        block ends next.)"""
+        self._emit_reasoning(text, out)
 
-    def _closed(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _block_cut(self, body: str, cut: str, out: list[Piece]) -> None:
+        """The output ended in the block, after its text `body`: that goes out but, trimming, the
+        whitespace at its end, which goes with `cut` (markup cut off there) as the block's
+        written close."""
+        kept = body.rstrip(WS) if self.rules.trim else body
+        self._w_close = body[len(kept):] + cut
+        self._emit_reasoning(kept, out)
+
+    def _closed(self, tok: Token, out: list[Piece], final: bool) -> None:
         self._block_ends(tok.text, out, tok.markup)
-        return 0
 
-    def _marker(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _marker(self, tok: Token, out: list[Piece], final: bool) -> None:
         self._block_ends(tok.text, out, "")
-        return 0
 
     def _block_ends(self, text: str, out: list[Piece], tag: str) -> None:
         """The open block's last text, `text`, before `tag` (its closing tag; "" for a marker
@@ -264,31 +236,29 @@ class Whitespace:
         self._skip_ws = self.rules.trim
         self._gap = ""   # whitespace between two blocks: trimmed
         put.clear()
-        self._fresh = True
 
-    def _own_open(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _own_open(self, tok: Token, out: list[Piece], final: bool) -> None:
         """The model's own opening tag in the block the template opened (OWN_OPEN), dropped after
         the block's text: before any text, it is the block's written opening tag (in place of
         the one the prompt was taken to hold) and what follows it is trimmed as at the start."""
         rules = self.rules
         text, tag = tok.text, tok.markup
+        fresh = tok.kind == FIRST_OPEN
         self._emit_reasoning(text, out)
-        self._skip_ws = rules.trim and self._fresh   # nothing written yet: trim as at the start
-        if self._fresh:
+        self._skip_ws = rules.trim and fresh   # nothing written yet: trim as at the start
+        if fresh:
             # The model's own tag goes back in place of the one the prompt was taken
             # to hold: where a model writes it, its template most often did not (Ollama's).
             t = rules.pairs[0].open
             self._w_open = (self._w_open[len(t):] if self._w_open.startswith(t) else self._w_open) + tag
         # Reasoning on both sides with no whitespace between gets a line break.
-        self._rsep = rules.trim and not self._fresh and not self._reasoning_ws
-        if not self._fresh:
+        self._rsep = rules.trim and not fresh and not self._reasoning_ws
+        if not fresh:
             self._dropped(out, True, tag)
-        return 0
 
     def _plain_reasoning(self, text: str) -> Text:
         """A plain text of the open block (not empty), as it is."""
         self.reasoning_chars += len(text)
-        self._fresh = False
         self._reasoning_ws = text[-1] in WS
         return make(Text, (REASONING, text))
 
@@ -302,7 +272,6 @@ class Whitespace:
 
     def _emit_reasoning(self, text: str, out: list[Piece]) -> None:
         if text:
-            self._fresh = False
             self._reasoning_ws = text[-1] in WS
             self.reasoning_chars += len(text)
             last = out[-1] if out else None
@@ -312,95 +281,83 @@ class Whitespace:
                 out.append(make(Text, (REASONING, text)))
 
     # -- in the answer ----------------------------------------------------------------------------
-    def _after_block(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """Right after a block (or markup trimmed as one: `_skip_ws`), the whitespace `tok.text`
-        (AFTER): trimmed, where the answer is empty or ends in whitespace; else kept whole between
-        the answer's texts, or a line break put there. How much of it is text, or ~k: only
-        whitespace so far, of which the first k characters are not held (the rest is; at the end,
-        all of it is dropped). What it went past, and what is not held, is read as text."""
-        run, at_end = tok.text, tok.open
-        j = len(run)
-        keep = self._trim_end(run, at_end, final)
-        if not self._answer_ws:
-            keep = j   # (kept whole, between answer texts)
-        if self._answer_ws or (final and at_end):
-            if not self._pend and keep > 0:
-                self._dropped(out, False, run[:keep], 0, len(self._gap))
-            self._w_close += run[:keep]   # trimmed after the block (kept between answer texts)
-        if at_end and not self._answer_ws and not final:
-            # The answer may go on, after text that does not end in whitespace: this
-            # whitespace then stays (no words glued together). (Held: it is read when it goes.)
-            self._held = run
-            self._ws_hold = not self.rules._ws_lead
-            return ~0
-        if at_end:
-            if not final and keep < j:
-                self._held = run[keep:]   # perhaps the first line's indentation
-                self._ws_hold = not self.rules._ws_lead
-                return ~keep
-            return ~j
-        if self._answer_ws:
-            j = keep   # the first line's indentation stays
-        else:
-            # It goes out in front of the answer's next text, if any; where the model wrote no
-            # whitespace on either side, a line break does (words never run together).
-            if j > 0:
-                self._gap += run
-            else:
-                if not self._pend:
-                    self._dropped(out, False, "", len(SEPARATOR), len(self._gap))
-                self._gap_put.extend(range(len(self._gap), len(self._gap) + len(SEPARATOR)))
-                self._gap += SEPARATOR
-        self._skip_ws = self._ws_nl = False
-        return j
+    def _after_block(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """Right after a block (or markup trimmed as one: `_skip_ws`), where the answer is empty
+        or ends in whitespace (AFTER): the whitespace `tok.text` is trimmed (`trim_start`: what
+        follows its last line break may be indentation that stays, `tok.after`); `tok.open`: only
+        whitespace so far."""
+        trimmed = tok.text
+        if not self._pend and trimmed:
+            self._dropped(out, False, trimmed, 0, len(self._gap))
+        self._w_close += trimmed   # trimmed after the block (kept between answer texts)
+        if not tok.open:
+            self._skip_ws = False
 
-    def _remove(self, tok: Token, out: list[Piece], final: bool) -> int:
-        """A tag (`tok.markup`) removed from the middle of the answer (REMOVED, REMOVED_AT_START),
-        after the text `tok.text`, kept. Where the answer does not end in whitespace there
-        (trimming), what follows the tag is as after a block: whitespace (`tok.after`), or a line
-        break where there is none, goes in front of the answer's next text (a gap in `_kept`), and
-        is trimmed before a block or at the end (at the start boundary: at the answer's start or
-        right after a block). How much of that whitespace it took (then the answer goes on after
-        it), or -1: only whitespace follows yet, held for the next feed."""
-        kept = self._kept
-        text, tag, after = tok.text, tok.markup, tok.after
-        if text:
-            kept.append(text)
-        gap = len(self._gap)   # (what goes, for the way back: `_dropped`)
-        if not self.rules.trim:
-            self._dropped(out, False, tag, 0, gap, kept)
-            return 0
-        # Right after a block, where the answer so far is empty or ends in whitespace: trimmed as
-        # after the block itself (only whitespace was kept since).
-        at_start = tok.kind == REMOVED_AT_START and self._answer_ws and not self._gap
-        lead = ""   # (at the start: the whitespace kept before the tag, and the tag, go)
-        if at_start:
-            lead = "".join(p if isinstance(p, str) else p.text for p in kept) + tag
-            if self._pend:   # right after a block: what is dropped here is written after it
-                self._w_close += lead
-            kept.clear()
-        elif isinstance(kept[-1], Gap) or kept[-1][-1] in WS if kept else self._answer_ws or self._gap:
-            self._dropped(out, False, tag, 0, gap, kept)
-            return 0
-        at_end = tok.open
-        if at_start and self._pend and (not at_end or final):
-            self._w_close += after
-        elif at_start and not self._pend:
-            self._dropped(out, False, lead + (after if not at_end or final else ""))
-        if not at_start:
-            self._dropped(out, False, tag + (after if at_end and final else ""),
-                          len(SEPARATOR) if not after and not at_end else 0, gap, kept)
-        if at_end:
+    def _after_gap(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """Right after a block, where the answer before it ends in no whitespace (AFTER_GAP): the
+        whitespace `tok.text` goes out in front of the answer's next text, if any; where the model
+        wrote none, a line break does (words never run together). At the end it is trimmed;
+        `tok.open` before the end: held, as the answer may go on."""
+        run = tok.text
+        if tok.open:
             if final:
-                return len(after)
-            self._held = after   # (read when it goes out)
-            self._ws_hold = bool(self._held) and not self.rules._ws_lead
+                if not self._pend and run:
+                    self._dropped(out, False, run, 0, len(self._gap))
+                self._w_close += run
+            return
+        if run:
+            self._gap += run
+        else:
+            if not self._pend:
+                self._dropped(out, False, "", len(SEPARATOR), len(self._gap))
+            self._gap_put.extend(range(len(self._gap), len(self._gap) + len(SEPARATOR)))
+            self._gap += SEPARATOR
+        self._skip_ws = False
+
+    def _remove_kept(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """A tag (`tok.markup`) removed from the middle of the answer where it ends in whitespace,
+        or with no trimming (REMOVED_KEPT): the text `tok.text` is kept, and the answer goes on."""
+        if tok.text:
+            self._kept.append(tok.text)
+        self._dropped(out, False, tok.markup, 0, len(self._gap), self._kept)
+
+    def _remove(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """A tag (`tok.markup`) removed from the middle of the answer where it ends in no
+        whitespace (REMOVED), after the text `tok.text`, kept: what follows the tag is as after a
+        block: whitespace (`tok.after`), or a line break where there is none, goes in front of the
+        answer's next text (a gap in `_kept`), and is trimmed before a block or at the end.
+        `tok.open`: only whitespace follows yet (recognition holds it)."""
+        kept = self._kept
+        after = tok.after
+        if tok.text:
+            kept.append(tok.text)
+        at_end = tok.open
+        self._dropped(out, False, tok.markup + (after if at_end and final else ""),
+                      len(SEPARATOR) if not after and not at_end else 0, len(self._gap), kept)
+        if at_end:
+            if not final:
+                self._skip_ws = True
+                self._emit_kept(out)
+            return
+        kept.append(Gap(after, 0) if after else Gap(SEPARATOR, len(SEPARATOR)))
+
+    def _remove_at_start(self, tok: Token, out: list[Piece], final: bool) -> None:
+        """A tag removed at the answer's start boundary, where it is empty or ends in whitespace
+        (REMOVED_AT_START: at the output's start, right after a block): trimmed as after the block
+        itself, with the whitespace kept before it (`tok.text` too) and after it (`tok.after`)."""
+        kept = self._kept
+        if tok.text:
+            kept.append(tok.text)
+        lead = "".join(p if isinstance(p, str) else p.text for p in kept) + tok.markup
+        kept.clear()
+        after = tok.after if not tok.open or final else ""   # (open: held, read again)
+        if self._pend:   # right after a block: what is dropped here is written after it
+            self._w_close += lead + after
+        else:
+            self._dropped(out, False, lead + after)
+        if tok.open and not final:
             self._skip_ws = True
             self._emit_kept(out)
-            return -1
-        if not at_start:
-            kept.append(Gap(after, 0) if after else Gap(SEPARATOR, len(SEPARATOR)))
-        return len(after)
 
     def _emit_kept(self, out: list[Piece], rest: str = "", before_block: bool = False) -> None:
         """The answer's text kept since the last emission and `rest`, with the gaps `_remove`
@@ -446,29 +403,22 @@ class Whitespace:
             self.added_chars += len(self._gap_put)
             self._gap = ""
             self._gap_put.clear()
-        self._answer_ws = text[-1] in WS
         last = out[-1] if out else None
         if last is not None and last.kind == CONTENT:
             out[-1] = make(Text, (CONTENT, last.text + text))
         else:
             out.append(make(Text, (CONTENT, text)))
 
-    def _answer_tail(self, text: str, hold: str, out: list[Piece], final: bool) -> bool:
-        """The answer's text `text`, up to the end of what was fed, goes out (with what is kept);
-        what recognition holds undecided (`hold`) is held. But at the output's start, while only
-        whitespace came, all of it waits (it is dropped if a block opens next): True then (held
-        whole: the line state goes back to where the scan began, as it is read again)."""
-        kept = self._kept
-        if not final and self._at_start and self.rules.trim and text.strip(WS) == "" and not any(
-                p.strip(WS) for p in kept if isinstance(p, str)):   # (at the start no gap is kept: the answer is empty)
-            self._held = "".join(p if isinstance(p, str) else p.text for p in kept) + text
-            self._ws_hold = not hold and bool(self._held) and not self.rules._ws_lead
-            self._kept = []
-            return True
+    def _answer_tail(self, text: str, cut: str, out: list[Piece]) -> None:
+        """The answer's text `text`, up to the end of what was fed, goes out, with what is kept;
+        at the output's end, `cut` is a marker cut off there, which goes. (Whitespace alone at the
+        output's start, trimming, does not come here: recognition holds it, as it goes if a block
+        opens next.)"""
         self._emit_kept(out, text)
-        return False
+        if cut:
+            self._dropped(out, False, cut, 0, len(self._gap))   # (the way back has it)
 
-    def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _tool_head(self, tok: Token, out: list[Piece], final: bool) -> None:
         """A tool call's header follows the answer's text `tok.text` (TOOL_HEAD): what is kept goes
         out in front of it, without a line break put there."""
         kept = self._kept
@@ -482,9 +432,8 @@ class Whitespace:
             self._gone(out)   # (the way back: all of the gap goes, the model's whitespace too)
             self._gap = ""
             put.clear()
-        return 0
 
-    def _wrapper(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _wrapper(self, tok: Token, out: list[Piece], final: bool) -> None:
         """Markup that opens the answer (WRAPPER: a strip marker at its start or right after a
         block, a closing tag with no block open at the start), removed after the answer's text:
         what follows it is trimmed as after a block."""
@@ -497,9 +446,8 @@ class Whitespace:
         else:
             self._dropped(out, False, tag, 0, len(self._gap))
         self._skip_ws = self.rules.trim
-        return 0
 
-    def _opened(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _opened(self, tok: Token, out: list[Piece], final: bool) -> None:
         """A block opens after the answer's text (OPEN, RESUME: the marker is the text's end) or
         the whitespace at the output's start (START)."""
         if tok.kind == START:
@@ -507,17 +455,16 @@ class Whitespace:
         else:
             self._emit_kept(out, tok.text, before_block=True)
             self._block_opens(out, tok.markup)
-        return 0
 
-    def _call(self, tok: Token, out: list[Piece], final: bool) -> int:
+    def _call(self, tok: Token, out: list[Piece], final: bool) -> None:
         """A tool call's text, answer as written (CALL)."""
         self._emit_content(tok.text, out, False)
-        return 0
 
 
-_Step = Callable[[Whitespace, Token, list[Piece], bool], int]
+_Step = Callable[[Whitespace, Token, list[Piece], bool], None]
 # Each token kind's step (by `Token.kind`).
 _STEPS: tuple[_Step, ...] = (
     Whitespace._block_start, Whitespace._closed, Whitespace._marker, Whitespace._own_open, Whitespace._after_block,
     Whitespace._opened, Whitespace._opened, Whitespace._opened, Whitespace._tool_head, Whitespace._wrapper,
-    Whitespace._remove, Whitespace._remove, Whitespace._call)
+    Whitespace._remove, Whitespace._remove_at_start, Whitespace._call, Whitespace._after_gap, Whitespace._remove_kept,
+    Whitespace._own_open)

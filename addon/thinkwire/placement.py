@@ -4,9 +4,8 @@ a tag. A base of `Recognition`: it reads recognition's state and changes none of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import re
+from typing import TYPE_CHECKING
 
 from .lines import Lines
 from .modes import Mode

@@ -36,9 +36,14 @@ def cpu_seconds(pid: int) -> float:
         return total / 1e9
     except (OSError, ValueError, IndexError):
         pass
+    return sum(user_system(pid))
+
+
+def user_system(pid: int) -> tuple[float, float]:
+    """utime and stime of the whole process, in seconds (10 ms ticks), from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return int(fields[11]) / _TICK, int(fields[12]) / _TICK
 
 
 def status_kb(pid: int, key: str) -> int:

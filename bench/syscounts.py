@@ -50,7 +50,6 @@ EVENTS = ["task-clock", "context-switches", "page-faults", "raw_syscalls:sys_ent
           "syscalls:sys_enter_sendto", "syscalls:sys_enter_recvfrom", "syscalls:sys_enter_write",
           "syscalls:sys_enter_read", "syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_connect",
           "syscalls:sys_enter_getsockopt", "syscalls:sys_enter_setsockopt"]
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 class Perf:
@@ -82,8 +81,7 @@ class Perf:
 
 def proc_times(pid: int) -> tuple[float, float, int, int, int]:
     """utime, stime (s), voluntary and involuntary context switches (all threads), the threads."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    from procs import user_system
     vol = invol = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{tid}/status") as f:
@@ -92,7 +90,7 @@ def proc_times(pid: int) -> tuple[float, float, int, int, int]:
                     vol += int(line.split()[1])
                 elif line.startswith("nonvoluntary_ctxt_switches"):
                     invol += int(line.split()[1])
-    return int(fields[11]) / _TICK, int(fields[12]) / _TICK, vol, invol, len(os.listdir(f"/proc/{pid}/task"))
+    return *user_system(pid), vol, invol, len(os.listdir(f"/proc/{pid}/task"))
 
 
 def one_round(proxy, upstream_pid: int, plan: list, n: int, trace: bool) -> dict[str, float]:
